@@ -1,0 +1,255 @@
+package v1beta1
+
+import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Names fixed by the product.
+const (
+	// RootName is the name of the tree's root node, which the manager creates.
+	RootName = "root"
+	// ManagedByLabel marks every object the manager writes; it only ever
+	// updates or deletes objects that carry it.
+	ManagedByLabel = "ome.io/quota-managed-by"
+	// ManagedByValue is ManagedByLabel's value.
+	ManagedByValue = "ome-quota-manager"
+	// RootFinalizer keeps root (and so the marks in its status) until the
+	// manager, or an admin, lets it go.
+	RootFinalizer = "ome.io/accelerator-quota"
+)
+
+// Role is what a node of the tree is written to Kueue as.
+// +kubebuilder:validation:Enum=Cohort;ClusterQueue
+type Role string
+
+const (
+	// RoleCohort groups other nodes; it becomes a Kueue Cohort.
+	RoleCohort Role = "Cohort"
+	// RoleClusterQueue is a team, with no children; it becomes a Kueue
+	// ClusterQueue and a LocalQueue in each enrolled namespace.
+	RoleClusterQueue Role = "ClusterQueue"
+)
+
+// Condition types on a node's status.
+const (
+	ConditionReady        = "Ready"
+	ConditionDegraded     = "Degraded"
+	ConditionMaterialized = "Materialized"
+)
+
+// AcceleratorQuota is one node of the quota tree.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=aq,categories=ome
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Role",type=string,JSONPath=`.spec.role`
+// +kubebuilder:printcolumn:name="Parent",type=string,JSONPath=`.spec.parentRef.name`
+// +kubebuilder:printcolumn:name="Nominal",type=string,JSONPath=`.status.summary.nominal`
+// +kubebuilder:printcolumn:name="Admitted",type=string,JSONPath=`.status.summary.admitted`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a lowercase RFC 1123 label of at most 63 characters (letters, digits and '-'), because it names Kueue queues and is used as a label value"
+type AcceleratorQuota struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   AcceleratorQuotaSpec   `json:"spec"`
+	Status AcceleratorQuotaStatus `json:"status,omitempty"`
+}
+
+// AcceleratorQuotaSpec is what an admin writes for a node.
+type AcceleratorQuotaSpec struct {
+	// Role is Cohort (groups nodes) or ClusterQueue (a team, no children).
+	// +required
+	Role Role `json:"role"`
+
+	// ParentRef names the parent node. Every node but root has one.
+	// +optional
+	ParentRef *ParentReference `json:"parentRef,omitempty"`
+
+	// Budgets are the node's amounts, one per (resourceName, resourceFlavor).
+	// A Cohort's budget is an authoring cap on its children's nominal; a
+	// team's budget becomes its ClusterQueue quota.
+	// +optional
+	// +listType=map
+	// +listMapKey=resourceName
+	// +listMapKey=resourceFlavor
+	// +kubebuilder:validation:MaxItems=16
+	Budgets []Budget `json:"budgets,omitempty"`
+
+	// PriorityTier is a team field kept for management mode; it has no
+	// effect in workload mode.
+	// +optional
+	PriorityTier *int32 `json:"priorityTier,omitempty"`
+
+	// Distribution is a management-mode field. It is stored untouched and
+	// has no effect in workload mode.
+	// +optional
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	Distribution *apiextensionsv1.JSON `json:"distribution,omitempty"`
+}
+
+// ParentReference names another AcceleratorQuota.
+type ParentReference struct {
+	// Name of the parent node.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+}
+
+// Budget is an amount of one resource on one Kueue ResourceFlavor.
+//
+// +kubebuilder:validation:XValidation:rule="!quantity(string(self.nominal)).isLessThan(quantity('0'))",message="nominal must not be negative"
+// +kubebuilder:validation:XValidation:rule="!has(self.borrowingLimit) || !quantity(string(self.borrowingLimit)).isLessThan(quantity('0'))",message="borrowingLimit must not be negative"
+// +kubebuilder:validation:XValidation:rule="!has(self.lendingLimit) || !quantity(string(self.lendingLimit)).isLessThan(quantity('0'))",message="lendingLimit must not be negative"
+// +kubebuilder:validation:XValidation:rule="!has(self.lendingLimit) || !quantity(string(self.lendingLimit)).isGreaterThan(quantity(string(self.nominal)))",message="lendingLimit must not be more than nominal"
+type Budget struct {
+	// ResourceName is the resource counted, e.g. nvidia.com/gpu.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`
+	ResourceName string `json:"resourceName"`
+
+	// ResourceFlavor names the Kueue ResourceFlavor the amount is on.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	ResourceFlavor string `json:"resourceFlavor"`
+
+	// Nominal is the node's own share.
+	// +required
+	Nominal resource.Quantity `json:"nominal"`
+
+	// BorrowingLimit is how much a team may take above nominal from idle
+	// quota in its cohort. Unset means 0: borrowing is opted into.
+	// +optional
+	BorrowingLimit *resource.Quantity `json:"borrowingLimit,omitempty"`
+
+	// LendingLimit is how much of nominal others may borrow while the team
+	// is idle. Unset means all of it.
+	// +optional
+	LendingLimit *resource.Quantity `json:"lendingLimit,omitempty"`
+
+	// PerCluster holds per-cluster shares for management mode; stored
+	// untouched, no effect in workload mode.
+	// +optional
+	// +listType=map
+	// +listMapKey=clusterName
+	// +kubebuilder:validation:MaxItems=256
+	PerCluster []ClusterShare `json:"perCluster,omitempty"`
+}
+
+// ClusterShare is one workload cluster's share of a fleet budget.
+type ClusterShare struct {
+	// ClusterName names the workload cluster.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	ClusterName string `json:"clusterName"`
+	// Nominal is that cluster's share.
+	// +required
+	Nominal resource.Quantity `json:"nominal"`
+}
+
+// AcceleratorQuotaStatus is what the manager reports on a node.
+type AcceleratorQuotaStatus struct {
+	// ObservedGeneration is the spec generation the conditions describe.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Ready, Degraded and, while namespaces are enrolled,
+	// Materialized.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// Capacity is root's measurement per (resource, flavor), with the
+	// high-water mark that budgets are checked against. Only root has it.
+	// +optional
+	// +listType=map
+	// +listMapKey=resourceName
+	// +listMapKey=resourceFlavor
+	Capacity []CapacityStatus `json:"capacity,omitempty"`
+
+	// Budgets reports a team's usage per budget, read from its ClusterQueue.
+	// +optional
+	// +listType=map
+	// +listMapKey=resourceName
+	// +listMapKey=resourceFlavor
+	Budgets []BudgetStatus `json:"budgets,omitempty"`
+
+	// Unbudgeted lists DRA devices published under DeviceClasses that no
+	// mapping counts, which Kueue would not charge to any budget.
+	// +optional
+	// +listType=map
+	// +listMapKey=deviceClassName
+	Unbudgeted []UnbudgetedDevices `json:"unbudgeted,omitempty"`
+
+	// Summary holds the compact text that `kubectl get aq` prints.
+	// +optional
+	Summary *StatusSummary `json:"summary,omitempty"`
+}
+
+// CapacityStatus is the measured capacity of one (resource, flavor) pair.
+type CapacityStatus struct {
+	ResourceName   string `json:"resourceName"`
+	ResourceFlavor string `json:"resourceFlavor"`
+	// Allocatable sums the pair over Ready, uncordoned nodes.
+	Allocatable resource.Quantity `json:"allocatable"`
+	// HighWaterMark is the damped peak of installed capacity (every node,
+	// cordoned and NotReady included).
+	HighWaterMark resource.Quantity `json:"highWaterMark"`
+	// ObservedAt is when the figures were last measured and written.
+	// +optional
+	ObservedAt metav1.Time `json:"observedAt,omitempty"`
+}
+
+// BudgetStatus is a team's usage of one budget, from its ClusterQueue.
+type BudgetStatus struct {
+	ResourceName   string            `json:"resourceName"`
+	ResourceFlavor string            `json:"resourceFlavor"`
+	Nominal        resource.Quantity `json:"nominal"`
+	// Admitted is what admitted workloads use.
+	// +optional
+	Admitted resource.Quantity `json:"admitted,omitempty"`
+	// Reserved is what workloads hold a quota reservation for.
+	// +optional
+	Reserved resource.Quantity `json:"reserved,omitempty"`
+	// Borrowed is the part of Admitted taken above nominal from the cohort.
+	// +optional
+	Borrowed resource.Quantity `json:"borrowed,omitempty"`
+}
+
+// UnbudgetedDevices counts devices no mapping charges to a budget.
+type UnbudgetedDevices struct {
+	DeviceClassName string `json:"deviceClassName"`
+	Devices         int64  `json:"devices"`
+}
+
+// StatusSummary is the text of the NOMINAL and ADMITTED printer columns:
+// the amount alone for a node with one budget, else
+// "resource@flavor=amount" pairs separated by commas.
+type StatusSummary struct {
+	// +optional
+	Nominal string `json:"nominal,omitempty"`
+	// +optional
+	Admitted string `json:"admitted,omitempty"`
+}
+
+// AcceleratorQuotaList is a list of AcceleratorQuota.
+//
+// +kubebuilder:object:root=true
+type AcceleratorQuotaList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []AcceleratorQuota `json:"items"`
+}
