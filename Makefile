@@ -1,0 +1,40 @@
+# The two commands that matter are `make demo` and `make test`; both build
+# the local control plane's binaries first (cached in the user cache folder).
+SHELL := /bin/bash
+GO ?= go
+PKGS := ./...
+
+.PHONY: all test demo tools generate lint fuzz bench
+
+all: lint test
+
+## tools: build (or find in the cache) etcd, kube-apiserver, kubectl and Kueue.
+tools:
+	@hack/tools.sh >/dev/null
+
+## test: lint, then unit, integration and e2e tests on a real local control plane.
+test: lint tools
+	@hack/test.sh $(PKGS)
+
+## demo: the local control plane with Kueue and the guide's cluster; Ctrl-C stops it.
+demo: tools
+	$(GO) run ./test/cmd/localcluster up --demo
+
+## generate: the CRD and deepcopy functions from api/v1beta1.
+generate:
+	$(GO) tool controller-gen object crd:crdVersions=v1 paths=./api/... output:crd:dir=config/crd
+
+## lint: gofmt and go vet.
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+## fuzz: a longer fuzz run of the core (FUZZTIME=10m by default).
+FUZZTIME ?= 10m
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzApply -fuzztime $(FUZZTIME) ./state/
+
+## bench: the core's per-event benchmarks.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count 3 ./state/

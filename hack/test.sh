@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs every test (unit, integration, e2e). Each test package that needs a
+# control plane starts its own in TestMain and stops it at the end. This
+# script then checks that nothing was left behind: no process started from
+# the cached binaries, and no file in the test's temporary folder, which is
+# removed whatever the outcome.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bin=$("$root/hack/tools.sh") || exit 1
+export OME_TOOLS_DIR=$bin
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/ome-test.XXXXXX")
+cleanup() { rm -rf "$tmp"; }
+trap cleanup EXIT
+export TMPDIR=$tmp
+
+cd "$root"
+go test -count=1 -timeout 30m "$@"
+rc=$?
+
+# Anything still running from the cached binaries is a leak. Give processes
+# a moment to act on the signal their parent's exit sent them.
+sleep 1
+leaked=$(pgrep -af "$bin/" || true)
+if [ -n "$leaked" ]; then
+  echo "FAIL: processes left behind by the tests:"
+  echo "$leaked"
+  pkill -KILL -f "$bin/" || true
+  rc=1
+fi
+left=$(find "$tmp" -mindepth 1 -maxdepth 1 -name 'ome-localcluster-*' 2>/dev/null)
+if [ -n "$left" ]; then
+  echo "FAIL: control plane folders left behind: $left"
+  rc=1
+fi
+exit $rc

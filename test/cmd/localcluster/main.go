@@ -1,0 +1,103 @@
+// Command localcluster starts the local control plane (etcd, kube-apiserver
+// and, unless told not to, Kueue) in the foreground, prints how to reach it,
+// and stops it and removes its files on Ctrl-C or SIGTERM.
+//
+//	go run ./test/cmd/localcluster up [--kueue=false] [--kubeconfig-out PATH] [--demo]
+//	go run ./test/cmd/localcluster tools
+//
+// `up --demo` also writes the guide's ResourceFlavor a100 and four fake A100
+// nodes of 8 GPUs. `tools` only builds (or finds) the cached binaries and
+// prints their folder.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"ome.io/quota-manager/test/localcluster"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "localcluster:", err)
+		os.Exit(1)
+	}
+}
+
+func usage() error {
+	return errors.New("usage: localcluster up [--kueue=false] [--kubeconfig-out PATH] [--demo] | localcluster tools")
+}
+
+func run(args []string) error {
+	if len(args) == 0 {
+		return usage()
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	switch args[0] {
+	case "tools":
+		dir, err := localcluster.EnsureBinaries(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Println(dir)
+		return nil
+	case "up":
+	default:
+		return usage()
+	}
+	fs := flag.NewFlagSet("up", flag.ContinueOnError)
+	withKueue := fs.Bool("kueue", true, "also run Kueue's controller manager")
+	demo := fs.Bool("demo", false, "write the guide's ResourceFlavor a100 and four 8-GPU A100 nodes")
+	out := fs.String("kubeconfig-out", "", "also write the kubeconfig here (default: .cache/localcluster/kubeconfig in the repository)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if *out == "" {
+		root, err := localcluster.RepoRoot()
+		if err != nil {
+			return err
+		}
+		*out = filepath.Join(root, ".cache", "localcluster", "kubeconfig")
+	}
+
+	fmt.Fprintln(os.Stderr, "starting etcd and kube-apiserver on loopback...")
+	c, err := localcluster.Start(ctx, localcluster.Options{Kueue: *withKueue})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		fmt.Fprintln(os.Stderr, "stopping and removing", c.Dir)
+		_ = c.Stop()
+		_ = os.Remove(*out)
+	}()
+	if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
+		return err
+	}
+	data, err := os.ReadFile(c.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(*out, data, 0o600); err != nil {
+		return err
+	}
+	if *demo {
+		if err := localcluster.WriteDemoCluster(ctx, c); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("\nThe local control plane is up%s.\n\n  export KUBECONFIG=%s\n  alias kubectl=%s\n\n",
+		map[bool]string{true: " with Kueue", false: ""}[*withKueue], *out, filepath.Join(c.BinDir, "kubectl"))
+	if *demo {
+		fmt.Print("It holds the ResourceFlavor a100 and four A100 nodes of 8 GPUs each:\n\n  kubectl get nodes -L nvidia.com/gpu.product\n  kubectl get resourceflavors.kueue.x-k8s.io\n  kubectl get aq\n\n")
+	}
+	fmt.Println("Press Ctrl-C to stop it; its files are removed then.")
+	<-ctx.Done()
+	return nil
+}

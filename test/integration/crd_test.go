@@ -1,0 +1,152 @@
+package integration
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1beta1 "ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/api/v1beta1/aqtest"
+)
+
+func TestGuideTreeRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	want := append([]*v1beta1.AcceleratorQuota{aqtest.Root().Obj()}, aqtest.GuideTree()...)
+	for _, aq := range want {
+		_, err := aqs.Create(ctx, aq, metav1.CreateOptions{})
+		require.NoError(t, err, "creating %s", aq.Name)
+	}
+	t.Cleanup(func() {
+		for _, aq := range want {
+			_ = aqs.Delete(context.Background(), aq.Name, metav1.DeleteOptions{})
+		}
+	})
+	for _, aq := range want {
+		got, err := aqs.Get(ctx, aq.Name)
+		require.NoError(t, err)
+		if d := cmp.Diff(aq.Spec, got.Spec, cmp.Comparer(func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })); d != "" {
+			t.Errorf("%s: spec read back differs (-wrote +read):\n%s", aq.Name, d)
+		}
+	}
+	beta, err := aqs.Get(ctx, "team-beta")
+	require.NoError(t, err)
+	require.Equal(t, "4", beta.Spec.Budgets[0].BorrowingLimit.String())
+	require.Nil(t, beta.Spec.Budgets[0].LendingLimit, "an unset lendingLimit must stay unset (all of nominal may be lent)")
+}
+
+func TestCRDRejectsBadObjects(t *testing.T) {
+	ctx := context.Background()
+	many := aqtest.Team("crd-many", "root")
+	for i := 0; i < 17; i++ {
+		many.Budget("nvidia.com/gpu", "flavor-"+string(rune('a'+i)), "1")
+	}
+	cases := map[string]struct {
+		obj  *v1beta1.AcceleratorQuota
+		want []string // every one must appear in the apiserver's error
+	}{
+		"bad role": {
+			obj:  aqtest.Make("crd-bad-role", "Team", "root").Budget("nvidia.com/gpu", "a100", "1").Obj(),
+			want: []string{`spec.role: Unsupported value: "Team"`, `"Cohort", "ClusterQueue"`},
+		},
+		"negative nominal": {
+			obj:  aqtest.Team("crd-negative", "root").Budget("nvidia.com/gpu", "a100", "-1").Obj(),
+			want: []string{"spec.budgets[0]", "nominal must not be negative"},
+		},
+		"negative borrowingLimit": {
+			obj:  aqtest.Team("crd-negative-borrow", "root").Budget("nvidia.com/gpu", "a100", "1").Borrow("-2").Obj(),
+			want: []string{"borrowingLimit must not be negative"},
+		},
+		"lendingLimit above nominal": {
+			obj:  aqtest.Team("crd-lend", "root").Budget("nvidia.com/gpu", "a100", "1").Lend("2").Obj(),
+			want: []string{"lendingLimit must not be more than nominal"},
+		},
+		"duplicate budget key": {
+			obj:  aqtest.Team("crd-dup", "root").Budget("nvidia.com/gpu", "a100", "1").Budget("nvidia.com/gpu", "a100", "2").Obj(),
+			want: []string{"spec.budgets[1]: Duplicate value", `"resourceFlavor":"a100"`, `"resourceName":"nvidia.com/gpu"`},
+		},
+		"more than 16 budgets": {
+			obj:  many.Obj(),
+			want: []string{"spec.budgets: Too many: 17: must have at most 16 items"},
+		},
+		"name not a Kueue name": {
+			obj:  aqtest.Team("team.alpha", "root").Budget("nvidia.com/gpu", "a100", "1").Obj(),
+			want: []string{"metadata.name must be a lowercase RFC 1123 label"},
+		},
+		"flavor not a Kueue name": {
+			obj:  aqtest.Team("crd-flavor", "root").Budget("nvidia.com/gpu", "A100_80GB", "1").Obj(),
+			want: []string{"spec.budgets[0].resourceFlavor", "should match"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := aqs.Create(ctx, tc.obj, metav1.CreateOptions{})
+			require.Error(t, err, "the apiserver accepted %s", tc.obj.Name)
+			require.True(t, apierrors.IsInvalid(err), "want an Invalid error from the apiserver, got %v", err)
+			for _, w := range tc.want {
+				require.Contains(t, err.Error(), w)
+			}
+			_, getErr := aqs.Get(ctx, tc.obj.Name)
+			require.True(t, apierrors.IsNotFound(getErr), "a rejected object must not be stored")
+		})
+	}
+}
+
+func TestStatusIsASubresource(t *testing.T) {
+	ctx := context.Background()
+	aq, err := aqs.Create(ctx, aqtest.Team("status-sub", "root").Budget("nvidia.com/gpu", "a100", "3").Obj(), metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = aqs.Delete(context.Background(), "status-sub", metav1.DeleteOptions{}) })
+
+	// A status written through the main resource is dropped...
+	aq.Status.Summary = &v1beta1.StatusSummary{Nominal: "99"}
+	aq, err = aqs.Update(ctx, aq, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.Nil(t, aq.Status.Summary)
+	// ...and a spec written through the status subresource is dropped too.
+	aq.Status.Summary = &v1beta1.StatusSummary{Nominal: "3"}
+	aq.Spec.Budgets[0].Nominal = resource.MustParse("5")
+	aq, err = aqs.UpdateStatus(ctx, aq, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "3", aq.Status.Summary.Nominal)
+	require.Equal(t, "3", aq.Spec.Budgets[0].Nominal.String())
+}
+
+func TestKubectlGetShowsPrinterColumns(t *testing.T) {
+	ctx := context.Background()
+	objs := []*v1beta1.AcceleratorQuota{
+		aqtest.Cohort("print-group", "root").Budget("nvidia.com/gpu", "a100", "24").Obj(),
+		aqtest.Team("print-team", "print-group").Budget("nvidia.com/gpu", "a100", "8").Budget("google.com/tpu", "v5e", "4").Obj(),
+	}
+	for _, o := range objs {
+		_, err := aqs.Create(ctx, o, metav1.CreateOptions{})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = aqs.Delete(context.Background(), o.Name, metav1.DeleteOptions{}) })
+	}
+	// The manager writes these; here the test plays its part.
+	team, err := aqs.Get(ctx, "print-team")
+	require.NoError(t, err)
+	team.Status.Summary = &v1beta1.StatusSummary{Nominal: "nvidia.com/gpu@a100=8,google.com/tpu@v5e=4", Admitted: "nvidia.com/gpu@a100=3,google.com/tpu@v5e=0"}
+	team.Status.Conditions = []metav1.Condition{{Type: v1beta1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Admitted", Message: "node is a valid member of the quota tree", LastTransitionTime: metav1.Now()}}
+	_, err = aqs.UpdateStatus(ctx, team, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	out, err := cluster.Kubectl(ctx, "get", "aq", "print-group", "print-team")
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 3, out)
+	require.Equal(t, []string{"NAME", "ROLE", "PARENT", "NOMINAL", "ADMITTED", "READY", "AGE"}, strings.Fields(lines[0]))
+	require.Equal(t, []string{"print-group", "Cohort", "root"}, strings.Fields(lines[1])[:3], out)
+	f := strings.Fields(lines[2])
+	require.Equal(t, []string{"print-team", "ClusterQueue", "print-group", "nvidia.com/gpu@a100=8,google.com/tpu@v5e=4", "nvidia.com/gpu@a100=3,google.com/tpu@v5e=0", "True"}, f[:6], out)
+
+	// The short name and the category work too.
+	out, err = cluster.Kubectl(ctx, "get", "ome", "-o", "name")
+	require.NoError(t, err)
+	require.Contains(t, out, "acceleratorquota.ome.io/print-team")
+}

@@ -1,0 +1,265 @@
+package localcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	kueueclient "sigs.k8s.io/kueue/client-go/clientset/versioned"
+)
+
+// Options say what to start.
+type Options struct {
+	// Kueue starts Kueue's controller manager beside the apiserver, with its
+	// webhooks registered, and waits until it admits requests.
+	Kueue bool
+	// APIServerArgs are extra kube-apiserver flags, as name=value.
+	APIServerArgs map[string]string
+}
+
+// Cluster is a running control plane.
+type Cluster struct {
+	// Dir holds every file of this cluster; Stop removes it.
+	Dir string
+	// BinDir holds the built binaries.
+	BinDir string
+	// Config reaches the apiserver as a member of system:masters.
+	Config *rest.Config
+	// Kubeconfig is the path of a kubeconfig file with the same identity.
+	Kubeconfig string
+	// Kube and Kueue are typed clients on Config.
+	Kube  kubernetes.Interface
+	Kueue kueueclient.Interface
+
+	env       *envtest.Environment
+	kueue     *exec.Cmd
+	kueueDone chan struct{}
+	stopped   bool
+}
+
+// Start starts etcd and kube-apiserver on free loopback ports, installs the
+// AcceleratorQuota CRD and Kueue's CRDs, and with opts.Kueue also Kueue.
+// On error, everything already started is stopped and removed.
+func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
+	bin, err := EnsureBinaries(ctx)
+	if err != nil {
+		return nil, err
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "ome-localcluster-")
+	if err != nil {
+		return nil, err
+	}
+	c = &Cluster{Dir: dir, BinDir: bin}
+	defer func() {
+		if err != nil {
+			_ = c.Stop()
+			c = nil
+		}
+	}()
+
+	// envtest starts the binaries it finds in this folder. Each is a wrapper
+	// that asks the kernel to kill it when its parent dies, so a test binary
+	// that is killed (a timeout, SIGKILL) leaves no etcd or apiserver behind.
+	wrapped := filepath.Join(dir, "bin")
+	if err := os.MkdirAll(wrapped, 0o755); err != nil {
+		return c, err
+	}
+	for _, name := range []string{"etcd", "kube-apiserver", "kubectl"} {
+		script := fmt.Sprintf("#!/bin/sh\nexec setpriv --pdeathsig KILL %q \"$@\"\n", filepath.Join(bin, name))
+		if name == "kubectl" {
+			script = fmt.Sprintf("#!/bin/sh\nexec %q \"$@\"\n", filepath.Join(bin, name))
+		}
+		if err := os.WriteFile(filepath.Join(wrapped, name), []byte(script), 0o755); err != nil {
+			return c, err
+		}
+	}
+
+	c.env = &envtest.Environment{
+		BinaryAssetsDirectory: wrapped,
+		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd"), filepath.Join(bin, "kueue-crds")},
+		ErrorIfCRDPathMissing: true,
+	}
+	// TMPDIR keeps envtest's own folders (etcd data, certificates) inside Dir.
+	// envtest reads it through os.MkdirTemp at start.
+	prevTmp, hadTmp := os.LookupEnv("TMPDIR")
+	if err := os.Setenv("TMPDIR", dir); err != nil {
+		return c, err
+	}
+	defer func() {
+		if hadTmp {
+			_ = os.Setenv("TMPDIR", prevTmp)
+		} else {
+			_ = os.Unsetenv("TMPDIR")
+		}
+	}()
+	api := c.env.ControlPlane.GetAPIServer()
+	for k, v := range opts.APIServerArgs {
+		api.Configure().Set(k, v)
+	}
+	if opts.Kueue {
+		mut, val, err := kueueWebhooks(filepath.Join(bin, "kueue-webhooks.yaml"))
+		if err != nil {
+			return c, err
+		}
+		c.env.WebhookInstallOptions = envtest.WebhookInstallOptions{
+			MutatingWebhooks:   mut,
+			ValidatingWebhooks: val,
+			LocalServingHost:   "127.0.0.1",
+		}
+	}
+	if _, err := c.env.Start(); err != nil {
+		return c, fmt.Errorf("starting etcd and kube-apiserver: %w", err)
+	}
+	user, err := c.env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return c, err
+	}
+	c.Config = rest.CopyConfig(user.Config())
+	c.Config.QPS, c.Config.Burst = 200, 400
+	kc, err := user.KubeConfig()
+	if err != nil {
+		return c, err
+	}
+	c.Kubeconfig = filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(c.Kubeconfig, kc, 0o600); err != nil {
+		return c, err
+	}
+	if c.Kube, err = kubernetes.NewForConfig(c.Config); err != nil {
+		return c, err
+	}
+	if c.Kueue, err = kueueclient.NewForConfig(c.Config); err != nil {
+		return c, err
+	}
+	if opts.Kueue {
+		if err := c.startKueue(ctx); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
+// kueueWebhooks reads Kueue's webhook manifests and keeps the webhooks for
+// Kueue's own objects and batch Jobs: the others (Pods, Deployments, ...)
+// belong to integrations this harness does not enable, and registering them
+// would make every Pod or Deployment write fail closed.
+func kueueWebhooks(path string) ([]*admissionregistrationv1.MutatingWebhookConfiguration, []*admissionregistrationv1.ValidatingWebhookConfiguration, error) {
+	opts := envtest.WebhookInstallOptions{Paths: []string{path}}
+	if err := opts.PrepWithoutInstalling(); err != nil {
+		return nil, nil, fmt.Errorf("reading Kueue's webhooks from %s: %w", path, err)
+	}
+	_ = opts.Cleanup()
+	keep := func(rules []admissionregistrationv1.RuleWithOperations) bool {
+		for _, r := range rules {
+			for _, g := range r.APIGroups {
+				if g != "kueue.x-k8s.io" && g != "batch" {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	for _, m := range opts.MutatingWebhooks {
+		var hooks []admissionregistrationv1.MutatingWebhook
+		for _, h := range m.Webhooks {
+			if keep(h.Rules) {
+				h.ClientConfig = admissionregistrationv1.WebhookClientConfig{Service: h.ClientConfig.Service}
+				hooks = append(hooks, h)
+			}
+		}
+		m.Webhooks = hooks
+	}
+	for _, v := range opts.ValidatingWebhooks {
+		var hooks []admissionregistrationv1.ValidatingWebhook
+		for _, h := range v.Webhooks {
+			if keep(h.Rules) {
+				h.ClientConfig = admissionregistrationv1.WebhookClientConfig{Service: h.ClientConfig.Service}
+				hooks = append(hooks, h)
+			}
+		}
+		v.Webhooks = hooks
+	}
+	return opts.MutatingWebhooks, opts.ValidatingWebhooks, nil
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Stop stops every process and removes Dir. It is safe to call twice.
+func (c *Cluster) Stop() error {
+	if c == nil || c.stopped {
+		return nil
+	}
+	c.stopped = true
+	var errs []error
+	if c.kueue != nil && c.kueue.Process != nil {
+		_ = c.kueue.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-c.kueueDone:
+		case <-time.After(10 * time.Second):
+			_ = c.kueue.Process.Kill()
+			<-c.kueueDone
+		}
+	}
+	if c.env != nil {
+		if err := c.env.Stop(); err != nil {
+			errs = append(errs, fmt.Errorf("stopping kube-apiserver and etcd: %w", err))
+		}
+	}
+	if err := os.RemoveAll(c.Dir); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Kubectl runs the built kubectl against the cluster and returns its
+// standard output, or an error holding its standard error.
+func (c *Cluster) Kubectl(ctx context.Context, args ...string) (string, error) {
+	out, stderr, err := c.KubectlOutput(ctx, args...)
+	if err != nil {
+		return out, fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, stderr)
+	}
+	return out, nil
+}
+
+// KubectlOutput runs kubectl and returns both of its outputs.
+func (c *Cluster) KubectlOutput(ctx context.Context, args ...string) (stdout, stderr string, err error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(c.BinDir, "kubectl"), append([]string{"--kubeconfig", c.Kubeconfig}, args...)...)
+	var o, e strings.Builder
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err = cmd.Run()
+	return o.String(), e.String(), err
+}
+
+// EnsureNamespace creates a namespace if it does not exist.
+func (c *Cluster) EnsureNamespace(ctx context.Context, name string) error {
+	_, err := c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
