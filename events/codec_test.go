@@ -1,0 +1,207 @@
+package events
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"ome.io/quota-manager/api/v1beta1"
+)
+
+var t0 = time.Date(2026, 10, 5, 9, 41, 12, 500, time.UTC)
+
+func sampleEvents() []Event {
+	evs := []Event{
+		ConfigChanged(t0, DefaultConfig()),
+		FlavorUpserted(t0, &Flavor{Name: "a100", NodeLabels: map[string]string{"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}}),
+		NodeUpserted(t0, &Node{
+			Name:        "a100-1",
+			Labels:      map[string]string{"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"},
+			Capacity:    map[string]resource.Quantity{"nvidia.com/gpu": resource.MustParse("8"), "memory": resource.MustParse("1Ti")},
+			Allocatable: map[string]resource.Quantity{"nvidia.com/gpu": resource.MustParse("8")},
+			Ready:       true,
+		}),
+		QuotaUpserted(t0, &Quota{Name: "root", Generation: 1, Spec: v1beta1.AcceleratorQuotaSpec{Role: v1beta1.RoleCohort},
+			Capacity: []v1beta1.CapacityStatus{{ResourceName: "nvidia.com/gpu", ResourceFlavor: "a100",
+				Allocatable: resource.MustParse("32"), HighWaterMark: resource.MustParse("32"),
+				ObservedAt: metav1.NewTime(time.Date(2026, 10, 5, 9, 40, 0, 0, time.UTC))}}}),
+		QuotaUpserted(t0, &Quota{Name: "team-beta", Generation: 3, Spec: v1beta1.AcceleratorQuotaSpec{
+			Role: v1beta1.RoleClusterQueue, ParentRef: &v1beta1.ParentReference{Name: "ml-research"},
+			Budgets: []v1beta1.Budget{{ResourceName: "nvidia.com/gpu", ResourceFlavor: "a100",
+				Nominal: resource.MustParse("8"), BorrowingLimit: ptr(resource.MustParse("4"))}}}}),
+		QueueUpserted(t0, &Queue{Name: "team-beta", Managed: true, Usage: []Usage{{Resource: "nvidia.com/gpu", Flavor: "a100",
+			Admitted: resource.MustParse("10"), Reserved: resource.MustParse("10"), Borrowed: resource.MustParse("2")}}}),
+		Deleted(t0, KindNode, "a100-1"),
+		Tick(t0),
+		MeasureFailed(t0, "nodes is forbidden"),
+	}
+	for i := range evs {
+		evs[i].Seq = uint64(i + 1)
+	}
+	return evs
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestRoundTrip(t *testing.T) {
+	var buf bytes.Buffer
+	enc := NewEncoder(&buf)
+	in := sampleEvents()
+	for _, ev := range in {
+		if err := enc.Encode(ev); err != nil {
+			t.Fatalf("encode %s: %v", ev, err)
+		}
+	}
+	first := buf.String()
+	dec := NewDecoder(strings.NewReader(first))
+	var out []Event
+	for {
+		ev, err := dec.Decode()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, ev)
+	}
+	if diff := cmp.Diff(in, out, cmp.Comparer(func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })); diff != "" {
+		t.Errorf("decoded events differ (-in +out):\n%s", diff)
+	}
+	// The encoding is stable: encoding what was decoded gives the same bytes.
+	var again bytes.Buffer
+	enc = NewEncoder(&again)
+	for _, ev := range out {
+		if err := enc.Encode(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if again.String() != first {
+		t.Errorf("re-encoding changed the bytes:\n%s\nvs\n%s", first, again.String())
+	}
+}
+
+func TestEncodingIsPinned(t *testing.T) {
+	// A change to this line is a change of the schema: bump SchemaVersion.
+	ev := NodeUpserted(time.Date(2026, 10, 5, 11, 41, 12, 0, time.FixedZone("CEST", 7200)), &Node{
+		Name: "n1", Labels: map[string]string{"b": "2", "a": "1"},
+		Capacity: map[string]resource.Quantity{"nvidia.com/gpu": resource.MustParse("8")}, Ready: true, Unschedulable: true,
+	})
+	ev.Seq = 7
+	b, err := Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"v":1,"seq":7,"time":"2026-10-05T09:41:12Z","kind":"Node","op":"upsert","key":"n1","node":{"name":"n1","labels":{"a":"1","b":"2"},"capacity":{"nvidia.com/gpu":"8"},"ready":true,"unschedulable":true}}`
+	if string(b) != want {
+		t.Errorf("got  %s\nwant %s", b, want)
+	}
+}
+
+func TestDecodeRefuses(t *testing.T) {
+	tests := map[string]struct {
+		line    string
+		version int // a *VersionError with this version is expected when >= 0
+		want    string
+	}{
+		"newer version": {
+			line: `{"v":2,"seq":1,"kind":"Tick","time":"2026-10-05T09:41:12Z","shiny":true}`, version: 2,
+			want: "schema version 2, newer than 1, the newest this build reads: read the log with the ome-quota-manager version that wrote it, or a newer one",
+		},
+		"no version":      {line: `{"seq":1,"kind":"Tick"}`, version: 0, want: `no schema version (field "v")`},
+		"version zero":    {line: `{"v":0,"seq":1,"kind":"Tick"}`, version: 0, want: `no schema version`},
+		"unknown field":   {line: `{"v":1,"seq":1,"kind":"Tick","time":"2026-10-05T09:41:12Z","extra":1}`, version: -1, want: `unknown field "extra"`},
+		"not json":        {line: `hello`, version: -1, want: "not an encoded event"},
+		"reserved kind":   {line: `{"v":1,"seq":1,"kind":"ResourceSlice","time":"2026-10-05T09:41:12Z"}`, version: -1, want: "reserved for DRA capacity"},
+		"unknown kind":    {line: `{"v":1,"seq":1,"kind":"Pod","time":"2026-10-05T09:41:12Z"}`, version: -1, want: `unknown kind "Pod"`},
+		"key mismatch":    {line: `{"v":1,"seq":1,"kind":"ResourceFlavor","op":"upsert","key":"a","flavor":{"name":"b"},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: `key "a" but its payload names "b"`},
+		"missing payload": {line: `{"v":1,"seq":1,"kind":"Node","op":"upsert","key":"a","time":"2026-10-05T09:41:12Z"}`, version: -1, want: `exactly one payload, "node"`},
+		"bad quantity":    {line: `{"v":1,"seq":1,"kind":"Node","op":"upsert","key":"a","node":{"name":"a","capacity":{"x":"lots"},"ready":true},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "does not decode"},
+		"bad config":      {line: `{"v":1,"seq":1,"kind":"Config","config":{"maxTreeDepth":-1,"hysteresisPercent":10,"reportInterval":"1m","measuredResources":[]},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "fix --max-tree-depth"},
+		"two values":      {line: `{"v":1,"seq":1,"kind":"Tick","time":"2026-10-05T09:41:12Z"}{}`, version: -1, want: "after top-level value"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := NewDecoder(strings.NewReader("\n" + tc.line + "\n")).Decode()
+			if err == nil {
+				t.Fatal("decoded, want an error")
+			}
+			if !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "event log line 2: ") {
+				t.Errorf("error %q, want it to start with the line and contain %q", err, tc.want)
+			}
+			var ve *VersionError
+			if got := errors.As(err, &ve); got != (tc.version >= 0) || (got && ve.Version != tc.version) {
+				t.Errorf("error %v: VersionError %v (%+v), want version %d", err, got, ve, tc.version)
+			}
+		})
+	}
+}
+
+func TestDecodeLastLineWithoutNewline(t *testing.T) {
+	dec := NewDecoder(strings.NewReader(`{"v":1,"seq":4,"time":"2026-10-05T09:41:12Z","kind":"Tick"}`))
+	ev, err := dec.Decode()
+	if err != nil || ev.Seq != 4 || ev.Kind != KindTick {
+		t.Fatalf("got %v, %v", ev, err)
+	}
+	if _, err := dec.Decode(); !errors.Is(err, io.EOF) {
+		t.Fatalf("got %v, want io.EOF", err)
+	}
+}
+
+func TestMarshalRefusesInvalid(t *testing.T) {
+	if _, err := Marshal(Event{Kind: KindNode, Op: OpUpsert, Key: "n"}); err == nil {
+		t.Fatal("encoded a node upsert without a payload")
+	}
+}
+
+func TestValidate(t *testing.T) {
+	bad := Config{MaxTreeDepth: 1, HysteresisPercent: 101}
+	tests := map[string]struct {
+		ev   Event
+		want string // "" for valid
+	}{
+		"tick":               {ev: Tick(t0)},
+		"delete":             {ev: Deleted(t0, KindAcceleratorQuota, "a")},
+		"delete no key":      {ev: Deleted(t0, KindAcceleratorQuota, ""), want: "has no key"},
+		"delete payload":     {ev: Event{Kind: KindNode, Op: OpDelete, Key: "a", Node: &Node{Name: "a"}}, want: "carries only the key"},
+		"bad op":             {ev: Event{Kind: KindNode, Op: "patch", Key: "a"}, want: `op "patch"`},
+		"two payloads":       {ev: Event{Kind: KindNode, Op: OpUpsert, Key: "a", Node: &Node{Name: "a"}, Flavor: &Flavor{Name: "a"}}, want: "exactly one payload"},
+		"tick payload":       {ev: Event{Kind: KindTick, Failure: &Failure{}}, want: "carries none"},
+		"tick key":           {ev: Event{Kind: KindTick, Key: "x"}, want: "only object events"},
+		"config hysteresis":  {ev: Event{Kind: KindConfig, Config: &bad}, want: "between 0 and 100"},
+		"config unsorted":    {ev: Event{Kind: KindConfig, Config: &Config{MeasuredResources: []string{"b", "a"}}}, want: "sorted and unique"},
+		"config normalized":  {ev: ConfigChanged(t0, Config{MeasuredResources: []string{"b", "a", "b"}})},
+		"config interval":    {ev: Event{Kind: KindConfig, Config: &Config{ReportInterval: metav1.Duration{Duration: -1}}}, want: "--capacity-report-interval"},
+		"config empty name":  {ev: Event{Kind: KindConfig, Config: &Config{MeasuredResources: []string{""}}}, want: "is empty"},
+		"failure no payload": {ev: Event{Kind: KindMeasureFailed}, want: `"failure"`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			err := tc.ev.Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("valid event refused: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("got %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestEventString(t *testing.T) {
+	ev := Deleted(t0, KindNode, "n1")
+	ev.Seq = 3
+	if got, want := ev.String(), "#3 Node delete n1"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if got, want := Tick(t0).String(), "#0 Tick"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}

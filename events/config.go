@@ -1,0 +1,92 @@
+package events
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Defaults of the manager's configuration, as documented in the user guide.
+const (
+	DefaultMaxTreeDepth      = 5
+	DefaultHysteresisPercent = 10
+	DefaultReportInterval    = time.Minute
+)
+
+// DefaultMeasuredResources are the resources measured when no list is given.
+func DefaultMeasuredResources() []string {
+	return []string{"google.com/tpu", "nvidia.com/gpu"}
+}
+
+// Config is the part of the manager's configuration that the state depends
+// on. It travels as an event so that a replay sees the configuration that was
+// in force, and so that changing it (an upgrade) re-evaluates the tree.
+// A Config event carries the whole configuration, never a delta.
+type Config struct {
+	// MaxTreeDepth is the deepest a node may sit below root, in edges
+	// (--max-tree-depth). 0 turns the check off.
+	MaxTreeDepth int `json:"maxTreeDepth"`
+	// HysteresisPercent is the band, in percent of the high-water mark, that a
+	// drop of installed capacity must exceed to lower the mark
+	// (--capacity-hysteresis-percent). 0 makes the mark follow installed.
+	HysteresisPercent int `json:"hysteresisPercent"`
+	// ReportInterval is how old the observedAt stamps on root may grow before
+	// a measurement writes them anew (--capacity-report-interval). 0 turns
+	// the refresh off.
+	ReportInterval metav1.Duration `json:"reportInterval"`
+	// MeasuredResources are the resources counted as accelerators, sorted
+	// and without duplicates.
+	MeasuredResources []string `json:"measuredResources"`
+}
+
+// DefaultConfig is the configuration in force before any Config event.
+func DefaultConfig() Config {
+	return Config{
+		MaxTreeDepth:      DefaultMaxTreeDepth,
+		HysteresisPercent: DefaultHysteresisPercent,
+		ReportInterval:    metav1.Duration{Duration: DefaultReportInterval},
+		MeasuredResources: DefaultMeasuredResources(),
+	}
+}
+
+// Normalized returns a copy of c with MeasuredResources sorted and
+// deduplicated, the form that Validate accepts and the state keeps.
+func (c Config) Normalized() Config {
+	out := c
+	out.MeasuredResources = slices.Clone(c.MeasuredResources)
+	slices.Sort(out.MeasuredResources)
+	out.MeasuredResources = slices.Compact(out.MeasuredResources)
+	return out
+}
+
+// Equal reports whether two configurations are the same.
+func (c Config) Equal(o Config) bool {
+	return c.MaxTreeDepth == o.MaxTreeDepth &&
+		c.HysteresisPercent == o.HysteresisPercent &&
+		c.ReportInterval.Duration == o.ReportInterval.Duration &&
+		slices.Equal(c.MeasuredResources, o.MeasuredResources)
+}
+
+// Validate reports the first thing wrong with c, saying which flag to fix.
+func (c Config) Validate() error {
+	if c.MaxTreeDepth < 0 {
+		return fmt.Errorf("max tree depth is %d: it must be 0 (no limit) or more; fix --max-tree-depth", c.MaxTreeDepth)
+	}
+	if c.HysteresisPercent < 0 || c.HysteresisPercent > 100 {
+		return fmt.Errorf("hysteresis percent is %d: it must be between 0 and 100; fix --capacity-hysteresis-percent", c.HysteresisPercent)
+	}
+	if c.ReportInterval.Duration < 0 {
+		return fmt.Errorf("report interval is %s: it must be 0 (no refresh) or more; fix --capacity-report-interval", c.ReportInterval.Duration)
+	}
+	for i, r := range c.MeasuredResources {
+		if r == "" {
+			return fmt.Errorf("measured resource %d is empty: remove it from the measured resources list", i)
+		}
+		if i > 0 && c.MeasuredResources[i-1] >= r {
+			return fmt.Errorf("measured resources must be sorted and unique, but %q follows %q: use Config.Normalized", r, c.MeasuredResources[i-1])
+		}
+	}
+	return nil
+}

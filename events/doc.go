@@ -1,0 +1,25 @@
+// Package events is the one ordered stream of inputs that the quota manager's
+// state is built from.
+//
+// Every input becomes an [Event]: a change to an AcceleratorQuota, a Node, a
+// Kueue ResourceFlavor or a Kueue ClusterQueue's usage, a timer [Tick], a
+// [Config] (the manager's flags), or a failed measurement. An event is an
+// envelope (sequence number, receipt time, kind, operation, object key,
+// schema version on the wire) around a compact payload that holds only what
+// the state needs of the object.
+//
+// Events have a stable, versioned encoding (JSON lines, one event per line,
+// with the schema version in field "v"): [Encoder] writes it, [Decoder] reads
+// it back, and refuses with a [VersionError] a line written by a newer
+// version. An event log written today can be replayed tomorrow, bit for bit.
+//
+// [Stream] is the queue between the informer handlers (many publishers) and
+// the reducer (exactly one consumer). It assigns gap-free sequence numbers in
+// the order events are accepted, and it is bounded: Publish blocks while the
+// stream is full, so a slow consumer slows the publishers down instead of
+// growing memory without end.
+//
+// The package is pure: it imports no client-go client or informer and never
+// reads the clock. Times are supplied by the caller; the informer adapters in
+// package sources take the clock as a function.
+package events

@@ -1,0 +1,283 @@
+package events
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"ome.io/quota-manager/api/v1beta1"
+)
+
+// Kind says what an event is about.
+type Kind string
+
+// Kinds of event. DeviceClass and ResourceSlice are reserved for DRA
+// capacity: schema version 1 does not produce or read them.
+const (
+	KindAcceleratorQuota Kind = "AcceleratorQuota"
+	KindNode             Kind = "Node"
+	KindResourceFlavor   Kind = "ResourceFlavor"
+	KindClusterQueue     Kind = "ClusterQueue"
+	KindTick             Kind = "Tick"
+	KindConfig           Kind = "Config"
+	KindMeasureFailed    Kind = "MeasureFailed"
+	KindDeviceClass      Kind = "DeviceClass"
+	KindResourceSlice    Kind = "ResourceSlice"
+)
+
+// Op is what happened to the object of an object event.
+type Op string
+
+// Operations on objects. Add and update are both an upsert: the payload is
+// the object's whole compact form, so the state does not care which it was.
+const (
+	OpUpsert Op = "upsert"
+	OpDelete Op = "delete"
+)
+
+// Event is one input to the state. Exactly one payload field is set on an
+// upsert, matching Kind; a delete carries only the Key; a Tick carries no
+// payload.
+type Event struct {
+	// Seq is the position in the stream, assigned by Stream.Publish: 1, 2,
+	// 3, ... with no gaps.
+	Seq uint64 `json:"seq"`
+	// Time is when the manager received the input, supplied by the caller.
+	Time time.Time `json:"time"`
+	Kind Kind      `json:"kind"`
+	// Op is set on object events (AcceleratorQuota, Node, ResourceFlavor,
+	// ClusterQueue) only.
+	Op Op `json:"op,omitempty"`
+	// Key names the object: its name, as all these objects are
+	// cluster-scoped.
+	Key string `json:"key,omitempty"`
+
+	Quota   *Quota   `json:"quota,omitempty"`
+	Node    *Node    `json:"node,omitempty"`
+	Flavor  *Flavor  `json:"flavor,omitempty"`
+	Queue   *Queue   `json:"queue,omitempty"`
+	Config  *Config  `json:"config,omitempty"`
+	Failure *Failure `json:"failure,omitempty"`
+}
+
+// Quota is the compact form of an AcceleratorQuota: its spec, and the
+// capacity in its status, from which root's high-water marks are read back
+// at start.
+type Quota struct {
+	Name       string                       `json:"name"`
+	Generation int64                        `json:"generation,omitempty"`
+	Spec       v1beta1.AcceleratorQuotaSpec `json:"spec"`
+	Capacity   []v1beta1.CapacityStatus     `json:"capacity,omitempty"`
+}
+
+// Node is the compact form of a Kubernetes Node: what decides which
+// ResourceFlavors it counts toward and what it contributes to them.
+type Node struct {
+	Name   string            `json:"name"`
+	Labels map[string]string `json:"labels,omitempty"`
+	// Capacity is status.capacity, every resource.
+	Capacity map[string]resource.Quantity `json:"capacity,omitempty"`
+	// Allocatable is status.allocatable, every resource.
+	Allocatable map[string]resource.Quantity `json:"allocatable,omitempty"`
+	// Ready is the Ready condition being True.
+	Ready bool `json:"ready"`
+	// Unschedulable is spec.unschedulable: the node is cordoned.
+	Unschedulable bool `json:"unschedulable,omitempty"`
+}
+
+// Flavor is the compact form of a Kueue ResourceFlavor.
+type Flavor struct {
+	Name       string            `json:"name"`
+	NodeLabels map[string]string `json:"nodeLabels,omitempty"`
+}
+
+// Queue is the compact form of a Kueue ClusterQueue's status: its usage per
+// (resource, flavor).
+type Queue struct {
+	Name string `json:"name"`
+	// Managed is whether the ClusterQueue carries the manager's label. The
+	// usage of a ClusterQueue the manager does not own is not a team's.
+	Managed bool `json:"managed,omitempty"`
+	// Usage is sorted by resource, then flavor.
+	Usage []Usage `json:"usage,omitempty"`
+}
+
+// Usage is a ClusterQueue's use of one resource on one flavor.
+type Usage struct {
+	Resource string `json:"resource"`
+	Flavor   string `json:"flavor"`
+	// Admitted is status.flavorsUsage total: what admitted workloads use.
+	Admitted resource.Quantity `json:"admitted"`
+	// Reserved is status.flavorsReservation total.
+	Reserved resource.Quantity `json:"reserved"`
+	// Borrowed is status.flavorsUsage borrowed.
+	Borrowed resource.Quantity `json:"borrowed"`
+}
+
+// Failure says why a measurement failed. A failed measurement refreshes
+// nothing, so the observedAt stamps on root grow old and show it.
+type Failure struct {
+	Reason string `json:"reason"`
+}
+
+// QuotaUpserted is an AcceleratorQuota added or updated.
+func QuotaUpserted(t time.Time, q *Quota) Event {
+	return Event{Time: t, Kind: KindAcceleratorQuota, Op: OpUpsert, Key: q.Name, Quota: q}
+}
+
+// NodeUpserted is a Node added or updated.
+func NodeUpserted(t time.Time, n *Node) Event {
+	return Event{Time: t, Kind: KindNode, Op: OpUpsert, Key: n.Name, Node: n}
+}
+
+// FlavorUpserted is a ResourceFlavor added or updated.
+func FlavorUpserted(t time.Time, f *Flavor) Event {
+	return Event{Time: t, Kind: KindResourceFlavor, Op: OpUpsert, Key: f.Name, Flavor: f}
+}
+
+// QueueUpserted is a ClusterQueue added or its status updated.
+func QueueUpserted(t time.Time, q *Queue) Event {
+	return Event{Time: t, Kind: KindClusterQueue, Op: OpUpsert, Key: q.Name, Queue: q}
+}
+
+// Deleted is the object of the given kind and name deleted.
+func Deleted(t time.Time, kind Kind, name string) Event {
+	return Event{Time: t, Kind: kind, Op: OpDelete, Key: name}
+}
+
+// Tick is the timer: a measurement that finds the capacity stamps a report
+// interval old writes them anew. The shell sends the first Tick as soon as
+// its informers have synced, and then one per interval: until the first
+// Tick the state takes no measurement, so that the partial view of an
+// informer's initial list cannot lower a high-water mark.
+func Tick(t time.Time) Event {
+	return Event{Time: t, Kind: KindTick}
+}
+
+// ConfigChanged is the configuration in force from t on.
+func ConfigChanged(t time.Time, c Config) Event {
+	n := c.Normalized()
+	return Event{Time: t, Kind: KindConfig, Config: &n}
+}
+
+// MeasureFailed is a measurement that failed, such as a node list the API
+// server refused.
+func MeasureFailed(t time.Time, reason string) Event {
+	return Event{Time: t, Kind: KindMeasureFailed, Failure: &Failure{Reason: reason}}
+}
+
+// IsObject reports whether events of kind k are about an object (and so
+// carry an Op and a Key).
+func (k Kind) IsObject() bool {
+	switch k {
+	case KindAcceleratorQuota, KindNode, KindResourceFlavor, KindClusterQueue:
+		return true
+	}
+	return false
+}
+
+// payloads counts the payload fields set and names the first one.
+func (e *Event) payloads() (int, string) {
+	n, first := 0, ""
+	for _, p := range []struct {
+		set  bool
+		name string
+	}{
+		{e.Quota != nil, "quota"}, {e.Node != nil, "node"}, {e.Flavor != nil, "flavor"},
+		{e.Queue != nil, "queue"}, {e.Config != nil, "config"}, {e.Failure != nil, "failure"},
+	} {
+		if p.set {
+			if n == 0 {
+				first = p.name
+			}
+			n++
+		}
+	}
+	return n, first
+}
+
+// Validate reports the first thing wrong with the event's shape. The
+// decoder refuses what Validate refuses, and the state ignores it.
+func (e *Event) Validate() error {
+	count, first := e.payloads()
+	switch e.Kind {
+	case KindAcceleratorQuota, KindNode, KindResourceFlavor, KindClusterQueue:
+		if e.Key == "" {
+			return fmt.Errorf("%s event #%d has no key: name the object", e.Kind, e.Seq)
+		}
+		switch e.Op {
+		case OpDelete:
+			if count != 0 {
+				return fmt.Errorf("%s delete event #%d for %q carries a %s payload: a delete carries only the key", e.Kind, e.Seq, e.Key, first)
+			}
+			return nil
+		case OpUpsert:
+		default:
+			return fmt.Errorf("%s event #%d for %q has op %q: use %q or %q", e.Kind, e.Seq, e.Key, e.Op, OpUpsert, OpDelete)
+		}
+		var name, want string
+		switch e.Kind {
+		case KindAcceleratorQuota:
+			want = "quota"
+			if e.Quota != nil {
+				name = e.Quota.Name
+			}
+		case KindNode:
+			want = "node"
+			if e.Node != nil {
+				name = e.Node.Name
+			}
+		case KindResourceFlavor:
+			want = "flavor"
+			if e.Flavor != nil {
+				name = e.Flavor.Name
+			}
+		case KindClusterQueue:
+			want = "queue"
+			if e.Queue != nil {
+				name = e.Queue.Name
+			}
+		}
+		if count != 1 || first != want {
+			return fmt.Errorf("%s upsert event #%d for %q must carry exactly one payload, %q", e.Kind, e.Seq, e.Key, want)
+		}
+		if name != e.Key {
+			return fmt.Errorf("%s upsert event #%d has key %q but its payload names %q: they must agree", e.Kind, e.Seq, e.Key, name)
+		}
+		return nil
+	case KindTick, KindConfig, KindMeasureFailed:
+		if e.Op != "" || e.Key != "" {
+			return fmt.Errorf("%s event #%d has an op or a key: only object events carry them", e.Kind, e.Seq)
+		}
+		switch {
+		case e.Kind == KindTick && count != 0:
+			return fmt.Errorf("tick event #%d carries a %s payload: a tick carries none", e.Seq, first)
+		case e.Kind == KindConfig && (count != 1 || first != "config"):
+			return fmt.Errorf("config event #%d must carry exactly one payload, %q", e.Seq, "config")
+		case e.Kind == KindMeasureFailed && (count != 1 || first != "failure"):
+			return fmt.Errorf("measure-failed event #%d must carry exactly one payload, %q", e.Seq, "failure")
+		case e.Kind == KindConfig:
+			if err := e.Config.Validate(); err != nil {
+				return fmt.Errorf("config event #%d: %w", e.Seq, err)
+			}
+		}
+		return nil
+	case KindDeviceClass, KindResourceSlice:
+		return fmt.Errorf("event #%d has kind %s, which is reserved for DRA capacity and not supported by schema version %d: read it with a newer ome-quota-manager", e.Seq, e.Kind, SchemaVersion)
+	default:
+		return fmt.Errorf("event #%d has unknown kind %q", e.Seq, e.Kind)
+	}
+}
+
+// String is a one-line summary: "#7 Node upsert a100-1".
+func (e Event) String() string {
+	s := fmt.Sprintf("#%d %s", e.Seq, e.Kind)
+	if e.Op != "" {
+		s += " " + string(e.Op)
+	}
+	if e.Key != "" {
+		s += " " + e.Key
+	}
+	return s
+}

@@ -1,0 +1,15 @@
+// Package sources turns client-go informer notifications into events.
+//
+// A [Handlers] value gives one cache.ResourceEventHandler per watched type:
+// AcceleratorQuota, Node, Kueue ResourceFlavor and Kueue ClusterQueue. Each
+// handler does nothing but convert the object to its compact form (see
+// [QuotaOf], [NodeOf], [FlavorOf], [QueueOf]), stamp it with the injected
+// clock and publish it. Deletes, including cache.DeletedFinalStateUnknown
+// tombstones, become delete events by key. An update whose compact form is
+// unchanged (a Node heartbeat, a status write of our own conditions) is
+// dropped, so it neither fills the log nor wakes the reducer.
+//
+// [RunTicker] publishes the timer ticks, and [PublishConfig] the
+// configuration, so that every input of the state arrives through the same
+// stream.
+package sources

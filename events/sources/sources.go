@@ -1,0 +1,225 @@
+package sources
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	"ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/events"
+)
+
+// Handlers publishes informer notifications as events.
+type Handlers struct {
+	ctx     context.Context
+	pub     events.Publisher
+	now     func() time.Time
+	onError func(error)
+}
+
+// New returns handlers that publish to pub with ctx, stamping events with
+// now (the shell passes time.Now). onError receives what cannot be
+// published, such as an object of an unexpected type or a closed stream;
+// it must not block.
+func New(ctx context.Context, pub events.Publisher, now func() time.Time, onError func(error)) *Handlers {
+	return &Handlers{ctx: ctx, pub: pub, now: now, onError: onError}
+}
+
+// Quotas handles AcceleratorQuota notifications.
+func (h *Handlers) Quotas() cache.ResourceEventHandler {
+	return handler(h, events.KindAcceleratorQuota, QuotaOf, events.QuotaUpserted)
+}
+
+// Nodes handles Node notifications.
+func (h *Handlers) Nodes() cache.ResourceEventHandler {
+	return handler(h, events.KindNode, NodeOf, events.NodeUpserted)
+}
+
+// Flavors handles Kueue ResourceFlavor notifications.
+func (h *Handlers) Flavors() cache.ResourceEventHandler {
+	return handler(h, events.KindResourceFlavor, FlavorOf, events.FlavorUpserted)
+}
+
+// ClusterQueues handles Kueue ClusterQueue notifications, for their usage.
+func (h *Handlers) ClusterQueues() cache.ResourceEventHandler {
+	return handler(h, events.KindClusterQueue, QueueOf, events.QueueUpserted)
+}
+
+// handler builds the add/update/delete functions for one object type T
+// whose compact form is P.
+func handler[T interface {
+	*O
+	metav1.Object
+}, O any, P any](h *Handlers, kind events.Kind, compact func(T) *P, upserted func(time.Time, *P) events.Event) cache.ResourceEventHandlerFuncs {
+	typed := func(obj any, what string) (T, bool) {
+		o, ok := obj.(T)
+		if !ok || o == nil {
+			h.onError(fmt.Errorf("%s handler got %s of type %T, not a %s: the informer is wired to the wrong handler", kind, what, obj, kind))
+		}
+		return o, ok && o != nil
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if o, ok := typed(obj, "an added object"); ok {
+				h.publish(upserted(h.now(), compact(o)))
+			}
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			n, ok := typed(newObj, "an updated object")
+			if !ok {
+				return
+			}
+			next := compact(n)
+			if o, ok := oldObj.(T); ok && o != nil && apiequality.Semantic.DeepEqual(compact(o), next) {
+				return // nothing the state reads has changed
+			}
+			h.publish(upserted(h.now(), next))
+		},
+		DeleteFunc: func(obj any) {
+			name := ""
+			switch o := obj.(type) {
+			case T:
+				if o != nil {
+					name = o.GetName()
+				}
+			case cache.DeletedFinalStateUnknown:
+				if last, ok := o.Obj.(T); ok && last != nil {
+					name = last.GetName()
+				} else {
+					// Cluster-scoped objects are keyed by name alone.
+					name = o.Key[strings.LastIndex(o.Key, "/")+1:]
+				}
+			}
+			if name == "" {
+				h.onError(fmt.Errorf("%s handler got a deleted object of type %T without a name: the informer is wired to the wrong handler", kind, obj))
+				return
+			}
+			h.publish(events.Deleted(h.now(), kind, name))
+		},
+	}
+}
+
+func (h *Handlers) publish(ev events.Event) {
+	if _, err := h.pub.Publish(h.ctx, ev); err != nil {
+		h.onError(fmt.Errorf("cannot publish %s event for %q: %w", ev.Kind, ev.Key, err))
+	}
+}
+
+// QuotaOf is the compact form of an AcceleratorQuota: name, generation,
+// spec and status.capacity, deep-copied.
+func QuotaOf(aq *v1beta1.AcceleratorQuota) *events.Quota {
+	q := &events.Quota{Name: aq.Name, Generation: aq.Generation}
+	aq.Spec.DeepCopyInto(&q.Spec)
+	for _, c := range aq.Status.Capacity {
+		q.Capacity = append(q.Capacity, *c.DeepCopy())
+	}
+	return q
+}
+
+// NodeOf is the compact form of a Node: labels, capacity, allocatable,
+// readiness and whether it is cordoned.
+func NodeOf(n *corev1.Node) *events.Node {
+	out := &events.Node{
+		Name:          n.Name,
+		Labels:        maps.Clone(n.Labels),
+		Capacity:      quantities(n.Status.Capacity),
+		Allocatable:   quantities(n.Status.Allocatable),
+		Unschedulable: n.Spec.Unschedulable,
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			out.Ready = c.Status == corev1.ConditionTrue
+		}
+	}
+	return out
+}
+
+func quantities(l corev1.ResourceList) map[string]resource.Quantity {
+	if len(l) == 0 {
+		return nil
+	}
+	out := make(map[string]resource.Quantity, len(l))
+	for name, q := range l {
+		out[string(name)] = q.DeepCopy()
+	}
+	return out
+}
+
+// FlavorOf is the compact form of a ResourceFlavor: its node labels.
+func FlavorOf(f *kueue.ResourceFlavor) *events.Flavor {
+	return &events.Flavor{Name: f.Name, NodeLabels: maps.Clone(f.Spec.NodeLabels)}
+}
+
+// QueueOf is the compact form of a ClusterQueue: per (resource, flavor),
+// the admitted and borrowed amounts of status.flavorsUsage and the reserved
+// amount of status.flavorsReservation, sorted; and whether the manager owns
+// it.
+func QueueOf(cq *kueue.ClusterQueue) *events.Queue {
+	type key struct{ resource, flavor string }
+	usage := map[key]*events.Usage{}
+	at := func(flavor kueue.ResourceFlavorReference, r corev1.ResourceName) *events.Usage {
+		k := key{string(r), string(flavor)}
+		if usage[k] == nil {
+			usage[k] = &events.Usage{Resource: k.resource, Flavor: k.flavor}
+		}
+		return usage[k]
+	}
+	for _, f := range cq.Status.FlavorsUsage {
+		for _, r := range f.Resources {
+			u := at(f.Name, r.Name)
+			u.Admitted = r.Total.DeepCopy()
+			u.Borrowed = r.Borrowed.DeepCopy()
+		}
+	}
+	for _, f := range cq.Status.FlavorsReservation {
+		for _, r := range f.Resources {
+			at(f.Name, r.Name).Reserved = r.Total.DeepCopy()
+		}
+	}
+	out := &events.Queue{Name: cq.Name, Managed: cq.Labels[v1beta1.ManagedByLabel] == v1beta1.ManagedByValue}
+	for _, k := range slices.SortedFunc(maps.Keys(usage), func(a, b key) int {
+		return strings.Compare(a.resource+"\x00"+a.flavor, b.resource+"\x00"+b.flavor)
+	}) {
+		out.Usage = append(out.Usage, *usage[k])
+	}
+	return out
+}
+
+// RunTicker publishes a Tick at once (call it when the informers have
+// synced: the first Tick starts the measuring) and then one every interval,
+// until ctx is done. It returns ctx's error, or the first publish error.
+func RunTicker(ctx context.Context, pub events.Publisher, every time.Duration, now func() time.Time) error {
+	ticker := time.NewTicker(every)
+	defer ticker.Stop()
+	for {
+		if _, err := pub.Publish(ctx, events.Tick(now())); err != nil {
+			return fmt.Errorf("cannot publish a tick: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ticker.C:
+		}
+	}
+}
+
+// PublishConfig publishes the configuration in force, normalized. The shell
+// publishes it first, before the informers start.
+func PublishConfig(ctx context.Context, pub events.Publisher, cfg events.Config, now time.Time) error {
+	ev := events.ConfigChanged(now, cfg)
+	if err := ev.Validate(); err != nil {
+		return err
+	}
+	_, err := pub.Publish(ctx, ev)
+	return err
+}
