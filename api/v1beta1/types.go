@@ -105,10 +105,9 @@ type ParentReference struct {
 
 // Budget is an amount of one resource on one Kueue ResourceFlavor.
 //
-// +kubebuilder:validation:XValidation:rule="!quantity(string(self.nominal)).isLessThan(quantity('0'))",message="nominal must not be negative"
-// +kubebuilder:validation:XValidation:rule="!has(self.borrowingLimit) || !quantity(string(self.borrowingLimit)).isLessThan(quantity('0'))",message="borrowingLimit must not be negative"
-// +kubebuilder:validation:XValidation:rule="!has(self.lendingLimit) || !quantity(string(self.lendingLimit)).isLessThan(quantity('0'))",message="lendingLimit must not be negative"
-// +kubebuilder:validation:XValidation:rule="!has(self.lendingLimit) || !quantity(string(self.lendingLimit)).isGreaterThan(quantity(string(self.nominal)))",message="lendingLimit must not be more than nominal"
+// +kubebuilder:validation:XValidation:rule="!string(self.nominal).startsWith('-')",message="nominal must not be negative"
+// +kubebuilder:validation:XValidation:rule="!has(self.borrowingLimit) || !string(self.borrowingLimit).startsWith('-')",message="borrowingLimit must not be negative"
+// +kubebuilder:validation:XValidation:rule="!has(self.lendingLimit) || !string(self.lendingLimit).startsWith('-')",message="lendingLimit must not be negative"
 type Budget struct {
 	// ResourceName is the resource counted, e.g. nvidia.com/gpu.
 	// +required

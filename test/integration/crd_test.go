@@ -62,9 +62,9 @@ func TestCRDRejectsBadObjects(t *testing.T) {
 			obj:  aqtest.Team("crd-negative-borrow", "root").Budget("nvidia.com/gpu", "a100", "1").Borrow("-2").Obj(),
 			want: []string{"borrowingLimit must not be negative"},
 		},
-		"lendingLimit above nominal": {
-			obj:  aqtest.Team("crd-lend", "root").Budget("nvidia.com/gpu", "a100", "1").Lend("2").Obj(),
-			want: []string{"lendingLimit must not be more than nominal"},
+		"negative lendingLimit": {
+			obj:  aqtest.Team("crd-negative-lend", "root").Budget("nvidia.com/gpu", "a100", "1").Lend("-1").Obj(),
+			want: []string{"lendingLimit must not be negative"},
 		},
 		"duplicate budget key": {
 			obj:  aqtest.Team("crd-dup", "root").Budget("nvidia.com/gpu", "a100", "1").Budget("nvidia.com/gpu", "a100", "2").Obj(),

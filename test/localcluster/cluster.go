@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
 	kueueclient "sigs.k8s.io/kueue/client-go/clientset/versioned"
 )
 
@@ -161,11 +163,10 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 // belong to integrations this harness does not enable, and registering them
 // would make every Pod or Deployment write fail closed.
 func kueueWebhooks(path string) ([]*admissionregistrationv1.MutatingWebhookConfiguration, []*admissionregistrationv1.ValidatingWebhookConfiguration, error) {
-	opts := envtest.WebhookInstallOptions{Paths: []string{path}}
-	if err := opts.PrepWithoutInstalling(); err != nil {
-		return nil, nil, fmt.Errorf("reading Kueue's webhooks from %s: %w", path, err)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading Kueue's webhooks: %w", err)
 	}
-	_ = opts.Cleanup()
 	keep := func(rules []admissionregistrationv1.RuleWithOperations) bool {
 		for _, r := range rules {
 			for _, g := range r.APIGroups {
@@ -176,27 +177,34 @@ func kueueWebhooks(path string) ([]*admissionregistrationv1.MutatingWebhookConfi
 		}
 		return true
 	}
-	for _, m := range opts.MutatingWebhooks {
-		var hooks []admissionregistrationv1.MutatingWebhook
-		for _, h := range m.Webhooks {
-			if keep(h.Rules) {
-				h.ClientConfig = admissionregistrationv1.WebhookClientConfig{Service: h.ClientConfig.Service}
-				hooks = append(hooks, h)
-			}
+	var muts []*admissionregistrationv1.MutatingWebhookConfiguration
+	var vals []*admissionregistrationv1.ValidatingWebhookConfiguration
+	for _, doc := range strings.Split(string(data), "\n---") {
+		var meta metav1.TypeMeta
+		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", path, err)
 		}
-		m.Webhooks = hooks
-	}
-	for _, v := range opts.ValidatingWebhooks {
-		var hooks []admissionregistrationv1.ValidatingWebhook
-		for _, h := range v.Webhooks {
-			if keep(h.Rules) {
-				h.ClientConfig = admissionregistrationv1.WebhookClientConfig{Service: h.ClientConfig.Service}
-				hooks = append(hooks, h)
+		switch meta.Kind {
+		case "MutatingWebhookConfiguration":
+			m := &admissionregistrationv1.MutatingWebhookConfiguration{}
+			if err := yaml.UnmarshalStrict([]byte(doc), m); err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", path, err)
 			}
+			m.Webhooks = slices.DeleteFunc(m.Webhooks, func(h admissionregistrationv1.MutatingWebhook) bool { return !keep(h.Rules) })
+			muts = append(muts, m)
+		case "ValidatingWebhookConfiguration":
+			v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+			if err := yaml.UnmarshalStrict([]byte(doc), v); err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", path, err)
+			}
+			v.Webhooks = slices.DeleteFunc(v.Webhooks, func(h admissionregistrationv1.ValidatingWebhook) bool { return !keep(h.Rules) })
+			vals = append(vals, v)
 		}
-		v.Webhooks = hooks
 	}
-	return opts.MutatingWebhooks, opts.ValidatingWebhooks, nil
+	if len(muts) == 0 || len(vals) == 0 {
+		return nil, nil, fmt.Errorf("%s holds no webhook configurations", path)
+	}
+	return muts, vals, nil
 }
 
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.

@@ -123,18 +123,26 @@ func (c *Client) Patch(ctx context.Context, name string, pt types.PatchType, dat
 	return decode(c.ri.Patch(ctx, name, pt, data, opts, subresources...))
 }
 
-// Apply server-side applies an apply configuration given as an object; the
-// caller sets only the fields it owns. subresources may be "status".
-func (c *Client) Apply(ctx context.Context, aq *v1beta1.AcceleratorQuota, fieldManager string, force bool, subresources ...string) (*v1beta1.AcceleratorQuota, error) {
-	u, err := ToUnstructured(aq)
+// ApplyStatus server-side applies a node's status through the status
+// subresource, sending only apiVersion, kind, name and status: the fields
+// the field manager then owns.
+func (c *Client) ApplyStatus(ctx context.Context, aq *v1beta1.AcceleratorQuota, fieldManager string) (*v1beta1.AcceleratorQuota, error) {
+	st, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&aq.Status)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the status of %s: %w", aq.Name, err)
+	}
+	obj := map[string]any{
+		"apiVersion": v1beta1.SchemeGroupVersion.String(),
+		"kind":       "AcceleratorQuota",
+		"metadata":   map[string]any{"name": aq.Name},
+		"status":     st,
+	}
+	data, err := json.Marshal(obj)
 	if err != nil {
 		return nil, err
 	}
-	data, err := json.Marshal(u.Object)
-	if err != nil {
-		return nil, err
-	}
-	return decode(c.ri.Patch(ctx, aq.Name, types.ApplyPatchType, data, metav1.PatchOptions{FieldManager: fieldManager, Force: &force}, subresources...))
+	force := true
+	return decode(c.ri.Patch(ctx, aq.Name, types.ApplyPatchType, data, metav1.PatchOptions{FieldManager: fieldManager, Force: &force}, "status"))
 }
 
 // Delete deletes a node.

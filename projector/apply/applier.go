@@ -1,0 +1,346 @@
+package apply
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	kueueclient "sigs.k8s.io/kueue/client-go/clientset/versioned"
+	kueuelisters "sigs.k8s.io/kueue/client-go/listers/kueue/v1beta2"
+
+	v1beta1 "ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/api/v1beta1/aqclient"
+	"ome.io/quota-manager/metrics"
+	"ome.io/quota-manager/projector"
+)
+
+// FieldManager is the field manager of every write.
+const FieldManager = "ome-quota-manager"
+
+// Listers are the informer caches the applier compares with.
+type Listers struct {
+	Cohorts       kueuelisters.CohortLister
+	ClusterQueues kueuelisters.ClusterQueueLister
+	LocalQueues   kueuelisters.LocalQueueLister
+	// AQ returns a node as cached, or nil.
+	AQ func(name string) *v1beta1.AcceleratorQuota
+}
+
+// Applier writes projections.
+type Applier struct {
+	Kueue   kueueclient.Interface
+	AQs     *aqclient.Client
+	Listers Listers
+	Metrics *metrics.Metrics
+	// Workers bounds the writes in flight.
+	Workers int
+	// Now stamps lastTransitionTime on conditions that change.
+	Now func() time.Time
+}
+
+// Result is what one pass did.
+type Result struct {
+	// Outcomes per node, for the next projection's Materialized condition.
+	Outcomes map[string]projector.Outcome
+	// Writes counts API requests sent; Confirmed counts objects found in
+	// place; Swept counts deletions.
+	Writes, Confirmed, Swept int
+	// Errors are the writes that failed, each naming its object.
+	Errors []error
+}
+
+type write struct {
+	kind, node, name string
+	do        func(context.Context) error
+}
+
+// Apply brings the cluster to the projection: Kueue objects first (when
+// materializing), then the sweep, then node status.
+func (a *Applier) Apply(ctx context.Context, out *projector.Output) *Result {
+	res := &Result{Outcomes: map[string]projector.Outcome{}}
+	var writes []write
+	if out.Materialize {
+		writes = append(writes, a.kueueWrites(ctx, out, res)...)
+	}
+	a.run(ctx, writes, res)
+	if out.Materialize {
+		a.run(ctx, a.sweeps(ctx, out, res), res)
+	}
+	a.run(ctx, a.statusWrites(ctx, out, res), res)
+	return res
+}
+
+// setOutcome keeps the worst outcome seen for a node in this pass.
+func (r *Result) setOutcome(node string, o projector.Outcome) {
+	rank := map[projector.OutcomeKind]int{projector.OutcomeApplied: 0, projector.OutcomePending: 1, projector.OutcomeFailed: 2, projector.OutcomeConflict: 3}
+	if cur, ok := r.Outcomes[node]; ok && rank[cur.Kind] >= rank[o.Kind] {
+		return
+	}
+	r.Outcomes[node] = o
+}
+
+func managed(l map[string]string) bool { return l[v1beta1.ManagedByLabel] == v1beta1.ManagedByValue }
+
+func conflict(kind, ns, name string) projector.Outcome {
+	where := name
+	if ns != "" {
+		where = ns + "/" + name
+	}
+	return projector.Outcome{Kind: projector.OutcomeConflict, Message: fmt.Sprintf(
+		"%s %s exists without the label %s=%s; the manager never takes over an object it did not create: delete or rename it",
+		kind, where, v1beta1.ManagedByLabel, v1beta1.ManagedByValue)}
+}
+
+func (a *Applier) kueueWrites(ctx context.Context, out *projector.Output, res *Result) []write {
+	var ws []write
+	opts := metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
+	kq := a.Kueue.KueueV1beta2()
+	for _, d := range out.Cohorts {
+		name := *d.Name
+		cur, err := a.Listers.Cohorts.Get(name)
+		if w, ok := a.decide(res, "Cohort", "", name, name, d, cur, err, cur != nil && managed(cur.Labels)); ok {
+			w.do = func(ctx context.Context) error { _, err := kq.Cohorts().Apply(ctx, d, opts); return err }
+			ws = append(ws, w)
+		}
+	}
+	for _, d := range out.ClusterQueues {
+		name := *d.Name
+		cur, err := a.Listers.ClusterQueues.Get(name)
+		if w, ok := a.decide(res, "ClusterQueue", "", name, name, d, cur, err, cur != nil && managed(cur.Labels)); ok {
+			w.do = func(ctx context.Context) error { _, err := kq.ClusterQueues().Apply(ctx, d, opts); return err }
+			ws = append(ws, w)
+		}
+	}
+	for _, d := range out.LocalQueues {
+		name, ns := *d.Name, *d.Namespace
+		cur, err := a.Listers.LocalQueues.LocalQueues(ns).Get(name)
+		if w, ok := a.decide(res, "LocalQueue", ns, name, name, d, cur, err, cur != nil && managed(cur.Labels)); ok {
+			w.do = func(ctx context.Context) error { _, err := kq.LocalQueues(ns).Apply(ctx, d, opts); return err }
+			ws = append(ws, w)
+		}
+	}
+	return ws
+}
+
+// decide compares one desired object with its cached copy: a foreign
+// object is a conflict, a matching one is confirmed, anything else is a
+// write to make.
+func (a *Applier) decide(res *Result, kind, ns, name, node string, desired, cached any, getErr error, isManaged bool) (write, bool) {
+	exists := getErr == nil && !isNil(cached)
+	if exists && !isManaged {
+		res.setOutcome(node, conflict(kind, ns, name))
+		return write{}, false
+	}
+	if exists {
+		dm, err1 := toJSONMap(desired)
+		cm, err2 := toJSONMap(cached)
+		if err1 == nil && err2 == nil && covers(dm, cm) {
+			res.Confirmed++
+			a.Metrics.Applied.WithLabelValues(kind).Inc()
+			res.setOutcome(node, projector.Outcome{Kind: projector.OutcomeApplied})
+			return write{}, false
+		}
+	}
+	return write{kind: kind, node: node, name: joinName(ns, name)}, true
+}
+
+func isNil(v any) bool {
+	switch x := v.(type) {
+	case *kueuev1beta2.Cohort:
+		return x == nil
+	case *kueuev1beta2.ClusterQueue:
+		return x == nil
+	case *kueuev1beta2.LocalQueue:
+		return x == nil
+	}
+	return v == nil
+}
+
+func joinName(ns, name string) string {
+	if ns == "" {
+		return name
+	}
+	return ns + "/" + name
+}
+
+// sweeps deletes managed objects that no node wants: a deleted node, a role
+// changed in place, a namespace no longer enrolled. Objects of held nodes
+// stay, and so does anything without our label.
+func (a *Applier) sweeps(ctx context.Context, out *projector.Output, res *Result) []write {
+	sel := labels.SelectorFromSet(labels.Set{v1beta1.ManagedByLabel: v1beta1.ManagedByValue})
+	want := map[string]bool{}
+	for _, d := range out.Cohorts {
+		want["Cohort/"+*d.Name] = true
+	}
+	for _, d := range out.ClusterQueues {
+		want["ClusterQueue/"+*d.Name] = true
+	}
+	for _, d := range out.LocalQueues {
+		want["LocalQueue/"+*d.Namespace+"/"+*d.Name] = true
+	}
+	kq := a.Kueue.KueueV1beta2()
+	var ws []write
+	del := func(kind, ns, name string, uid types.UID, f func(context.Context, metav1.DeleteOptions) error) {
+		if want[kind+"/"+joinName(ns, name)] || out.Held[name] {
+			return
+		}
+		opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
+		ws = append(ws, write{kind: kind, node: name, name: joinName(ns, name), do: func(ctx context.Context) error {
+			err := f(ctx, opts)
+			if err == nil {
+				a.Metrics.Swept.WithLabelValues(kind).Inc()
+				res.addSwept()
+			}
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return err
+		}})
+	}
+	cohorts, _ := a.Listers.Cohorts.List(sel)
+	for _, o := range cohorts {
+		del("Cohort", "", o.Name, o.UID, func(ctx context.Context, opts metav1.DeleteOptions) error {
+			return kq.Cohorts().Delete(ctx, o.Name, opts)
+		})
+	}
+	cqs, _ := a.Listers.ClusterQueues.List(sel)
+	for _, o := range cqs {
+		del("ClusterQueue", "", o.Name, o.UID, func(ctx context.Context, opts metav1.DeleteOptions) error {
+			return kq.ClusterQueues().Delete(ctx, o.Name, opts)
+		})
+	}
+	lqs, _ := a.Listers.LocalQueues.List(sel)
+	for _, o := range lqs {
+		del("LocalQueue", o.Namespace, o.Name, o.UID, func(ctx context.Context, opts metav1.DeleteOptions) error {
+			return kq.LocalQueues(o.Namespace).Delete(ctx, o.Name, opts)
+		})
+	}
+	sort.Slice(ws, func(i, j int) bool { return ws[i].kind+ws[i].name < ws[j].kind+ws[j].name })
+	return ws
+}
+
+var sweptMu sync.Mutex
+
+func (r *Result) addSwept() {
+	sweptMu.Lock()
+	r.Swept++
+	sweptMu.Unlock()
+}
+
+// run sends writes through the worker pool, retrying conflicts and
+// server-side throttling with backoff.
+func (a *Applier) run(ctx context.Context, ws []write, res *Result) {
+	if len(ws) == 0 {
+		return
+	}
+	workers := a.Workers
+	if workers < 1 {
+		workers = 1
+	}
+	var mu sync.Mutex
+	jobs := make(chan write)
+	var wg sync.WaitGroup
+	for i := 0; i < min(workers, len(ws)); i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for w := range jobs {
+				err := retry.OnError(retry.DefaultBackoff, retriable, func() error { return w.do(ctx) })
+				verb := "apply"
+				if w.kind == "status" {
+					verb = "apply-status"
+				}
+				a.Metrics.Writes.WithLabelValues(w.kind, verb).Inc()
+				mu.Lock()
+				res.Writes++
+				if err != nil {
+					a.Metrics.WriteErrors.WithLabelValues(w.kind, verb).Inc()
+					err = fmt.Errorf("%s %s: %w", w.kind, w.name, err)
+					res.Errors = append(res.Errors, err)
+					res.setOutcome(w.node, projector.Outcome{Kind: projector.OutcomeFailed, Message: err.Error()})
+					klog.FromContext(ctx).Error(err, "write failed; the next pass retries it", "kind", w.kind, "name", w.name)
+				} else if w.kind != "status" {
+					a.Metrics.Applied.WithLabelValues(w.kind).Inc()
+					res.setOutcome(w.node, projector.Outcome{Kind: projector.OutcomeApplied})
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, w := range ws {
+		select {
+		case jobs <- w:
+		case <-ctx.Done():
+		}
+	}
+	close(jobs)
+	wg.Wait()
+}
+
+func retriable(err error) bool {
+	return apierrors.IsConflict(err) || apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) ||
+		apierrors.IsTimeout(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err)
+}
+
+// statusWrites applies every node status that differs from the cached one.
+// A condition keeps its stored lastTransitionTime while its status stands.
+func (a *Applier) statusWrites(ctx context.Context, out *projector.Output, res *Result) []write {
+	names := make([]string, 0, len(out.Statuses))
+	for n := range out.Statuses {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var ws []write
+	for _, name := range names {
+		cur := a.Listers.AQ(name)
+		if cur == nil || !cur.DeletionTimestamp.IsZero() && name != v1beta1.RootName {
+			continue
+		}
+		st := out.Statuses[name].DeepCopy()
+		stampConditions(st, &cur.Status, a.Now())
+		if statusEqual(st, &cur.Status) {
+			continue
+		}
+		node := name
+		ws = append(ws, write{kind: "status", node: node, name: node, do: func(ctx context.Context) error {
+			obj := &v1beta1.AcceleratorQuota{ObjectMeta: metav1.ObjectMeta{Name: node}, Status: *st}
+			_, err := a.AQs.ApplyStatus(ctx, obj, FieldManager)
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return err
+		}})
+	}
+	return ws
+}
+
+func stampConditions(st, cur *v1beta1.AcceleratorQuotaStatus, now time.Time) {
+	for i := range st.Conditions {
+		c := &st.Conditions[i]
+		c.LastTransitionTime = metav1.NewTime(now.UTC().Truncate(time.Second))
+		for _, old := range cur.Conditions {
+			if old.Type == c.Type && old.Status == c.Status {
+				c.LastTransitionTime = old.LastTransitionTime
+			}
+		}
+	}
+}
+
+func statusEqual(a, b *v1beta1.AcceleratorQuotaStatus) bool {
+	am, err1 := toJSONMap(a)
+	bm, err2 := toJSONMap(b)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return covers(am, bm) && covers(bm, am)
+}
+

@@ -1,0 +1,258 @@
+package projector
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	kueueac "sigs.k8s.io/kueue/client-go/applyconfiguration/kueue/v1beta2"
+
+	v1beta1 "ome.io/quota-manager/api/v1beta1"
+)
+
+// Output is the projection of one Input.
+type Output struct {
+	// Materialize is false while no namespace is enrolled: then nothing is
+	// applied and nothing is swept.
+	Materialize bool
+	// Desired Kueue objects of nodes that are Ready, sorted by name (and
+	// namespace). Objects of other nodes are held: see Held.
+	Cohorts       []*kueueac.CohortApplyConfiguration
+	ClusterQueues []*kueueac.ClusterQueueApplyConfiguration
+	LocalQueues   []*kueueac.LocalQueueApplyConfiguration
+	// Held names the nodes that exist but are not Ready: their Kueue
+	// objects, whatever they are, are neither written nor swept.
+	Held map[string]bool
+	// Statuses is every node's status, without lastTransitionTime (the
+	// applier keeps the stored one while a condition's status stands).
+	Statuses map[string]*v1beta1.AcceleratorQuotaStatus
+}
+
+
+func labels() map[string]string {
+	return map[string]string{v1beta1.ManagedByLabel: v1beta1.ManagedByValue}
+}
+
+// Project computes the desired objects and statuses.
+func Project(in Input) *Output {
+	nodes := slices.Clone(in.Nodes)
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+	namespaces := slices.Clone(in.EnrolledNamespaces)
+	sort.Strings(namespaces)
+	namespaces = slices.Compact(namespaces)
+
+	out := &Output{
+		Materialize: len(namespaces) > 0,
+		Held:        map[string]bool{},
+		Statuses:    map[string]*v1beta1.AcceleratorQuotaStatus{},
+	}
+	for i := range nodes {
+		n := &nodes[i]
+		out.Statuses[n.Name] = status(n, in, out.Materialize)
+		if !n.Ready {
+			out.Held[n.Name] = true
+			continue
+		}
+		if !out.Materialize {
+			continue
+		}
+		switch n.Role {
+		case v1beta1.RoleCohort:
+			out.Cohorts = append(out.Cohorts, cohort(n))
+		case v1beta1.RoleClusterQueue:
+			out.ClusterQueues = append(out.ClusterQueues, clusterQueue(n, namespaces, in.CoverResources))
+			for _, ns := range namespaces {
+				out.LocalQueues = append(out.LocalQueues, localQueue(n, ns))
+			}
+		}
+	}
+	sort.SliceStable(out.LocalQueues, func(i, j int) bool {
+		a, b := out.LocalQueues[i], out.LocalQueues[j]
+		if *a.Namespace != *b.Namespace {
+			return *a.Namespace < *b.Namespace
+		}
+		return *a.Name < *b.Name
+	})
+	return out
+}
+
+func cohort(n *Node) *kueueac.CohortApplyConfiguration {
+	spec := kueueac.CohortSpec()
+	if n.Parent != "" {
+		spec.WithParentName(kueuev1beta2.CohortReference(n.Parent))
+	}
+	return kueueac.Cohort(n.Name).WithLabels(labels()).WithSpec(spec)
+}
+
+// clusterQueue writes a team as one resource group: every flavor the team
+// has a budget on covers every resource it budgets plus the cover
+// resources. A pair without a budget gets nominal 0 and borrowingLimit 0,
+// so the team cannot take it from the cohort either.
+func clusterQueue(n *Node, namespaces []string, cover map[string]resource.Quantity) *kueueac.ClusterQueueApplyConfiguration {
+	budgets := map[Pair]v1beta1.Budget{}
+	var accel, flavors []string
+	for _, b := range n.Budgets {
+		budgets[Pair{b.ResourceName, b.ResourceFlavor}] = b
+		accel = append(accel, b.ResourceName)
+		flavors = append(flavors, b.ResourceFlavor)
+	}
+	slices.Sort(accel)
+	accel = slices.Compact(accel)
+	slices.Sort(flavors)
+	flavors = slices.Compact(flavors)
+	var extra []string
+	for r := range cover {
+		if !slices.Contains(accel, r) {
+			extra = append(extra, r)
+		}
+	}
+	slices.Sort(extra)
+	covered := append(slices.Clone(accel), extra...)
+
+	rg := kueueac.ResourceGroup()
+	for _, r := range covered {
+		rg.WithCoveredResources(corev1.ResourceName(r))
+	}
+	zero := resource.MustParse("0")
+	for _, f := range flavors {
+		fq := kueueac.FlavorQuotas().WithName(kueuev1beta2.ResourceFlavorReference(f))
+		for _, r := range accel {
+			rq := kueueac.ResourceQuota().WithName(corev1.ResourceName(r))
+			if b, ok := budgets[Pair{r, f}]; ok {
+				rq.WithNominalQuota(b.Nominal)
+				if b.BorrowingLimit != nil {
+					rq.WithBorrowingLimit(*b.BorrowingLimit)
+				} else {
+					rq.WithBorrowingLimit(zero)
+				}
+				if b.LendingLimit != nil {
+					rq.WithLendingLimit(*b.LendingLimit)
+				}
+			} else {
+				rq.WithNominalQuota(zero).WithBorrowingLimit(zero)
+			}
+			fq.WithResources(rq)
+		}
+		for _, r := range extra {
+			fq.WithResources(kueueac.ResourceQuota().WithName(corev1.ResourceName(r)).WithNominalQuota(cover[r]))
+		}
+		rg.WithFlavors(fq)
+	}
+	spec := kueueac.ClusterQueueSpec().
+		WithNamespaceSelector(metav1ac.LabelSelector().WithMatchExpressions(
+			metav1ac.LabelSelectorRequirement().
+				WithKey(corev1.LabelMetadataName).
+				WithOperator(metav1.LabelSelectorOpIn).
+				WithValues(namespaces...)))
+	if n.Parent != "" {
+		spec.WithCohortName(kueuev1beta2.CohortReference(n.Parent))
+	}
+	if len(flavors) > 0 {
+		spec.WithResourceGroups(rg)
+	}
+	return kueueac.ClusterQueue(n.Name).WithLabels(labels()).WithSpec(spec)
+}
+
+func localQueue(n *Node, ns string) *kueueac.LocalQueueApplyConfiguration {
+	return kueueac.LocalQueue(n.Name, ns).WithLabels(labels()).
+		WithSpec(kueueac.LocalQueueSpec().WithClusterQueue(kueuev1beta2.ClusterQueueReference(n.Name)))
+}
+
+// Condition reasons and messages the projection writes.
+const (
+	ReasonAdmitted   = "Admitted"
+	ReasonFrozen     = "Frozen"
+	MsgReady         = "node is a valid member of the quota tree"
+	MsgNotDegraded   = "no invariant violated"
+	MsgMaterialized  = "enforcement objects match this node's budget"
+	msgPendingApply  = "enforcement objects are being written"
+	msgFrozenObjects = "node is not Ready, so its enforcement objects are left as they were"
+)
+
+func cond(t string, ok bool, reason, msg string, gen int64) metav1.Condition {
+	s := metav1.ConditionFalse
+	if ok {
+		s = metav1.ConditionTrue
+	}
+	return metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: gen}
+}
+
+func status(n *Node, in Input, materialize bool) *v1beta1.AcceleratorQuotaStatus {
+	st := &v1beta1.AcceleratorQuotaStatus{ObservedGeneration: n.Generation}
+	if n.Ready {
+		st.Conditions = append(st.Conditions,
+			cond(v1beta1.ConditionReady, true, ReasonAdmitted, MsgReady, n.Generation),
+			cond(v1beta1.ConditionDegraded, false, ReasonAdmitted, MsgNotDegraded, n.Generation))
+	} else {
+		st.Conditions = append(st.Conditions,
+			cond(v1beta1.ConditionReady, false, n.Reason, n.Message, n.Generation),
+			cond(v1beta1.ConditionDegraded, true, n.Reason, n.Message, n.Generation))
+	}
+	if materialize {
+		st.Conditions = append(st.Conditions, materialized(n, in.Outcomes[n.Name]))
+	}
+	if n.Name == v1beta1.RootName {
+		st.Capacity = slices.Clone(in.Capacity)
+		st.Unbudgeted = slices.Clone(in.Unbudgeted)
+	}
+	if n.Role == v1beta1.RoleClusterQueue {
+		for _, b := range n.Budgets {
+			u := n.Usage[Pair{b.ResourceName, b.ResourceFlavor}]
+			st.Budgets = append(st.Budgets, v1beta1.BudgetStatus{
+				ResourceName: b.ResourceName, ResourceFlavor: b.ResourceFlavor, Nominal: b.Nominal,
+				Admitted: u.Admitted, Reserved: u.Reserved, Borrowed: u.Borrowed,
+			})
+		}
+	}
+	if len(n.Budgets) > 0 {
+		st.Summary = summary(n)
+	}
+	return st
+}
+
+func materialized(n *Node, o Outcome) metav1.Condition {
+	switch {
+	case !n.Ready:
+		return cond(v1beta1.ConditionMaterialized, false, ReasonFrozen, msgFrozenObjects, n.Generation)
+	case o.Kind == OutcomeApplied:
+		return cond(v1beta1.ConditionMaterialized, true, ReasonAdmitted, MsgMaterialized, n.Generation)
+	case o.Kind == OutcomeConflict || o.Kind == OutcomeFailed:
+		return cond(v1beta1.ConditionMaterialized, false, string(o.Kind), o.Message, n.Generation)
+	default:
+		return cond(v1beta1.ConditionMaterialized, false, string(OutcomePending), msgPendingApply, n.Generation)
+	}
+}
+
+// summary is the text of the NOMINAL and ADMITTED columns: the amount alone
+// for one budget, else resource@flavor=amount pairs in spec order.
+func summary(n *Node) *v1beta1.StatusSummary {
+	if len(n.Budgets) == 1 {
+		b := n.Budgets[0]
+		u := n.Usage[Pair{b.ResourceName, b.ResourceFlavor}]
+		return &v1beta1.StatusSummary{Nominal: b.Nominal.String(), Admitted: admittedText(n, u)}
+	}
+	var nom, adm []string
+	for _, b := range n.Budgets {
+		u := n.Usage[Pair{b.ResourceName, b.ResourceFlavor}]
+		nom = append(nom, fmt.Sprintf("%s@%s=%s", b.ResourceName, b.ResourceFlavor, b.Nominal.String()))
+		adm = append(adm, fmt.Sprintf("%s@%s=%s", b.ResourceName, b.ResourceFlavor, admittedText(n, u)))
+	}
+	s := &v1beta1.StatusSummary{Nominal: strings.Join(nom, ",")}
+	if n.Role == v1beta1.RoleClusterQueue {
+		s.Admitted = strings.Join(adm, ",")
+	}
+	return s
+}
+
+func admittedText(n *Node, u Usage) string {
+	if n.Role != v1beta1.RoleClusterQueue {
+		return ""
+	}
+	return u.Admitted.String()
+}

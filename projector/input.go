@@ -1,0 +1,76 @@
+package projector
+
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	v1beta1 "ome.io/quota-manager/api/v1beta1"
+)
+
+// Pair is a (resource, flavor) pair.
+type Pair struct{ Resource, Flavor string }
+
+// Usage is a team's use of one pair, as its ClusterQueue reports it.
+type Usage struct {
+	Admitted, Reserved, Borrowed resource.Quantity
+}
+
+// Node is one tree node as the core sees it.
+type Node struct {
+	Name       string
+	Generation int64
+	Role       v1beta1.Role
+	Parent     string
+	Budgets    []v1beta1.Budget
+	// Ready is true when the node and all its ancestors keep every rule.
+	Ready bool
+	// Reason and Message explain a node that is not Ready: the rule it breaks
+	// (e.g. ContainmentViolated), or Frozen for a node below one that does.
+	Reason, Message string
+	// Usage is the team's usage per pair, from its ClusterQueue's status.
+	Usage map[Pair]Usage
+}
+
+// OutcomeKind is how the last materialization of a node went.
+type OutcomeKind string
+
+const (
+	// Pending: not yet applied, or applied but not yet seen in the caches.
+	OutcomePending OutcomeKind = "Pending"
+	// Applied: every object of the node matches what is desired.
+	OutcomeApplied OutcomeKind = "Applied"
+	// Conflict: an object of the node's name exists without our label.
+	OutcomeConflict OutcomeKind = "ObjectConflict"
+	// Failed: a write failed; Message says why.
+	OutcomeFailed OutcomeKind = "MaterializationFailed"
+)
+
+// Outcome is the applier's report on one node.
+type Outcome struct {
+	Kind    OutcomeKind
+	Message string
+}
+
+// Input is everything the projection depends on.
+type Input struct {
+	Nodes []Node
+	// Capacity is root's measurement, reported on root's status.
+	Capacity []v1beta1.CapacityStatus
+	// Unbudgeted DRA devices, reported on root's status.
+	Unbudgeted []v1beta1.UnbudgetedDevices
+	// EnrolledNamespaces: while empty, nothing is written to Kueue.
+	EnrolledNamespaces []string
+	// CoverResources are added to every ClusterQueue with these ceilings, so
+	// that workloads requesting them are admitted on the team's flavors.
+	CoverResources map[string]resource.Quantity
+	// Outcomes are the applier's reports, per node name.
+	Outcomes map[string]Outcome
+}
+
+// DefaultCoverResources are ceilings far above any cluster's size.
+func DefaultCoverResources() map[string]resource.Quantity {
+	return map[string]resource.Quantity{
+		"cpu":               resource.MustParse("1M"),
+		"memory":            resource.MustParse("1Ei"),
+		"ephemeral-storage": resource.MustParse("1Ei"),
+	}
+}
