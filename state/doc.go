@@ -1,0 +1,92 @@
+// Package state is the quota manager's pure, event-sourced core: the
+// reducer, the rule book, a state machine per tree node, and root's
+// capacity with its high-water marks.
+//
+// # Using it
+//
+// Build a State with New and Apply every event of the stream to it, in
+// order, from one goroutine. Apply returns the phase transitions the event
+// caused. Read the result through the queries: Nodes, Node and NodeStatus
+// for the tree (phase, reason, message, parent, children, depth, own
+// violations); Capacity and CapacityStatus for root's status.capacity, with
+// CapacityNeedsWrite saying when root's stored status must be rewritten;
+// Unattributed and UnattributedTotals for NoMatchingFlavor capacity; Usage
+// for a team's ClusterQueue usage; Config for the configuration in force.
+// Clone gives a snapshot for other goroutines; Dump renders the state as
+// text, identical byte for byte for identical states.
+//
+// The state never reads a clock, a network or a random source: time comes
+// from the events (receipt times and Ticks), so replaying a log gives the
+// same state, transitions and dump.
+//
+// # Rules
+//
+// The rule book (DECISIONS.md) is a set of pure functions over Facts and an
+// Env, one per rule: CheckParent, CheckKind, CheckDepth, CheckFlavors,
+// CheckContainment and CheckCapacity, run in Precedence order by
+// EvaluateNode. Evaluate applies them to a whole hypothetical Tree from
+// scratch, for the webhook and `kubectl ome quota validate`; State.WhatIf
+// compares the tree before and after a write, and Diff keeps what the write
+// makes worse, by (node, reason, subject). The reducer applies the same
+// functions incrementally and always agrees with Evaluate.
+//
+// Each node is in the phase of its primary (first) violation; a node that
+// breaks no rule is Frozen when an ancestor breaks one (its message names
+// the nearest such ancestor and its reason), else Ready. Decisions where
+// the spec is silent:
+//
+//   - The precedence is ParentMissing, ParentCycle, Unreachable,
+//     NodeKindInvalid, DepthExceeded, FlavorMissing, ContainmentViolated,
+//     CapacityExceeded; a node's own violation wins over Frozen.
+//   - A child under a ClusterQueue is the one that breaks NodeKindInvalid.
+//     Root must be a Cohort without a parentRef (NodeKindInvalid); it is
+//     root by name, at depth 0, whatever its parentRef says.
+//   - ContainmentViolated is on the Cohort whose budget its children's
+//     total exceeds; only Cohorts are checked.
+//   - A pair without a high-water mark counts as mark 0, so a budget on a
+//     flavor not yet measured is CapacityExceeded until it is. A budget on
+//     a flavor that does not exist is FlavorMissing and not checked against
+//     capacity.
+//   - Several violations of a node's primary reason are all in its
+//     message, joined by "; ".
+//
+// # Capacity
+//
+// Capacity is a sum of contributions: each Node contributes its capacity
+// and allocatable to the (measured resource, flavor) pairs of the flavors
+// it matches, so a Node event costs O(resources x flavors). A
+// ResourceFlavor event re-matches every Node, O(nodes); so does a change of
+// the measured resources. Decisions where the spec is silent:
+//
+//   - A measurement happens on a Node event, on an AcceleratorQuota spec
+//     write, on a Config event and on a Tick; not on a ResourceFlavor event
+//     (as the guide says, a new flavor appears with the next measurement).
+//     Nothing is measured before the first Tick, which the shell sends once
+//     its informers have synced: until then the marks are those read back
+//     from root's status, and the partial view of the initial lists lowers
+//     nothing.
+//   - A pair is measured while some matching Node lists the resource in its
+//     capacity or allocatable, even at 0 (a restarting device plugin reports
+//     0: that is a reading). A pair no Node lists keeps its mark, at
+//     allocatable 0; its entry is dropped only when that mark is 0 and the
+//     pair is no longer a measured resource on an existing flavor.
+//   - observedAt is per entry, in whole seconds: an entry whose figures
+//     change is stamped at the event's time, and a measurement restamps
+//     every entry (kept ones included) whose stamp is a report interval
+//     old. A MeasureFailed event restamps nothing.
+//   - Root's status after the first Tick is the state's own output: it is
+//     not read back again, only compared (CapacityNeedsWrite).
+//   - Unattributed capacity is a Node's installed amount of a measured
+//     resource, when the Node matches no flavor; it follows Node and flavor
+//     events at once.
+//   - Amounts are int64 milli-units, each quantity read clamped to
+//     MaxAmount.
+//
+// # State machines
+//
+// Every node has a looplab/fsm machine with one phase per rule plus Ready,
+// Frozen, Pending (created, not yet evaluated) and Deleted (terminal). Its
+// events are named after their destination ("toReady", "toFrozen", ...).
+// The reducer moves a machine only when the phase changes; the machine's
+// single callback, enter_state, records the Transition and nothing else.
+package state

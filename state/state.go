@@ -1,0 +1,420 @@
+package state
+
+import (
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/looplab/fsm"
+
+	"ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/events"
+)
+
+// State is everything the quota manager knows, built only from events. It
+// is not safe for concurrent use: exactly one goroutine applies events;
+// others read a Clone.
+type State struct {
+	cfg     events.Config
+	lastSeq uint64
+	seq     uint64    // of the event being applied
+	now     time.Time // of the event being applied, in whole seconds
+
+	// The tree.
+	members  map[string]*member
+	kids     map[string][]string          // parent name -> existing children naming it, sorted
+	sums     map[string]map[Pair]Amount   // parent name -> pair -> children's nominal total
+	byPair   map[Pair]map[string]struct{} // pair -> nodes with a budget on it
+	byFlavor map[string]map[string]struct{}
+
+	// The cluster.
+	flavors      map[string]map[string]string // ResourceFlavor -> nodeLabels
+	machines     map[string]*machine          // Kubernetes Nodes
+	tallies      map[Pair]*tally              // measured resource x known flavor
+	unattributed map[string]Amount            // resource -> installed on nodes matching no flavor
+	strays       map[string]struct{}          // nodes with unattributed capacity
+
+	// Root's capacity status.
+	synced      bool
+	entries     map[Pair]*entry
+	rootSeen    bool
+	reported    []v1beta1.CapacityStatus // root's status.capacity as last seen, normalized
+	failedAt    time.Time
+	failure     string
+	usage       map[string][]events.Usage // managed ClusterQueue -> usage
+	transitions []Transition              // of the event being applied
+
+	pass pass
+}
+
+// member is one node of the tree.
+type member struct {
+	name     string
+	gen      int64
+	spec     *v1beta1.AcceleratorQuotaSpec
+	shape    shape
+	place    Place
+	viols    []Violation
+	frozenBy string // nearest ancestor that breaks a rule, for a node that reaches root
+	frozenAs Reason // that ancestor's primary reason
+	phase    Phase
+	message  string
+	machine  *fsm.FSM
+}
+
+// shape is what the rules read of a spec; a spec change that leaves it
+// alone (distribution, perCluster, a limit's amount) re-evaluates nothing.
+type shape struct {
+	role         v1beta1.Role
+	parent       string // parentOf
+	hasParentRef bool
+	priorityTier bool
+	budgets      []Budget
+}
+
+func shapeOf(name string, spec *v1beta1.AcceleratorQuotaSpec) shape {
+	return shape{
+		role:         spec.Role,
+		parent:       parentOf(name, spec),
+		hasParentRef: spec.ParentRef != nil,
+		priorityTier: spec.PriorityTier != nil,
+		budgets:      BudgetsOf(spec),
+	}
+}
+
+func (s shape) equal(o shape) bool {
+	return s.role == o.role && s.parent == o.parent && s.hasParentRef == o.hasParentRef &&
+		s.priorityTier == o.priorityTier && slices.Equal(s.budgets, o.budgets)
+}
+
+// New returns the state before any event: no tree, no cluster, the default
+// configuration, and no measurement taken yet.
+func New() *State {
+	return &State{
+		cfg:          events.DefaultConfig(),
+		members:      map[string]*member{},
+		kids:         map[string][]string{},
+		sums:         map[string]map[Pair]Amount{},
+		byPair:       map[Pair]map[string]struct{}{},
+		byFlavor:     map[string]map[string]struct{}{},
+		flavors:      map[string]map[string]string{},
+		machines:     map[string]*machine{},
+		tallies:      map[Pair]*tally{},
+		unattributed: map[string]Amount{},
+		strays:       map[string]struct{}{},
+		entries:      map[Pair]*entry{},
+		usage:        map[string][]events.Usage{},
+		pass:         newPass(),
+	}
+}
+
+// Apply applies one event and returns the phase transitions it caused, in
+// node-name order (a deletion first). It mutates s; Clone first to keep the
+// state before. It reads no clock: the event's Time stamps whatever it
+// changes. An event that events.Validate refuses changes nothing but
+// LastSeq. Apply never fails: every input, however odd, is a state.
+func (s *State) Apply(ev events.Event) []Transition {
+	s.lastSeq, s.seq = ev.Seq, ev.Seq
+	if ev.Validate() != nil {
+		return nil
+	}
+	s.now = ev.Time.UTC().Truncate(time.Second)
+	s.transitions = nil
+	switch ev.Kind {
+	case events.KindAcceleratorQuota:
+		if ev.Op == events.OpDelete {
+			s.deleteQuota(ev.Key)
+		} else {
+			s.upsertQuota(ev.Quota)
+		}
+	case events.KindNode:
+		if ev.Op == events.OpDelete {
+			s.deleteNode(ev.Key)
+		} else {
+			s.upsertNode(ev.Node)
+		}
+	case events.KindResourceFlavor:
+		if ev.Op == events.OpDelete {
+			s.setFlavor(ev.Key, nil, false)
+		} else {
+			s.setFlavor(ev.Key, ev.Flavor.NodeLabels, true)
+		}
+	case events.KindClusterQueue:
+		if ev.Op == events.OpDelete || !ev.Queue.Managed {
+			delete(s.usage, ev.Key)
+		} else {
+			s.usage[ev.Key] = slices.SortedFunc(slices.Values(ev.Queue.Usage), compareUsage)
+		}
+	case events.KindConfig:
+		s.setConfig(*ev.Config)
+	case events.KindTick:
+		s.synced = true
+		s.measure()
+	case events.KindMeasureFailed:
+		s.failedAt, s.failure = s.now, ev.Failure.Reason
+	}
+	s.settle()
+	out := s.transitions
+	s.transitions = nil
+	return out
+}
+
+func compareUsage(a, b events.Usage) int {
+	return Pair{a.Resource, a.Flavor}.Compare(Pair{b.Resource, b.Flavor})
+}
+
+// setConfig puts a new configuration in force: the whole tree is evaluated
+// again, and capacity measured again (O(nodes) when the measured resources
+// change).
+func (s *State) setConfig(c events.Config) {
+	old := s.cfg
+	s.cfg = c.Normalized()
+	if !slices.Equal(old.MeasuredResources, s.cfg.MeasuredResources) {
+		s.recount()
+	}
+	for name := range s.members {
+		s.pass.eval[name] = struct{}{}
+	}
+	if s.synced {
+		s.measure()
+	}
+}
+
+func sortedKeys[M ~map[string]V, V any](m M) []string {
+	return slices.Sorted(maps.Keys(m))
+}
+
+// LastSeq is the sequence number of the last event applied.
+func (s *State) LastSeq() uint64 { return s.lastSeq }
+
+// Config is the configuration in force.
+func (s *State) Config() events.Config { return s.cfg.Normalized() }
+
+// MaxTreeDepth implements Env.
+func (s *State) MaxTreeDepth() int { return s.cfg.MaxTreeDepth }
+
+// FlavorExists implements Env.
+func (s *State) FlavorExists(flavor string) bool {
+	_, ok := s.flavors[flavor]
+	return ok
+}
+
+// ChildTotal implements Env.
+func (s *State) ChildTotal(parent string, p Pair) Amount { return s.sums[parent][p] }
+
+// HighWaterMark implements Env: the mark of p on root, 0 when p has none.
+func (s *State) HighWaterMark(p Pair) Amount {
+	if e := s.entries[p]; e != nil {
+		return e.mark
+	}
+	return 0
+}
+
+// Status is a node's state as its conditions report it.
+type Status struct {
+	Phase Phase
+	// Reason is Admitted when Ready, else the phase's reason.
+	Reason Reason
+	// Message is the Ready condition's message; the Degraded condition's
+	// is the same, except "no invariant violated" when Ready.
+	Message string
+}
+
+// Ready reports whether the node is Ready.
+func (st Status) Ready() bool { return st.Phase == PhaseReady }
+
+// DegradedMessage is the Degraded condition's message.
+func (st Status) DegradedMessage() string {
+	if st.Ready() {
+		return MessageNoViolation
+	}
+	return st.Message
+}
+
+// NodeView is a node of the tree as downstream reads it.
+type NodeView struct {
+	Name       string
+	Generation int64
+	// Spec is the state's own copy: do not modify it.
+	Spec *v1beta1.AcceleratorQuotaSpec
+	// Parent is the parent the node's place follows ("" for root and for a
+	// node without parentRef), whether or not it exists.
+	Parent   string
+	Children []string
+	// Depth is the number of edges below root, or -1 when the node does not
+	// reach root.
+	Depth int
+	Status
+	// Violations are the rules the node breaks itself, in Precedence order.
+	Violations []Violation
+	// FrozenBy is the nearest ancestor that breaks a rule, if any.
+	FrozenBy string
+}
+
+func (s *State) view(m *member) NodeView {
+	return NodeView{
+		Name: m.name, Generation: m.gen, Spec: m.spec, Parent: m.shape.parent,
+		Children: slices.Clone(s.kids[m.name]), Depth: m.place.Depth,
+		Status:     m.status(),
+		Violations: slices.Clone(m.viols), FrozenBy: m.frozenBy,
+	}
+}
+
+func (m *member) status() Status {
+	switch m.phase {
+	case PhaseReady:
+		return Status{PhaseReady, ReasonAdmitted, m.message}
+	case PhaseFrozen:
+		return Status{PhaseFrozen, ReasonFrozen, m.message}
+	}
+	return Status{m.phase, Reason(m.phase), m.message}
+}
+
+// Nodes lists the tree's nodes by name.
+func (s *State) Nodes() []NodeView {
+	out := make([]NodeView, 0, len(s.members))
+	for _, name := range sortedKeys(s.members) {
+		out = append(out, s.view(s.members[name]))
+	}
+	return out
+}
+
+// Node is one node of the tree.
+func (s *State) Node(name string) (NodeView, bool) {
+	m := s.members[name]
+	if m == nil {
+		return NodeView{}, false
+	}
+	return s.view(m), true
+}
+
+// NodeStatus is one node's status.
+func (s *State) NodeStatus(name string) (Status, bool) {
+	m := s.members[name]
+	if m == nil {
+		return Status{}, false
+	}
+	return m.status(), true
+}
+
+// Violations lists every rule broken in the tree, by node and then
+// Precedence: Evaluate of the current tree, kept incrementally.
+func (s *State) Violations() []Violation {
+	var out []Violation
+	for _, name := range sortedKeys(s.members) {
+		out = append(out, s.members[name].viols...)
+	}
+	return out
+}
+
+// Tree is the current tree, for Evaluate. The specs are the state's own:
+// do not modify them.
+func (s *State) Tree() Tree {
+	t := make(Tree, len(s.members))
+	for name, m := range s.members {
+		t[name] = m.spec
+	}
+	return t
+}
+
+// Marks are root's high-water marks, for Evaluate.
+func (s *State) Marks() map[Pair]Amount {
+	out := make(map[Pair]Amount, len(s.entries))
+	for p, e := range s.entries {
+		out[p] = e.mark
+	}
+	return out
+}
+
+// FlavorNames is the set of ResourceFlavors that exist, for Evaluate.
+func (s *State) FlavorNames() map[string]bool {
+	out := make(map[string]bool, len(s.flavors))
+	for f := range s.flavors {
+		out[f] = true
+	}
+	return out
+}
+
+// WhatIf evaluates the tree as it is and as it would be after writing spec
+// to node name (nil spec: deleting it), with the current marks, flavors and
+// configuration. The webhook denies a write when Diff(before, after) holds
+// a violation it denies for. It costs O(tree).
+func (s *State) WhatIf(name string, spec *v1beta1.AcceleratorQuotaSpec) (before, after []Violation) {
+	tree := s.Tree()
+	marks, flavors := s.Marks(), s.FlavorNames()
+	before = s.Violations()
+	if spec == nil {
+		delete(tree, name)
+	} else {
+		tree[name] = spec
+	}
+	return before, Evaluate(tree, marks, flavors, s.cfg)
+}
+
+// Usage is a team's use of its budgets, from its ClusterQueue's status,
+// sorted by pair; nil when no ClusterQueue of ours has reported.
+func (s *State) Usage(team string) []events.Usage { return slices.Clone(s.usage[team]) }
+
+// Clone returns a deep copy of s, with state machines of its own in the same
+// phases. It costs O(state).
+func (s *State) Clone() *State {
+	c := *s
+	c.cfg = s.cfg.Normalized()
+	c.members = make(map[string]*member, len(s.members))
+	for name, m := range s.members {
+		cm := *m
+		cm.shape.budgets = slices.Clone(m.shape.budgets)
+		cm.viols = slices.Clone(m.viols)
+		cm.place.Cycle = slices.Clone(m.place.Cycle)
+		cm.machine = c.newMachine(name, m.phase)
+		c.members[name] = &cm
+	}
+	c.kids = make(map[string][]string, len(s.kids))
+	for k, v := range s.kids {
+		c.kids[k] = slices.Clone(v)
+	}
+	c.sums = make(map[string]map[Pair]Amount, len(s.sums))
+	for k, v := range s.sums {
+		c.sums[k] = maps.Clone(v)
+	}
+	c.byPair = make(map[Pair]map[string]struct{}, len(s.byPair))
+	for k, v := range s.byPair {
+		c.byPair[k] = maps.Clone(v)
+	}
+	c.byFlavor = make(map[string]map[string]struct{}, len(s.byFlavor))
+	for k, v := range s.byFlavor {
+		c.byFlavor[k] = maps.Clone(v)
+	}
+	c.flavors = maps.Clone(s.flavors) // label maps are never modified in place
+	c.machines = make(map[string]*machine, len(s.machines))
+	for k, v := range s.machines {
+		cm := *v
+		cm.flavors = slices.Clone(v.flavors)
+		c.machines[k] = &cm // label and amount maps are never modified in place
+	}
+	c.tallies = make(map[Pair]*tally, len(s.tallies))
+	for k, v := range s.tallies {
+		ct := *v
+		c.tallies[k] = &ct
+	}
+	c.unattributed = maps.Clone(s.unattributed)
+	c.strays = maps.Clone(s.strays)
+	c.entries = make(map[Pair]*entry, len(s.entries))
+	for k, v := range s.entries {
+		ce := *v
+		c.entries[k] = &ce
+	}
+	c.reported = slices.Clone(s.reported)
+	c.usage = maps.Clone(s.usage) // usage slices are never modified in place
+	c.transitions = nil
+	c.pass = newPass()
+	return &c
+}
+
+// newMachine returns the state machine of node name, recording its
+// transitions into s.
+func (s *State) newMachine(name string, at Phase) *fsm.FSM {
+	return newMachine(at, func(from, to Phase, reason Reason, message string) {
+		s.transitions = append(s.transitions, Transition{Seq: s.seq, Node: name, From: from, To: to, Reason: reason, Message: message})
+	})
+}

@@ -1,0 +1,397 @@
+package state
+
+import (
+	"container/heap"
+	"slices"
+	"strings"
+
+	"ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/events"
+)
+
+// pass is the work one event leaves for settle: the nodes whose own rules
+// must run again, the nodes whose frozen cause must be found again, and the
+// nodes whose status may have changed.
+type pass struct {
+	eval    map[string]struct{}
+	freeze  []string
+	touched map[string]struct{}
+}
+
+func newPass() pass {
+	return pass{eval: map[string]struct{}{}, touched: map[string]struct{}{}}
+}
+
+// upsertQuota applies an AcceleratorQuota's new spec. Its cost is
+// O(depth + children) when the node is created or moves (walking up for a
+// loop of parentRefs), O(1) in the rules for a change of budgets, plus the
+// subtree of a node whose place or state flips.
+func (s *State) upsertQuota(q *events.Quota) {
+	name := q.Name
+	if name == v1beta1.RootName {
+		s.rootSeen = true
+		s.reported = normalizeCapacity(q.Capacity)
+		if !s.synced {
+			s.seed(s.reported)
+		}
+	}
+	spec := q.Spec.DeepCopy()
+	sh := shapeOf(name, spec)
+	m := s.members[name]
+	if m != nil && m.shape.equal(sh) {
+		m.spec, m.gen = spec, q.Generation
+		return
+	}
+	created := m == nil
+	var old shape
+	if created {
+		m = &member{name: name, phase: PhasePending, place: Place{Depth: -1}}
+		m.machine = s.newMachine(name, PhasePending)
+		s.members[name] = m
+	} else {
+		old = m.shape
+		s.unlink(m)
+	}
+	m.spec, m.gen, m.shape = spec, q.Generation, sh
+	s.link(m)
+
+	s.queue(name)
+	s.queue(old.parent)
+	s.queue(sh.parent)
+	if created || old.role != sh.role {
+		for _, k := range s.kids[name] {
+			s.queue(k) // their parent's role is a fact of their rules
+		}
+	}
+	if created || old.parent != sh.parent {
+		s.replace(name, created)
+	}
+	if s.synced {
+		s.measure() // writing an AcceleratorQuota is a measurement
+	}
+}
+
+// deleteQuota removes a node; its children lose their parent.
+func (s *State) deleteQuota(name string) {
+	if name == v1beta1.RootName {
+		s.rootSeen, s.reported = false, nil
+	}
+	m := s.members[name]
+	if m == nil {
+		return
+	}
+	s.unlink(m)
+	delete(s.members, name)
+	move(m.machine, PhaseDeleted, "", "")
+	s.queue(m.shape.parent)
+	for _, k := range s.kids[name] {
+		s.replace(k, false)
+	}
+	if s.synced {
+		s.measure()
+	}
+}
+
+// link adds m to its parent's children and sums, and to the budget indexes.
+func (s *State) link(m *member) {
+	if p := m.shape.parent; p != "" {
+		kids := s.kids[p]
+		i, _ := slices.BinarySearch(kids, m.name)
+		s.kids[p] = slices.Insert(kids, i, m.name)
+		sums := s.sums[p]
+		if sums == nil {
+			sums = map[Pair]Amount{}
+			s.sums[p] = sums
+		}
+		for _, b := range m.shape.budgets {
+			sums[b.Pair] += b.Nominal
+		}
+	}
+	for _, b := range m.shape.budgets {
+		addIndex(s.byPair, b.Pair, m.name)
+		addIndex(s.byFlavor, b.Flavor, m.name)
+	}
+}
+
+// unlink undoes link.
+func (s *State) unlink(m *member) {
+	if p := m.shape.parent; p != "" {
+		kids := s.kids[p]
+		if i, ok := slices.BinarySearch(kids, m.name); ok {
+			kids = slices.Delete(kids, i, i+1)
+		}
+		if len(kids) == 0 {
+			delete(s.kids, p)
+		} else {
+			s.kids[p] = kids
+		}
+		sums := s.sums[p]
+		for _, b := range m.shape.budgets {
+			sums[b.Pair] -= b.Nominal
+			if sums[b.Pair] == 0 {
+				delete(sums, b.Pair)
+			}
+		}
+		if len(sums) == 0 {
+			delete(s.sums, p)
+		}
+	}
+	for _, b := range m.shape.budgets {
+		dropIndex(s.byPair, b.Pair, m.name)
+		dropIndex(s.byFlavor, b.Flavor, m.name)
+	}
+}
+
+func addIndex[K comparable](idx map[K]map[string]struct{}, k K, name string) {
+	set := idx[k]
+	if set == nil {
+		set = map[string]struct{}{}
+		idx[k] = set
+	}
+	set[name] = struct{}{}
+}
+
+func dropIndex[K comparable](idx map[K]map[string]struct{}, k K, name string) {
+	if set := idx[k]; set != nil {
+		delete(set, name)
+		if len(set) == 0 {
+			delete(idx, k)
+		}
+	}
+}
+
+// queue asks for a node's own rules to run again, if it exists.
+func (s *State) queue(name string) {
+	if _, ok := s.members[name]; ok {
+		s.pass.eval[name] = struct{}{}
+	}
+}
+
+// replace finds the place of start again, and of its descendants as far as
+// theirs change (all of them when force).
+func (s *State) replace(start string, force bool) {
+	m := s.members[start]
+	np := s.placeOf(start)
+	if !np.Equal(m.place) {
+		m.place = np
+		s.moved(start)
+	} else if !force {
+		return
+	}
+	var loop map[string]int
+	if np.Reason == ReasonParentCycle {
+		loop = make(map[string]int, len(np.Cycle))
+		for i, n := range np.Cycle {
+			loop[n] = i
+		}
+	}
+	visited := map[string]bool{start: true}
+	queue := []string{start}
+	for len(queue) > 0 {
+		n := queue[0]
+		queue = queue[1:]
+		for _, k := range s.kids[n] {
+			if visited[k] {
+				continue
+			}
+			visited[k] = true
+			var kp Place
+			if i, ok := loop[k]; ok {
+				kp = cyclePlace(np.Cycle, i)
+			} else {
+				kp = childPlace(n, s.members[n].place)
+			}
+			km := s.members[k]
+			if kp.Equal(km.place) {
+				continue // so are its descendants'
+			}
+			km.place = kp
+			s.moved(k)
+			queue = append(queue, k)
+		}
+	}
+}
+
+// moved records that a node's place changed: its depth and chain rules, and
+// its frozen cause, must be found again.
+func (s *State) moved(name string) {
+	s.pass.eval[name] = struct{}{}
+	s.pass.freeze = append(s.pass.freeze, name)
+}
+
+// placeOf is the place of a node whose parent's place is up to date unless
+// the node is on a loop of parentRefs, which it walks up to find out:
+// O(depth).
+func (s *State) placeOf(name string) Place {
+	if name == v1beta1.RootName {
+		return rootPlace
+	}
+	p := s.members[name].shape.parent
+	if p == "" || s.members[p] == nil {
+		return missingPlace(p)
+	}
+	// Walk up from the parent; a loop that does not pass through name is
+	// cut off after as many steps as there are nodes.
+	path := []string{name}
+	for cur, steps := p, 0; steps < len(s.members); steps++ {
+		if cur == name {
+			return cyclePlace(path, 0)
+		}
+		cm := s.members[cur]
+		if cm == nil || cm.shape.parent == "" {
+			break
+		}
+		path = append(path, cur)
+		cur = cm.shape.parent
+	}
+	return childPlace(p, s.members[p].place)
+}
+
+// settle runs the rules of the queued nodes, finds frozen causes again top
+// down, and moves each touched node's state machine, in name order.
+func (s *State) settle() {
+	ps := &s.pass
+	for name := range ps.eval {
+		m := s.members[name]
+		if m == nil {
+			continue // deleted by this event after being queued
+		}
+		before := primary(m.viols)
+		m.viols = s.evaluate(m)
+		if primary(m.viols) != before {
+			ps.freeze = append(ps.freeze, s.kids[name]...)
+		}
+		ps.touched[name] = struct{}{}
+	}
+	clear(ps.eval)
+	s.refreeze()
+	if len(ps.touched) == 0 {
+		return
+	}
+	names := make([]string, 0, len(ps.touched))
+	for name := range ps.touched {
+		names = append(names, name)
+	}
+	clear(ps.touched)
+	slices.Sort(names)
+	for _, name := range names {
+		m := s.members[name]
+		if m == nil {
+			continue
+		}
+		phase, reason, msg := m.settled()
+		m.message = msg
+		if phase != m.phase {
+			m.phase = phase
+			move(m.machine, phase, reason, msg)
+		}
+	}
+}
+
+// evaluate runs the rule book on one node.
+func (s *State) evaluate(m *member) []Violation {
+	f := Facts{Name: m.name, Spec: m.spec, Budgets: m.shape.budgets, Place: m.place}
+	if p := s.members[m.shape.parent]; p != nil && m.shape.parent != "" {
+		f.ParentRole = p.shape.role
+	}
+	return EvaluateNode(nil, &f, s)
+}
+
+// primary is the primary reason of a node's own violations, "" for none.
+func primary(v []Violation) Reason {
+	if len(v) == 0 {
+		return ""
+	}
+	return v[0].Reason
+}
+
+// settled is the phase, reason and message that a node's violations and
+// frozen cause give it. With several violations of its primary reason, the
+// message lists them all.
+func (m *member) settled() (Phase, Reason, string) {
+	if len(m.viols) > 0 {
+		r := m.viols[0].Reason
+		var msgs []string
+		for _, v := range m.viols {
+			if v.Reason == r {
+				msgs = append(msgs, v.Message)
+			}
+		}
+		return Phase(r), r, strings.Join(msgs, "; ")
+	}
+	if m.frozenBy != "" {
+		return PhaseFrozen, ReasonFrozen, frozenMessage(m.frozenBy, m.frozenAs)
+	}
+	return PhaseReady, ReasonAdmitted, MessageAdmitted
+}
+
+// refreeze finds the frozen cause of the queued nodes again, parents before
+// children, and goes down to the children of those whose cause changed.
+func (s *State) refreeze() {
+	ps := &s.pass
+	if len(ps.freeze) == 0 {
+		return
+	}
+	h := &depthHeap{}
+	queued := map[string]bool{}
+	push := func(name string) {
+		m := s.members[name]
+		if m == nil || queued[name] {
+			return
+		}
+		queued[name] = true
+		heap.Push(h, depthItem{m.place.Depth, name})
+	}
+	for _, name := range ps.freeze {
+		push(name)
+	}
+	ps.freeze = ps.freeze[:0]
+	for h.Len() > 0 {
+		m := s.members[heap.Pop(h).(depthItem).name]
+		by, as := "", Reason("")
+		if m.place.Reason == "" && m.shape.parent != "" {
+			p := s.members[m.shape.parent]
+			if len(p.viols) > 0 {
+				by, as = p.name, p.viols[0].Reason
+			} else {
+				by, as = p.frozenBy, p.frozenAs
+			}
+		}
+		if by == m.frozenBy && as == m.frozenAs {
+			continue
+		}
+		m.frozenBy, m.frozenAs = by, as
+		ps.touched[m.name] = struct{}{}
+		if m.place.Reason == "" && len(m.viols) == 0 {
+			// Its children take its cause; a node that breaks a rule
+			// itself is their cause whatever freezes it.
+			for _, k := range s.kids[m.name] {
+				push(k)
+			}
+		}
+	}
+}
+
+type depthItem struct {
+	depth int
+	name  string
+}
+
+// depthHeap orders nodes by depth, then name.
+type depthHeap []depthItem
+
+func (h depthHeap) Len() int { return len(h) }
+func (h depthHeap) Less(i, j int) bool {
+	if h[i].depth != h[j].depth {
+		return h[i].depth < h[j].depth
+	}
+	return h[i].name < h[j].name
+}
+func (h depthHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *depthHeap) Push(x any)   { *h = append(*h, x.(depthItem)) }
+func (h *depthHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
