@@ -34,6 +34,7 @@ import (
 //	check LINE      the violations a write of the aq (or "delete aq NAME") in
 //	                LINE would add, as the webhook sees them
 //	writeback       root's status written as the state has it (the applier)
+//	restart         a new quota manager: a fresh state and log, same clock
 //	dump            the whole state
 //
 // After every directive the state is checked against a recount, a replay
@@ -188,6 +189,9 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		for _, tr := range trs {
 			fmt.Fprintf(&b, "  %s\n", tr)
 		}
+	case "restart":
+		// A new quota manager: a fresh state and a fresh log, same clock.
+		h.s, h.log, h.cfg = New(), nil, events.DefaultConfig()
 	case "dump":
 		b.WriteString(h.s.Dump())
 	default:

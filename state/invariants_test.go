@@ -43,13 +43,6 @@ func checkInvariants(s *State) error {
 	if diff := cmp.Diff(fresh.strays, s.strays); diff != "" {
 		return fmt.Errorf("unattributed nodes differ from a recount (-recount +state):\n%s", diff)
 	}
-	if s.synced {
-		for p := range s.tallies {
-			if s.entries[p] == nil {
-				return fmt.Errorf("measured pair %s has no entry on root", p)
-			}
-		}
-	}
 
 	// The tree's indexes equal a rebuild.
 	kids, sums := map[string][]string{}, map[string]map[Pair]Amount{}

@@ -70,8 +70,12 @@ type ViolationKey struct {
 // Key is the violation's stable identity.
 func (v Violation) Key() ViolationKey { return ViolationKey{v.Node, v.Reason, v.Subject} }
 
-// String is "node Reason subject: message".
+// String is "node Reason subject: message", without the subject when it is
+// "".
 func (v Violation) String() string {
+	if v.Subject == "" {
+		return fmt.Sprintf("%s %s: %s", v.Node, v.Reason, v.Message)
+	}
 	return fmt.Sprintf("%s %s %s: %s", v.Node, v.Reason, v.Subject, v.Message)
 }
 

@@ -98,12 +98,15 @@ func (s *State) link(m *member) {
 		kids := s.kids[p]
 		i, _ := slices.BinarySearch(kids, m.name)
 		s.kids[p] = slices.Insert(kids, i, m.name)
-		sums := s.sums[p]
-		if sums == nil {
-			sums = map[Pair]Amount{}
-			s.sums[p] = sums
-		}
 		for _, b := range m.shape.budgets {
+			if b.Nominal == 0 {
+				continue
+			}
+			sums := s.sums[p]
+			if sums == nil {
+				sums = map[Pair]Amount{}
+				s.sums[p] = sums
+			}
 			sums[b.Pair] += b.Nominal
 		}
 	}
@@ -125,15 +128,16 @@ func (s *State) unlink(m *member) {
 		} else {
 			s.kids[p] = kids
 		}
-		sums := s.sums[p]
-		for _, b := range m.shape.budgets {
-			sums[b.Pair] -= b.Nominal
-			if sums[b.Pair] == 0 {
-				delete(sums, b.Pair)
+		if sums := s.sums[p]; sums != nil {
+			for _, b := range m.shape.budgets {
+				sums[b.Pair] -= b.Nominal
+				if sums[b.Pair] == 0 {
+					delete(sums, b.Pair)
+				}
 			}
-		}
-		if len(sums) == 0 {
-			delete(s.sums, p)
+			if len(sums) == 0 {
+				delete(s.sums, p)
+			}
 		}
 	}
 	for _, b := range m.shape.budgets {
