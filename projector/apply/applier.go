@@ -63,18 +63,22 @@ type write struct {
 	do        func(context.Context) error
 }
 
-// Apply brings the cluster to the projection: Kueue objects first (when
-// materializing), then the sweep, then node status.
-func (a *Applier) Apply(ctx context.Context, out *projector.Output) *Result {
+// ApplyObjects brings the Kueue objects to the projection, when it
+// materializes: applies what differs, then sweeps what no node wants. Its
+// outcomes feed the projection of the statuses.
+func (a *Applier) ApplyObjects(ctx context.Context, out *projector.Output) *Result {
 	res := &Result{Outcomes: map[string]projector.Outcome{}}
-	var writes []write
-	if out.Materialize {
-		writes = append(writes, a.kueueWrites(ctx, out, res)...)
+	if !out.Materialize {
+		return res
 	}
-	a.run(ctx, writes, res)
-	if out.Materialize {
-		a.run(ctx, a.sweeps(ctx, out, res), res)
-	}
+	a.run(ctx, a.kueueWrites(ctx, out, res), res)
+	a.run(ctx, a.sweeps(ctx, out, res), res)
+	return res
+}
+
+// ApplyStatus writes every node status that differs from the cached one.
+func (a *Applier) ApplyStatus(ctx context.Context, out *projector.Output) *Result {
+	res := &Result{Outcomes: map[string]projector.Outcome{}}
 	a.run(ctx, a.statusWrites(ctx, out, res), res)
 	return res
 }
@@ -100,6 +104,10 @@ func conflict(kind, ns, name string) projector.Outcome {
 		kind, where, v1beta1.ManagedByLabel, v1beta1.ManagedByValue)}
 }
 
+// kueueWrites lists the writes to make. A node with an object that
+// conflicts (same name, no label) gets no write at all: a LocalQueue that
+// pointed at a foreign ClusterQueue would charge the team's workloads to
+// somebody else's quota.
 func (a *Applier) kueueWrites(ctx context.Context, out *projector.Output, res *Result) []write {
 	var ws []write
 	opts := metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
@@ -128,7 +136,13 @@ func (a *Applier) kueueWrites(ctx context.Context, out *projector.Output, res *R
 			ws = append(ws, w)
 		}
 	}
-	return ws
+	kept := ws[:0]
+	for _, w := range ws {
+		if res.Outcomes[w.node].Kind != projector.OutcomeConflict {
+			kept = append(kept, w)
+		}
+	}
+	return kept
 }
 
 // decide compares one desired object with its cached copy: a foreign
@@ -143,6 +157,9 @@ func (a *Applier) decide(res *Result, kind, ns, name, node string, desired, cach
 	if exists {
 		dm, err1 := toJSONMap(desired)
 		cm, err2 := toJSONMap(cached)
+		// Informer caches hold typed objects without apiVersion and kind.
+		delete(dm, "apiVersion")
+		delete(dm, "kind")
 		if err1 == nil && err2 == nil && covers(dm, cm) {
 			res.Confirmed++
 			a.Metrics.Applied.WithLabelValues(kind).Inc()
@@ -190,7 +207,7 @@ func (a *Applier) sweeps(ctx context.Context, out *projector.Output, res *Result
 	kq := a.Kueue.KueueV1beta2()
 	var ws []write
 	del := func(kind, ns, name string, uid types.UID, f func(context.Context, metav1.DeleteOptions) error) {
-		if want[kind+"/"+joinName(ns, name)] || out.Held[name] {
+		if want[kind+"/"+joinName(ns, name)] || out.Held[name] || res.Outcomes[name].Kind == projector.OutcomeConflict {
 			return
 		}
 		opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
@@ -309,6 +326,11 @@ func (a *Applier) statusWrites(ctx context.Context, out *projector.Output, res *
 		stampConditions(st, &cur.Status, a.Now())
 		if statusEqual(st, &cur.Status) {
 			continue
+		}
+		if klog.V(4).Enabled() {
+			a1, _ := toJSONMap(st)
+			b1, _ := toJSONMap(&cur.Status)
+			klog.V(4).InfoS("status differs", "node", name, "desired", a1, "cached", b1)
 		}
 		node := name
 		ws = append(ws, write{kind: "status", node: node, name: node, do: func(ctx context.Context) error {

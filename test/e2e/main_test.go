@@ -4,19 +4,46 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 
+	"ome.io/quota-manager/api/v1beta1/aqclient"
 	"ome.io/quota-manager/test/localcluster"
 )
 
-var cluster *localcluster.Cluster
+var (
+	cluster *localcluster.Cluster
+	aqs     *aqclient.Client
+	// managerBin is the ome-quota-manager binary, built once for the package.
+	managerBin string
+)
 
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
 
 func run(m *testing.M) int {
-	c, err := localcluster.Start(context.Background(), localcluster.Options{Kueue: true})
+	ctx := context.Background()
+	root, err := localcluster.RepoRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	bindir, err := os.MkdirTemp("", "ome-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(bindir)
+	managerBin = filepath.Join(bindir, "ome-quota-manager")
+	build := exec.Command("go", "build", "-o", managerBin, "./cmd/ome-quota-manager")
+	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building ome-quota-manager:", err)
+		return 1
+	}
+	c, err := localcluster.Start(ctx, localcluster.Options{Kueue: true})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting the local control plane with Kueue:", err)
 		return 1
@@ -27,5 +54,15 @@ func run(m *testing.M) int {
 		}
 	}()
 	cluster = c
+	if aqs, err = aqclient.New(c.Config); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	for _, ns := range []string{"ome", "ml-serving"} {
+		if err := c.EnsureNamespace(ctx, ns); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
 	return m.Run()
 }

@@ -1,0 +1,65 @@
+// Command ome-quota-manager divides a cluster's accelerators among teams as
+// a tree of AcceleratorQuota budgets and enforces it through Kueue. This
+// file is wiring only: flags, logs, signals; the work is in package manager.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/pflag"
+	"k8s.io/klog/v2"
+
+	"ome.io/quota-manager/manager"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	opts := manager.DefaultOptions()
+	fs := pflag.NewFlagSet("ome-quota-manager", pflag.ContinueOnError)
+	opts.AddFlags(fs)
+	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(klogFlags)
+	fs.AddGoFlagSet(klogFlags)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(os.Stderr, "ome-quota-manager:", err)
+		return 2
+	}
+	if err := opts.Validate(); err != nil {
+		fmt.Fprintln(os.Stderr, "ome-quota-manager:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	logger := klog.Background()
+	ctx = klog.NewContext(ctx, logger)
+
+	cfg, err := manager.RestConfig(opts)
+	if err != nil {
+		logger.Error(err, "cannot reach the API server")
+		return 1
+	}
+	m, err := manager.New(opts, cfg)
+	if err != nil {
+		logger.Error(err, "cannot build the manager")
+		return 1
+	}
+	if err := m.Run(ctx); err != nil {
+		logger.Error(err, "stopped")
+		return 1
+	}
+	logger.Info("stopped cleanly")
+	klog.Flush()
+	return 0
+}

@@ -1,0 +1,76 @@
+package manager
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+	kueueinformers "sigs.k8s.io/kueue/client-go/informers/externalversions"
+
+	v1beta1 "ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/api/v1beta1/aqclient"
+)
+
+// toTyped stores AcceleratorQuotas typed in the informer's cache, so that
+// handlers and lookups never convert again.
+func toTyped(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *unstructured.Unstructured:
+		aq, err := aqclient.FromUnstructured(o)
+		if err != nil {
+			return nil, fmt.Errorf("AcceleratorQuota %s does not decode: %w", o.GetName(), err)
+		}
+		return aq, nil
+	default:
+		return obj, nil
+	}
+}
+
+// aqGetter reads a node from the typed cache.
+func aqGetter(inf cache.SharedIndexInformer) func(string) *v1beta1.AcceleratorQuota {
+	return func(name string) *v1beta1.AcceleratorQuota {
+		obj, ok, err := inf.GetStore().GetByKey(name)
+		if err != nil || !ok {
+			return nil
+		}
+		aq, _ := obj.(*v1beta1.AcceleratorQuota)
+		return aq
+	}
+}
+
+type informerSet struct {
+	core  informers.SharedInformerFactory
+	kueue kueueinformers.SharedInformerFactory
+	dyn   dynamicinformer.DynamicSharedInformerFactory
+	aq    cache.SharedIndexInformer
+}
+
+func (s *informerSet) start(stop <-chan struct{}) {
+	s.core.Start(stop)
+	s.kueue.Start(stop)
+	s.dyn.Start(stop)
+}
+
+func (s *informerSet) waitForSync(stop <-chan struct{}) error {
+	for t, ok := range s.core.WaitForCacheSync(stop) {
+		if !ok {
+			return fmt.Errorf("the %v cache did not sync", t)
+		}
+	}
+	for t, ok := range s.kueue.WaitForCacheSync(stop) {
+		if !ok {
+			return fmt.Errorf("the %v cache did not sync: are Kueue's CRDs installed?", t)
+		}
+	}
+	for r, ok := range s.dyn.WaitForCacheSync(stop) {
+		if !ok {
+			return fmt.Errorf("the %v cache did not sync: is the AcceleratorQuota CRD installed?", r)
+		}
+	}
+	return nil
+}
+
+const noResync = time.Duration(0)

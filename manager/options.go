@@ -1,0 +1,185 @@
+package manager
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"ome.io/quota-manager/events"
+	"ome.io/quota-manager/projector"
+)
+
+// Modes of the manager.
+const (
+	ModeWorkload   = "workload"
+	ModeManagement = "management"
+)
+
+// Options are the manager's flags.
+type Options struct {
+	Mode               string
+	Kubeconfig         string
+	EnrolledNamespaces []string
+	CapacityResources  []string
+	CoverResources     map[string]string
+	HysteresisPercent  int
+	ReportInterval     time.Duration
+	ResyncInterval     time.Duration
+	MaxTreeDepth       int
+	MetricsAddr        string
+	HealthAddr         string
+	ApplyWorkers       int
+	KubeAPIQPS         float32
+	KubeAPIBurst       int
+
+	LeaderElect        bool
+	LeaseNamespace     string
+	LeaseName          string
+	LeaseDuration      time.Duration
+	LeaseRenewDeadline time.Duration
+	LeaseRetryPeriod   time.Duration
+	Identity           string
+
+	// Parsed forms, filled by Validate.
+	cover map[string]resource.Quantity
+}
+
+// DefaultOptions are the flags' defaults.
+func DefaultOptions() *Options {
+	return &Options{
+		CapacityResources:  events.DefaultMeasuredResources(),
+		CoverResources:     map[string]string{},
+		HysteresisPercent:  10,
+		ReportInterval:     time.Minute,
+		ResyncInterval:     10 * time.Minute,
+		MaxTreeDepth:       events.DefaultMaxTreeDepth,
+		MetricsAddr:        ":8080",
+		HealthAddr:         ":8081",
+		ApplyWorkers:       16,
+		KubeAPIQPS:         200,
+		KubeAPIBurst:       400,
+		LeaderElect:        true,
+		LeaseName:          "ome-quota-manager",
+		LeaseDuration:      15 * time.Second,
+		LeaseRenewDeadline: 10 * time.Second,
+		LeaseRetryPeriod:   2 * time.Second,
+	}
+}
+
+// AddFlags registers the options on fs.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Mode, "mode", o.Mode, `required: "workload" (turn this cluster's tree into Kueue objects) or "management" (not built yet)`)
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "path to a kubeconfig; empty means in-cluster")
+	fs.StringSliceVar(&o.EnrolledNamespaces, "enrolled-namespaces", o.EnrolledNamespaces, "namespaces that get a LocalQueue per team; while empty nothing is written to Kueue")
+	fs.StringSliceVar(&o.CapacityResources, "capacity-resources", o.CapacityResources, "resources measured as accelerators")
+	fs.StringToStringVar(&o.CoverResources, "cover-resources", o.CoverResources, "extra resources every ClusterQueue covers, with their ceilings, e.g. rdma/hca_shared_devices_a=1M (cpu, memory and ephemeral-storage are always covered)")
+	fs.IntVar(&o.HysteresisPercent, "capacity-hysteresis-percent", o.HysteresisPercent, "how far, in percent of the high-water mark, installed capacity must fall to lower the mark; 0 follows installed")
+	fs.DurationVar(&o.ReportInterval, "capacity-report-interval", o.ReportInterval, "rewrite root's observedAt stamps when they are this old; 0s turns the refresh off")
+	fs.DurationVar(&o.ResyncInterval, "resync-interval", o.ResyncInterval, "how often to measure and re-apply even when nothing changed")
+	fs.IntVar(&o.MaxTreeDepth, "max-tree-depth", o.MaxTreeDepth, "deepest a node may sit below root, in edges; 0 turns the check off")
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "address of the Prometheus /metrics endpoint; 0 turns it off")
+	fs.StringVar(&o.HealthAddr, "health-probe-bind-address", o.HealthAddr, "address of /healthz and /readyz; 0 turns them off")
+	fs.IntVar(&o.ApplyWorkers, "apply-workers", o.ApplyWorkers, "writes to the API server in flight at once")
+	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "client-side request rate to the API server")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "client-side request burst to the API server")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "hold a Lease so that only one replica writes")
+	fs.StringVar(&o.LeaseNamespace, "leader-election-namespace", o.LeaseNamespace, "namespace of the Lease; empty means the pod's namespace ($POD_NAMESPACE)")
+	fs.StringVar(&o.LeaseName, "leader-election-id", o.LeaseName, "name of the Lease")
+	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", o.LeaseDuration, "how long a lease holds without renewal")
+	fs.DurationVar(&o.LeaseRenewDeadline, "leader-election-renew-deadline", o.LeaseRenewDeadline, "how long the leader keeps retrying to renew before it gives up")
+	fs.DurationVar(&o.LeaseRetryPeriod, "leader-election-retry-period", o.LeaseRetryPeriod, "how often candidates try to acquire or renew")
+	fs.StringVar(&o.Identity, "leader-election-identity", o.Identity, "this replica's name in the Lease; empty means the hostname")
+}
+
+// Validate checks the options and fills the parsed forms. Each error names
+// the flag.
+func (o *Options) Validate() error {
+	switch o.Mode {
+	case ModeWorkload:
+	case ModeManagement:
+		return fmt.Errorf(`--mode=management is not built yet: its reconciliation is still in development, so this release refuses to start in it; run with --mode=workload`)
+	case "":
+		return fmt.Errorf(`--mode is required: "workload" or "management"`)
+	default:
+		return fmt.Errorf(`--mode must be "workload" or "management", got %q`, o.Mode)
+	}
+	for _, ns := range o.EnrolledNamespaces {
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return fmt.Errorf("--enrolled-namespaces: %q is not a namespace name: %s", ns, strings.Join(errs, "; "))
+		}
+	}
+	if len(o.CapacityResources) == 0 {
+		return fmt.Errorf("--capacity-resources must name at least one resource")
+	}
+	for _, r := range o.CapacityResources {
+		if errs := validation.IsQualifiedName(r); len(errs) > 0 {
+			return fmt.Errorf("--capacity-resources: %q is not a resource name: %s", r, strings.Join(errs, "; "))
+		}
+	}
+	o.cover = projector.DefaultCoverResources()
+	keys := make([]string, 0, len(o.CoverResources))
+	for k := range o.CoverResources {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+			return fmt.Errorf("--cover-resources: %q is not a resource name: %s", k, strings.Join(errs, "; "))
+		}
+		q, err := resource.ParseQuantity(o.CoverResources[k])
+		if err != nil || q.Sign() <= 0 {
+			return fmt.Errorf("--cover-resources: the ceiling of %s must be a positive quantity such as 1M, got %q", k, o.CoverResources[k])
+		}
+		o.cover[k] = q
+	}
+	if o.HysteresisPercent < 0 || o.HysteresisPercent > 100 {
+		return fmt.Errorf("--capacity-hysteresis-percent must be between 0 and 100, got %d", o.HysteresisPercent)
+	}
+	if o.ReportInterval < 0 {
+		return fmt.Errorf("--capacity-report-interval must not be negative, got %s", o.ReportInterval)
+	}
+	if o.ResyncInterval <= 0 {
+		return fmt.Errorf("--resync-interval must be positive, got %s", o.ResyncInterval)
+	}
+	if o.MaxTreeDepth < 0 {
+		return fmt.Errorf("--max-tree-depth must be 0 (no limit) or more, got %d", o.MaxTreeDepth)
+	}
+	if o.ApplyWorkers < 1 {
+		return fmt.Errorf("--apply-workers must be at least 1, got %d", o.ApplyWorkers)
+	}
+	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst <= 0 {
+		return fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive")
+	}
+	if o.LeaderElect {
+		if o.LeaseDuration <= o.LeaseRenewDeadline || o.LeaseRenewDeadline <= o.LeaseRetryPeriod || o.LeaseRetryPeriod <= 0 {
+			return fmt.Errorf("--leader-election-lease-duration (%s) must exceed --leader-election-renew-deadline (%s), which must exceed --leader-election-retry-period (%s)",
+				o.LeaseDuration, o.LeaseRenewDeadline, o.LeaseRetryPeriod)
+		}
+	}
+	return nil
+}
+
+// TickInterval is how often the timer measures: the smaller of the resync
+// and the report interval (the resync alone when reporting is off).
+func (o *Options) TickInterval() time.Duration {
+	if o.ReportInterval > 0 && o.ReportInterval < o.ResyncInterval {
+		return o.ReportInterval
+	}
+	return o.ResyncInterval
+}
+
+// EventsConfig is the part of the options the state depends on.
+func (o *Options) EventsConfig() events.Config {
+	c := events.Config{
+		MaxTreeDepth:      o.MaxTreeDepth,
+		HysteresisPercent: o.HysteresisPercent,
+		MeasuredResources: o.CapacityResources,
+	}
+	c.ReportInterval.Duration = o.ReportInterval
+	return c.Normalized()
+}

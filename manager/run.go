@@ -1,0 +1,422 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/klog/v2"
+	kueueclient "sigs.k8s.io/kueue/client-go/clientset/versioned"
+	kueueinformers "sigs.k8s.io/kueue/client-go/informers/externalversions"
+
+	v1beta1 "ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/api/v1beta1/aqclient"
+	"ome.io/quota-manager/events"
+	"ome.io/quota-manager/events/sources"
+	"ome.io/quota-manager/metrics"
+	"ome.io/quota-manager/projector"
+	"ome.io/quota-manager/projector/apply"
+	"ome.io/quota-manager/state"
+)
+
+// Manager is one running replica.
+type Manager struct {
+	opts    *Options
+	metrics *metrics.Metrics
+
+	kube  kubernetes.Interface
+	kueue kueueclient.Interface
+	aqs   *aqclient.Client
+	inf   *informerSet
+
+	stream *events.Stream
+
+	mu       sync.Mutex // guards st and outcomes
+	st       *state.State
+	outcomes map[string]projector.Outcome
+
+	dirty      chan struct{}
+	leader     atomic.Bool
+	ready      atomic.Bool
+	applier    *apply.Applier
+	extraReady []func() error
+}
+
+// RestConfig builds the client configuration from --kubeconfig, or from the
+// pod's service account when it is empty.
+func RestConfig(o *Options) (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
+	if o.Kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	} else {
+		cfg, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("building the API client (--kubeconfig=%q): %w", o.Kubeconfig, err)
+	}
+	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
+	cfg.UserAgent = "ome-quota-manager"
+	return cfg, nil
+}
+
+// New builds a manager; nothing runs until Run.
+func New(o *Options, cfg *rest.Config) (*Manager, error) {
+	m := &Manager{opts: o, metrics: metrics.New(), st: state.New(), outcomes: map[string]projector.Outcome{}, dirty: make(chan struct{}, 1)}
+	var err error
+	if m.kube, err = kubernetes.NewForConfig(cfg); err != nil {
+		return nil, err
+	}
+	if m.kueue, err = kueueclient.NewForConfig(cfg); err != nil {
+		return nil, err
+	}
+	dc, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	m.aqs = aqclient.ForDynamic(dc)
+	m.inf = &informerSet{
+		core:  informers.NewSharedInformerFactory(m.kube, noResync),
+		kueue: kueueinformers.NewSharedInformerFactory(m.kueue, noResync),
+		dyn:   dynamicinformer.NewDynamicSharedInformerFactory(dc, noResync),
+	}
+	m.inf.aq = m.inf.dyn.ForResource(v1beta1.Resource).Informer()
+	if err := m.inf.aq.SetTransform(toTyped); err != nil {
+		return nil, err
+	}
+	kq := m.inf.kueue.Kueue().V1beta2()
+	m.applier = &apply.Applier{
+		Kueue: m.kueue, AQs: m.aqs, Metrics: m.metrics, Workers: o.ApplyWorkers, Now: time.Now,
+		Listers: apply.Listers{
+			Cohorts: kq.Cohorts().Lister(), ClusterQueues: kq.ClusterQueues().Lister(), LocalQueues: kq.LocalQueues().Lister(),
+			AQ: aqGetter(m.inf.aq),
+		},
+	}
+	m.stream = events.NewStream(4096, 1)
+	return m, nil
+}
+
+// Metrics returns the manager's collectors.
+func (m *Manager) Metrics() *metrics.Metrics { return m.metrics }
+
+// AddReadyCheck adds a condition to /readyz (the webhook adds its own).
+func (m *Manager) AddReadyCheck(f func() error) { m.extraReady = append(m.extraReady, f) }
+
+// Kube returns the Kubernetes client.
+func (m *Manager) Kube() kubernetes.Interface { return m.kube }
+
+// Run runs until ctx is done or a fatal error.
+func (m *Manager) Run(ctx context.Context) error {
+	log := klog.FromContext(ctx)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 8)
+	m.serve(ctx, errc)
+
+	handlers := sources.New(ctx, m.stream, time.Now, func(err error) {
+		log.Error(err, "an input could not be turned into an event")
+	})
+	// The configuration is the first event, before any object.
+	if err := sources.PublishConfig(ctx, m.stream, m.opts.EventsConfig(), time.Now()); err != nil {
+		return err
+	}
+	kq := m.inf.kueue.Kueue().V1beta2()
+	for _, reg := range []func() error{
+		func() error { _, err := m.inf.aq.AddEventHandler(handlers.Quotas()); return err },
+		func() error {
+			_, err := m.inf.core.Core().V1().Nodes().Informer().AddEventHandler(handlers.Nodes())
+			return err
+		},
+		func() error {
+			_, err := kq.ResourceFlavors().Informer().AddEventHandler(handlers.Flavors())
+			return err
+		},
+		func() error {
+			_, err := kq.ClusterQueues().Informer().AddEventHandler(handlers.ClusterQueues())
+			return err
+		},
+		func() error { _, err := kq.Cohorts().Informer().AddEventHandler(m.kick()); return err },
+		func() error { _, err := kq.LocalQueues().Informer().AddEventHandler(m.kick()); return err },
+	} {
+		if err := reg(); err != nil {
+			return err
+		}
+	}
+	go func() { errc <- m.consume(ctx) }()
+	m.inf.start(ctx.Done())
+	log.Info("waiting for informer caches")
+	if err := m.inf.waitForSync(ctx.Done()); err != nil {
+		return err
+	}
+	if err := m.ensureRoot(ctx); err != nil {
+		return err
+	}
+	go func() {
+		if err := sources.RunTicker(ctx, m.stream, m.opts.TickInterval(), time.Now); err != nil && !errors.Is(err, context.Canceled) {
+			errc <- err
+		}
+	}()
+	go m.projectLoop(ctx)
+	m.ready.Store(true)
+	log.Info("caches synced; running", "enrolledNamespaces", m.opts.EnrolledNamespaces, "tick", m.opts.TickInterval())
+
+	if m.opts.LeaderElect {
+		go func() { errc <- m.lead(ctx) }()
+	} else {
+		m.becomeLeader(ctx)
+	}
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-errc:
+		return err
+	}
+}
+
+// kick re-projects on changes to the objects the applier compares with.
+func (m *Manager) kick() cacheHandler { return cacheHandler{m.markDirty} }
+
+func (m *Manager) markDirty() {
+	select {
+	case m.dirty <- struct{}{}:
+	default:
+	}
+}
+
+// consume is the one goroutine that applies events to the state.
+func (m *Manager) consume(ctx context.Context) error {
+	log := klog.FromContext(ctx)
+	err := m.stream.Consume(ctx, func(ev events.Event) error {
+		m.mu.Lock()
+		transitions := m.st.Apply(ev)
+		m.mu.Unlock()
+		m.metrics.Events.WithLabelValues(string(ev.Kind)).Inc()
+		m.metrics.StreamDepth.Set(float64(m.stream.Len()))
+		m.metrics.EventLag.Observe(time.Since(ev.Time).Seconds())
+		for _, t := range transitions {
+			log.V(1).Info("transition", "transition", t)
+		}
+		m.markDirty()
+		return nil
+	})
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// projectLoop projects after each burst of events and, as leader, applies.
+func (m *Manager) projectLoop(ctx context.Context) {
+	log := klog.FromContext(ctx)
+	var retry <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.dirty:
+		case <-retry:
+		}
+		retry = nil
+		// Let a burst of events land before projecting.
+		time.Sleep(20 * time.Millisecond)
+		m.mu.Lock()
+		in := m.input()
+		stray := m.st.Unattributed()
+		m.mu.Unlock()
+		out := projector.Project(in)
+		m.publishMetrics(in, stray)
+		if !m.leader.Load() {
+			continue
+		}
+		res := m.applier.ApplyObjects(ctx, out)
+		changed := m.setOutcomes(res.Outcomes)
+		if changed {
+			// Statuses from this pass's outcomes, not the last one's: a new
+			// leader must not report Pending for objects already in place.
+			m.mu.Lock()
+			in = m.input()
+			m.mu.Unlock()
+			out = projector.Project(in)
+		}
+		sres := m.applier.ApplyStatus(ctx, out)
+		res.Writes += sres.Writes
+		res.Errors = append(res.Errors, sres.Errors...)
+		if res.Writes > 0 || len(res.Errors) > 0 {
+			log.V(1).Info("materialized", "writes", res.Writes, "confirmed", res.Confirmed, "swept", res.Swept, "errors", len(res.Errors))
+		}
+		if len(res.Errors) > 0 {
+			retry = time.After(2 * time.Second)
+		}
+	}
+}
+
+func (m *Manager) setOutcomes(o map[string]projector.Outcome) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	changed := len(o) != len(m.outcomes)
+	for k, v := range o {
+		if m.outcomes[k] != v {
+			changed = true
+		}
+	}
+	m.outcomes = o
+	return changed
+}
+
+// ensureRoot creates root when it is missing, and puts the finalizer back
+// on it when someone removed it.
+func (m *Manager) ensureRoot(ctx context.Context) error {
+	root := &v1beta1.AcceleratorQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: v1beta1.RootName, Finalizers: []string{v1beta1.RootFinalizer},
+			Labels: map[string]string{v1beta1.ManagedByLabel: v1beta1.ManagedByValue}},
+		Spec: v1beta1.AcceleratorQuotaSpec{Role: v1beta1.RoleCohort},
+	}
+	for attempt := 0; ; attempt++ {
+		cur, err := m.aqs.Get(ctx, v1beta1.RootName)
+		switch {
+		case apierrors.IsNotFound(err):
+			_, err = m.aqs.Create(ctx, root, metav1.CreateOptions{FieldManager: apply.FieldManager})
+			if err == nil {
+				klog.FromContext(ctx).Info("created root")
+				return nil
+			}
+		case err == nil:
+			for _, f := range cur.Finalizers {
+				if f == v1beta1.RootFinalizer {
+					return nil
+				}
+			}
+			cur.Finalizers = append(cur.Finalizers, v1beta1.RootFinalizer)
+			_, err = m.aqs.Update(ctx, cur, metav1.UpdateOptions{FieldManager: apply.FieldManager})
+			if err == nil {
+				return nil
+			}
+		}
+		if apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err) {
+			continue
+		}
+		if attempt >= 5 || ctx.Err() != nil {
+			return fmt.Errorf("creating root: %w", err)
+		}
+		time.Sleep(time.Second << attempt)
+	}
+}
+
+// lead campaigns for the Lease; while held, this replica applies.
+func (m *Manager) lead(ctx context.Context) error {
+	id := m.opts.Identity
+	if id == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return err
+		}
+		id = h
+	}
+	ns := m.opts.LeaseNamespace
+	if ns == "" {
+		ns = os.Getenv("POD_NAMESPACE")
+	}
+	if ns == "" {
+		return errors.New("--leader-election-namespace is empty and POD_NAMESPACE is not set: say where the Lease lives, or run with --leader-elect=false")
+	}
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, ns, m.opts.LeaseName, m.kube.CoreV1(), m.kube.CoordinationV1(),
+		resourcelock.ResourceLockConfig{Identity: id})
+	if err != nil {
+		return err
+	}
+	lost := make(chan struct{})
+	leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   m.opts.LeaseDuration,
+		RenewDeadline:   m.opts.LeaseRenewDeadline,
+		RetryPeriod:     m.opts.LeaseRetryPeriod,
+		ReleaseOnCancel: true,
+		Name:            m.opts.LeaseName,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) { m.becomeLeader(ctx) },
+			OnStoppedLeading: func() { m.leader.Store(false); m.metrics.Leader.Set(0); close(lost) },
+		},
+	})
+	select {
+	case <-lost:
+	default:
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	// A replica that lost the lease while running stops, so that a restart
+	// rejoins as a follower with nothing in flight.
+	return errors.New("lost the leader lease")
+}
+
+func (m *Manager) becomeLeader(ctx context.Context) {
+	klog.FromContext(ctx).Info("became the leader: applying")
+	m.leader.Store(true)
+	m.metrics.Leader.Set(1)
+	m.markDirty()
+}
+
+// serve runs the metrics and health endpoints.
+func (m *Manager) serve(ctx context.Context, errc chan<- error) {
+	start := func(addr string, h http.Handler) {
+		if addr == "" || addr == "0" {
+			return
+		}
+		srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("serving on %s: %w", addr, err)
+			}
+		}()
+		go func() {
+			<-ctx.Done()
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(sctx)
+		}()
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(m.metrics.Registry, promhttp.HandlerOpts{}))
+	if m.opts.HealthAddr == m.opts.MetricsAddr {
+		m.healthRoutes(mux)
+		start(m.opts.MetricsAddr, mux)
+		return
+	}
+	start(m.opts.MetricsAddr, mux)
+	hmux := http.NewServeMux()
+	m.healthRoutes(hmux)
+	start(m.opts.HealthAddr, hmux)
+}
+
+func (m *Manager) healthRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !m.ready.Load() {
+			http.Error(w, "informer caches not synced yet", http.StatusServiceUnavailable)
+			return
+		}
+		for _, f := range m.extraReady {
+			if err := f(); err != nil {
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+		}
+		_, _ = w.Write([]byte("ok"))
+	})
+}
