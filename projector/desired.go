@@ -34,7 +34,6 @@ type Output struct {
 	Statuses map[string]*v1beta1.AcceleratorQuotaStatus
 }
 
-
 func labels() map[string]string {
 	return map[string]string{v1beta1.ManagedByLabel: v1beta1.ManagedByValue}
 }

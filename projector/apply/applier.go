@@ -60,7 +60,7 @@ type Result struct {
 
 type write struct {
 	kind, node, name string
-	do        func(context.Context) error
+	do               func(context.Context) error
 }
 
 // ApplyObjects brings the Kueue objects to the projection, when it
@@ -365,4 +365,3 @@ func statusEqual(a, b *v1beta1.AcceleratorQuotaStatus) bool {
 	}
 	return covers(am, bm) && covers(bm, am)
 }
-

@@ -20,8 +20,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/yaml"
 	kueueclient "sigs.k8s.io/kueue/client-go/clientset/versioned"
+	"sigs.k8s.io/yaml"
 )
 
 // Options say what to start.
