@@ -146,7 +146,7 @@ func TestGuide(t *testing.T) {
 	})
 
 	t.Run("the guide's tree is Ready and Materialized", func(t *testing.T) {
-		out := kubectl(t, "apply", "-f", "testdata/quota-tree.yaml")
+		out := kubectl(t, "apply", "-f", "../../config/samples/quota-tree.yaml")
 		require.Equal(t, normalize(`acceleratorquota.ome.io/ml-research created
 acceleratorquota.ome.io/team-alpha created
 acceleratorquota.ome.io/team-beta created`), normalize(out))

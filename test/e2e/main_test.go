@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"ome.io/quota-manager/api/v1beta1/aqclient"
@@ -25,22 +23,14 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M) int {
 	ctx := context.Background()
-	root, err := localcluster.RepoRoot()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
 	bindir, err := os.MkdirTemp("", "ome-e2e-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer os.RemoveAll(bindir)
-	managerBin = filepath.Join(bindir, "ome-quota-manager")
-	build := exec.Command("go", "build", "-o", managerBin, "./cmd/ome-quota-manager")
-	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building ome-quota-manager:", err)
+	if managerBin, err = localcluster.BuildManager(ctx, bindir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	c, err := localcluster.Start(ctx, localcluster.Options{Kueue: true})

@@ -5,8 +5,9 @@
 //	go run ./test/cmd/localcluster up [--kueue=false] [--kubeconfig-out PATH] [--demo]
 //	go run ./test/cmd/localcluster tools
 //
-// `up --demo` also writes the guide's ResourceFlavor a100 and four fake A100
-// nodes of 8 GPUs. `tools` only builds (or finds) the cached binaries and
+// `up --demo` runs the guide on it: the ResourceFlavor a100, four fake A100
+// nodes of 8 GPUs, the quota manager (built from this checkout), and the
+// guide's tree, printing what the guide shows at each step. `tools` only builds (or finds) the cached binaries and
 // prints their folder.
 package main
 
@@ -91,11 +92,20 @@ func run(args []string) error {
 		if err := localcluster.WriteDemoCluster(ctx, c); err != nil {
 			return err
 		}
+		if *withKueue {
+			m, err := runDemo(ctx, c)
+			if m != nil {
+				defer m.Stop() // before the control plane goes
+			}
+			if err != nil {
+				return err
+			}
+		}
 	}
 	fmt.Printf("\nThe local control plane is up%s.\n\n  export KUBECONFIG=%s\n  alias kubectl=%s\n\n",
 		map[bool]string{true: " with Kueue", false: ""}[*withKueue], *out, filepath.Join(c.BinDir, "kubectl"))
 	if *demo {
-		fmt.Print("It holds the ResourceFlavor a100 and four A100 nodes of 8 GPUs each:\n\n  kubectl get nodes -L nvidia.com/gpu.product\n  kubectl get resourceflavors.kueue.x-k8s.io\n  kubectl get aq\n\n")
+		fmt.Print("It holds the ResourceFlavor a100, four A100 nodes of 8 GPUs each, the quota manager\nand the guide's tree. Try, for example:\n\n  kubectl get aq\n  kubectl get aq team-beta -o yaml\n  kubectl get clusterqueues.kueue.x-k8s.io,localqueues.kueue.x-k8s.io -A\n  kubectl delete node gpu-node-4   # the mark falls to 24 within a minute\n\n")
 	}
 	fmt.Println("Press Ctrl-C to stop it; its files are removed then.")
 	<-ctx.Done()

@@ -1,0 +1,176 @@
+package localcluster
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// BuildManager builds cmd/ome-quota-manager into dir and returns its path.
+func BuildManager(ctx context.Context, dir string) (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	out := filepath.Join(dir, "ome-quota-manager")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/ome-quota-manager")
+	cmd.Dir, cmd.Stdout, cmd.Stderr = root, os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("building ome-quota-manager: %w", err)
+	}
+	return out, nil
+}
+
+// Manager is one ome-quota-manager process, started the way a user runs it,
+// with its log in a file. It dies with the process that started it.
+type Manager struct {
+	Name        string
+	Log         string
+	MetricsPort int
+	HealthPort  int
+	cmd         *exec.Cmd
+	done        chan struct{}
+}
+
+// ManagerArgs are the flags StartManager passes before the caller's own:
+// the cluster's kubeconfig, loopback ports, and the Lease in namespace ome.
+func (c *Cluster) managerArgs(name string, metrics, health int) []string {
+	return []string{
+		"--mode=workload",
+		"--kubeconfig=" + c.Kubeconfig,
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metrics),
+		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", health),
+		"--leader-election-namespace=ome",
+		"--leader-election-identity=" + name,
+	}
+}
+
+// StartManager starts the binary bin against the cluster, with its log in
+// logDir, and waits until /readyz answers. Later flags override earlier ones.
+func (c *Cluster) StartManager(ctx context.Context, bin, name, logDir string, extra ...string) (*Manager, error) {
+	if err := c.EnsureNamespace(ctx, "ome"); err != nil {
+		return nil, err
+	}
+	mp, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	hp, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	m := &Manager{Name: name, MetricsPort: mp, HealthPort: hp, done: make(chan struct{}), Log: filepath.Join(logDir, name+".log")}
+	f, err := os.Create(m.Log)
+	if err != nil {
+		return nil, err
+	}
+	m.cmd = exec.Command(bin, append(c.managerArgs(name, mp, hp), extra...)...)
+	m.cmd.Stdout, m.cmd.Stderr = f, f
+	m.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := m.cmd.Start(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	go func() { _ = m.cmd.Wait(); f.Close(); close(m.done) }()
+	if err := m.waitReady(ctx, time.Minute); err != nil {
+		m.Kill()
+		return nil, fmt.Errorf("%w\n--- last lines of %s ---\n%s", err, m.Log, m.Tail(30))
+	}
+	return m, nil
+}
+
+func (m *Manager) waitReady(ctx context.Context, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		select {
+		case <-m.done:
+			return fmt.Errorf("%s exited before it was ready (%v)", m.Name, m.cmd.ProcessState)
+		case <-ctx.Done():
+			return ctx.Err()
+		default:
+		}
+		if m.Ready() {
+			return nil
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return fmt.Errorf("%s not ready after %s", m.Name, timeout)
+}
+
+// Ready reports whether /readyz answers 200.
+func (m *Manager) Ready() bool {
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", m.HealthPort))
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// Done is closed when the process has exited.
+func (m *Manager) Done() <-chan struct{} { return m.done }
+
+// ExitCode is the process's exit code, once Done.
+func (m *Manager) ExitCode() int { return m.cmd.ProcessState.ExitCode() }
+
+// Stop sends SIGTERM and waits for the exit (SIGKILL after 15s).
+func (m *Manager) Stop() {
+	select {
+	case <-m.done:
+		return
+	default:
+	}
+	_ = m.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-m.done:
+	case <-time.After(15 * time.Second):
+		m.Kill()
+	}
+}
+
+// Kill sends SIGKILL: no lease release, no clean-up.
+func (m *Manager) Kill() {
+	_ = m.cmd.Process.Kill()
+	<-m.done
+}
+
+// Tail returns the last n lines of the log.
+func (m *Manager) Tail(n int) string { return tail(m.Log, n) }
+
+// Metric sums every series of a metric family whose text contains all of
+// match (as name="value").
+func (m *Manager) Metric(ctx context.Context, family string, match ...string) (float64, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/metrics", m.MetricsPort), nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("scraping %s: %w", m.Name, err)
+	}
+	defer resp.Body.Close()
+	var sum float64
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+lines:
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, family+"{") && !strings.HasPrefix(line, family+" ") {
+			continue
+		}
+		for _, want := range match {
+			if !strings.Contains(line, want) {
+				continue lines
+			}
+		}
+		if v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64); err == nil {
+			sum += v
+		}
+	}
+	return sum, sc.Err()
+}
