@@ -1,0 +1,56 @@
+package manager
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+)
+
+func TestValidateNamesTheFlag(t *testing.T) {
+	cases := map[string]struct {
+		args []string
+		want string // "" means valid
+	}{
+		"valid":               {[]string{"--mode=workload"}, ""},
+		"mode missing":        {nil, "--mode is required"},
+		"mode unknown":        {[]string{"--mode=fleet"}, `--mode must be "workload" or "management", got "fleet"`},
+		"management refused":  {[]string{"--mode=management"}, "--mode=management is not built yet"},
+		"bad namespace":       {[]string{"--mode=workload", "--enrolled-namespaces=ML_Serving"}, `--enrolled-namespaces: "ML_Serving" is not a namespace name`},
+		"no resources":        {[]string{"--mode=workload", "--capacity-resources="}, "--capacity-resources must name at least one resource"},
+		"bad cover ceiling":   {[]string{"--mode=workload", "--cover-resources=rdma/x=lots"}, "--cover-resources: the ceiling of rdma/x must be a positive quantity"},
+		"hysteresis too high": {[]string{"--mode=workload", "--capacity-hysteresis-percent=150"}, "--capacity-hysteresis-percent must be between 0 and 100"},
+		"negative depth":      {[]string{"--mode=workload", "--max-tree-depth=-1"}, "--max-tree-depth must be 0"},
+		"negative report":     {[]string{"--mode=workload", "--capacity-report-interval=-1s"}, "--capacity-report-interval must not be negative"},
+		"zero resync":         {[]string{"--mode=workload", "--resync-interval=0s"}, "--resync-interval must be positive"},
+		"lease timings":       {[]string{"--mode=workload", "--leader-election-lease-duration=5s", "--leader-election-renew-deadline=10s"}, "--leader-election-lease-duration (5s) must exceed --leader-election-renew-deadline (10s)"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			o := DefaultOptions()
+			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+			o.AddFlags(fs)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			err := o.Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestTickInterval(t *testing.T) {
+	o := DefaultOptions()
+	if got := o.TickInterval(); got.String() != "1m0s" {
+		t.Errorf("default tick %s, want the report interval 1m", got)
+	}
+	o.ReportInterval = 0
+	if got := o.TickInterval(); got.String() != "10m0s" {
+		t.Errorf("tick with reporting off %s, want the resync interval 10m", got)
+	}
+}

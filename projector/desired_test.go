@@ -1,0 +1,155 @@
+package projector
+
+import (
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1beta1 "ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/api/v1beta1/aqtest"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+func node(aq *v1beta1.AcceleratorQuota, ready bool) Node {
+	n := Node{Name: aq.Name, Generation: 1, Role: aq.Spec.Role, Budgets: aq.Spec.Budgets, Ready: ready}
+	if aq.Spec.ParentRef != nil {
+		n.Parent = aq.Spec.ParentRef.Name
+	}
+	return n
+}
+
+func guideInput() Input {
+	in := Input{
+		EnrolledNamespaces: []string{"ml-serving"},
+		CoverResources:     DefaultCoverResources(),
+		Capacity: []v1beta1.CapacityStatus{
+			{ResourceName: "google.com/tpu", ResourceFlavor: "a100", Allocatable: resource.MustParse("0"), HighWaterMark: resource.MustParse("0"), ObservedAt: metav1.Unix(1_790_000_000, 0)},
+			{ResourceName: "nvidia.com/gpu", ResourceFlavor: "a100", Allocatable: resource.MustParse("32"), HighWaterMark: resource.MustParse("32"), ObservedAt: metav1.Unix(1_790_000_000, 0)},
+		},
+		Outcomes: map[string]Outcome{"root": {Kind: OutcomeApplied}, "ml-research": {Kind: OutcomeApplied}, "team-alpha": {Kind: OutcomeApplied}},
+	}
+	in.Nodes = append(in.Nodes, node(aqtest.Root().Obj(), true))
+	for _, aq := range aqtest.GuideTree() {
+		in.Nodes = append(in.Nodes, node(aq, true))
+	}
+	beta := &in.Nodes[3]
+	beta.Usage = map[Pair]Usage{{"nvidia.com/gpu", "a100"}: {Admitted: resource.MustParse("12"), Reserved: resource.MustParse("12"), Borrowed: resource.MustParse("4")}}
+	return in
+}
+
+// golden compares v, as indented JSON, with testdata/name.json.
+func golden(t *testing.T, name string, v any) {
+	t.Helper()
+	got, err := json.MarshalIndent(v, "", "  ")
+	require.NoError(t, err)
+	path := filepath.Join("testdata", name+".json")
+	if *update {
+		require.NoError(t, os.WriteFile(path, append(got, '\n'), 0o644))
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err, "run go test ./projector -update to create it")
+	if d := cmp.Diff(string(want), string(got)+"\n"); d != "" {
+		t.Errorf("%s differs from the golden file (-want +got); if the change is intended, run go test ./projector -update:\n%s", path, d)
+	}
+}
+
+func TestGuideTreeProjection(t *testing.T) {
+	golden(t, "guide-tree", Project(guideInput()))
+}
+
+func TestProjectionIsDeterministic(t *testing.T) {
+	in := guideInput()
+	first, err := json.Marshal(Project(in))
+	require.NoError(t, err)
+	// Reversed node order and namespaces: the same output, byte for byte.
+	for i, j := 0, len(in.Nodes)-1; i < j; i, j = i+1, j-1 {
+		in.Nodes[i], in.Nodes[j] = in.Nodes[j], in.Nodes[i]
+	}
+	in.EnrolledNamespaces = []string{"ml-serving", "ml-serving"}
+	second, err := json.Marshal(Project(in))
+	require.NoError(t, err)
+	require.Equal(t, string(first), string(second))
+}
+
+func TestNothingIsMaterializedWithoutEnrolledNamespaces(t *testing.T) {
+	in := guideInput()
+	in.EnrolledNamespaces = nil
+	out := Project(in)
+	require.False(t, out.Materialize)
+	require.Empty(t, out.Cohorts)
+	require.Empty(t, out.ClusterQueues)
+	require.Empty(t, out.LocalQueues)
+	for name, st := range out.Statuses {
+		for _, c := range st.Conditions {
+			require.NotEqual(t, v1beta1.ConditionMaterialized, c.Type, "%s reports Materialized while nothing is enrolled", name)
+		}
+	}
+}
+
+func TestFrozenNodesAreHeld(t *testing.T) {
+	in := guideInput()
+	for i := range in.Nodes {
+		switch in.Nodes[i].Name {
+		case "ml-research":
+			in.Nodes[i].Ready, in.Nodes[i].Reason, in.Nodes[i].Message = false, "CapacityExceeded", "budget nvidia.com/gpu on a100 is 24 but the high-water mark on root is 16"
+		case "team-alpha", "team-beta":
+			in.Nodes[i].Ready, in.Nodes[i].Reason, in.Nodes[i].Message = false, "Frozen", "ancestor ml-research is CapacityExceeded"
+		}
+	}
+	out := Project(in)
+	require.Equal(t, map[string]bool{"ml-research": true, "team-alpha": true, "team-beta": true}, out.Held)
+	require.Len(t, out.Cohorts, 1, "only root's Cohort is desired")
+	require.Empty(t, out.ClusterQueues)
+	require.Empty(t, out.LocalQueues)
+	golden(t, "frozen-statuses", out.Statuses)
+}
+
+func TestTeamWithSeveralBudgets(t *testing.T) {
+	team := aqtest.Team("team-mixed", "root").
+		Budget("nvidia.com/gpu", "a100", "8").Borrow("2").Lend("4").
+		Budget("nvidia.com/gpu", "h100", "4").
+		Budget("google.com/tpu", "v5e", "16").Obj()
+	in := Input{
+		Nodes:              []Node{node(aqtest.Root().Obj(), true), node(team, true)},
+		EnrolledNamespaces: []string{"team-b", "team-a"},
+		CoverResources:     map[string]resource.Quantity{"cpu": resource.MustParse("1M"), "rdma/hca_shared_devices_a": resource.MustParse("1M")},
+	}
+	out := Project(in)
+	golden(t, "several-budgets", out.ClusterQueues)
+	require.Len(t, out.LocalQueues, 2)
+	require.Equal(t, "team-a", *out.LocalQueues[0].Namespace)
+	require.Equal(t, "nvidia.com/gpu@a100=8,nvidia.com/gpu@h100=4,google.com/tpu@v5e=16", out.Statuses["team-mixed"].Summary.Nominal)
+	require.Equal(t, "nvidia.com/gpu@a100=0,nvidia.com/gpu@h100=0,google.com/tpu@v5e=0", out.Statuses["team-mixed"].Summary.Admitted)
+}
+
+func TestMaterializedReasons(t *testing.T) {
+	cases := map[string]struct {
+		ready   bool
+		outcome Outcome
+		want    metav1.Condition
+	}{
+		"applied":  {true, Outcome{Kind: OutcomeApplied}, metav1.Condition{Status: "True", Reason: "Admitted", Message: MsgMaterialized}},
+		"pending":  {true, Outcome{}, metav1.Condition{Status: "False", Reason: "Pending", Message: msgPendingApply}},
+		"conflict": {true, Outcome{Kind: OutcomeConflict, Message: "ClusterQueue x exists without the label"}, metav1.Condition{Status: "False", Reason: "ObjectConflict", Message: "ClusterQueue x exists without the label"}},
+		"failed":   {true, Outcome{Kind: OutcomeFailed, Message: "ClusterQueue x: forbidden"}, metav1.Condition{Status: "False", Reason: "MaterializationFailed", Message: "ClusterQueue x: forbidden"}},
+		"frozen":   {false, Outcome{Kind: OutcomeApplied}, metav1.Condition{Status: "False", Reason: "Frozen", Message: msgFrozenObjects}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			n := Node{Name: "x", Role: v1beta1.RoleClusterQueue, Ready: tc.ready, Generation: 3}
+			got := materialized(&n, tc.outcome)
+			tc.want.Type, tc.want.ObservedGeneration = v1beta1.ConditionMaterialized, 3
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Error(d)
+			}
+		})
+	}
+}
