@@ -64,6 +64,9 @@ func (s *State) upsertQuota(q *events.Quota) {
 		}
 	}
 	if created || old.parent != sh.parent {
+		// Its frozen cause comes from its new parent even where its place
+		// (a depth) stays the same.
+		s.pass.freeze = append(s.pass.freeze, name)
 		s.replace(name, created)
 	}
 	if s.synced {
