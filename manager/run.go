@@ -176,17 +176,32 @@ func (m *Manager) Run(ctx context.Context) error {
 	m.ready.Store(true)
 	log.Info("caches synced; running", "enrolledNamespaces", m.opts.EnrolledNamespaces, "tick", m.opts.TickInterval())
 
+	leadDone := make(chan struct{})
 	if m.opts.LeaderElect {
-		go func() { errc <- m.lead(ctx) }()
+		go func() {
+			defer close(leadDone)
+			if err := m.lead(ctx); err != nil {
+				errc <- err
+			}
+		}()
 	} else {
+		close(leadDone)
 		m.becomeLeader(ctx)
 	}
+	var err error
 	select {
 	case <-ctx.Done():
-		return nil
-	case err := <-errc:
-		return err
+	case err = <-errc:
+		cancel()
 	}
+	// Give the Lease back before exiting, so that a follower takes over at
+	// once instead of waiting for it to expire.
+	select {
+	case <-leadDone:
+	case <-time.After(m.opts.LeaseRenewDeadline):
+		log.Info("the Lease was not released in time; a follower takes over when it expires")
+	}
+	return err
 }
 
 // kick re-projects on changes to the objects the applier compares with.

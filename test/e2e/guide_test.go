@@ -377,6 +377,75 @@ Materialized=True Admitted: enforcement objects match this node's budget`,
 			require.Contains(t, v, "LocalQueue/ml-serving/"+team)
 		}
 		require.Len(t, v, 2*4+2, "managed objects: %v", v) // 4 teams x (CQ+LQ) + Cohorts root and ml-research
+
+		t.Run("metrics", func(t *testing.T) {
+			require.Equal(t, 8.0, m2.metric(ctx, "ome_quota_budget_nominal", `plane="workload"`, `quota="team-beta"`, `role="ClusterQueue"`, `resource="nvidia.com/gpu"`, `flavor="a100"`))
+			require.Equal(t, 12.0, m2.metric(ctx, "ome_quota_budget_admitted", `quota="team-beta"`))
+			require.Equal(t, 4.0, m2.metric(ctx, "ome_quota_budget_borrowed", `quota="team-beta"`))
+			require.Equal(t, 24.0, m2.metric(ctx, "ome_quota_budget_nominal", `quota="ml-research"`, `role="Cohort"`))
+			require.Equal(t, 24.0, m2.metric(ctx, "ome_quota_capacity_high_water_mark", `resource="nvidia.com/gpu"`, `flavor="a100"`))
+			require.Equal(t, 24.0, m2.metric(ctx, "ome_quota_capacity_allocatable", `resource="nvidia.com/gpu"`, `flavor="a100"`))
+			require.Greater(t, m2.metric(ctx, "ome_quota_backend_applied_total"), 0.0)
+			require.Greater(t, m2.metric(ctx, "ome_quota_events_total", `kind="Node"`), 0.0)
+		})
+
+		t.Run("SIGTERM releases the lease", func(t *testing.T) {
+			m3 := startManager(t, "m3")
+			stopped := time.Now()
+			m2.Stop()
+			require.Equal(t, 0, m2.ExitCode(), "a SIGTERM must end the manager cleanly")
+			eventually(t, leaseDuration, func() string {
+				if m3.metric(ctx, "ome_quota_leader") != 1 {
+					return "m3 is not the leader"
+				}
+				return ""
+			})
+			took := time.Since(stopped)
+			t.Logf("handover after SIGTERM took %s (lease duration %s)", took.Round(time.Millisecond), leaseDuration)
+			require.Less(t, took, leaseDuration, "a released lease is taken at once, not after it expires")
+
+			t.Run("changing a role in place sweeps the old kind", func(t *testing.T) {
+				delta, err := aqs.Get(ctx, "team-delta")
+				require.NoError(t, err)
+				delta.Spec.Role = v1beta1.RoleCohort
+				_, err = aqs.Update(ctx, delta, metav1.UpdateOptions{})
+				require.NoError(t, err)
+				eventually(t, 30*time.Second, func() string {
+					_, cqErr := kq.ClusterQueues().Get(ctx, "team-delta", metav1.GetOptions{})
+					_, lqErr := kq.LocalQueues("ml-serving").Get(ctx, "team-delta", metav1.GetOptions{})
+					_, cohortErr := kq.Cohorts().Get(ctx, "team-delta", metav1.GetOptions{})
+					if !apierrors.IsNotFound(cqErr) || !apierrors.IsNotFound(lqErr) || cohortErr != nil {
+						return fmt.Sprintf("ClusterQueue: %v, LocalQueue: %v, Cohort: %v", cqErr, lqErr, cohortErr)
+					}
+					return ""
+				})
+			})
+
+			t.Run("a namespace no longer enrolled loses its LocalQueues", func(t *testing.T) {
+				require.NoError(t, cluster.EnsureNamespace(ctx, "ml-batch"))
+				m3.Stop()
+				m4 := startManager(t, "m4", "--enrolled-namespaces=ml-serving,ml-batch")
+				eventually(t, 30*time.Second, func() string {
+					lqs, err := kq.LocalQueues("ml-batch").List(ctx, metav1.ListOptions{})
+					if err != nil || len(lqs.Items) != 3 {
+						return fmt.Sprintf("LocalQueues in ml-batch: %v %v", lqs, err)
+					}
+					return ""
+				})
+				m4.Stop()
+				startManager(t, "m5", "--enrolled-namespaces=ml-serving")
+				eventually(t, 30*time.Second, func() string {
+					lqs, err := kq.LocalQueues("ml-batch").List(ctx, metav1.ListOptions{})
+					if err != nil || len(lqs.Items) != 0 {
+						return fmt.Sprintf("LocalQueues left in ml-batch: %d %v", len(lqs.Items), err)
+					}
+					return ""
+				})
+				lqs, err := kq.LocalQueues("ml-serving").List(ctx, metav1.ListOptions{})
+				require.NoError(t, err)
+				require.Len(t, lqs.Items, 3, "ml-serving keeps a LocalQueue per team (alpha, beta, epsilon)")
+			})
+		})
 	})
 }
 
