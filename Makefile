@@ -14,7 +14,7 @@ tools:
 
 ## test: lint, then unit, integration and e2e tests on a real local control plane.
 test: lint tools
-	@hack/test.sh $(PKGS)
+	@hack/test.sh
 
 ## demo: the local control plane with Kueue and the guide's cluster; Ctrl-C stops it.
 demo: tools
