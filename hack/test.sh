@@ -32,11 +32,12 @@ fi
 # Anything still running from the cached binaries is a leak. Give processes
 # a moment to act on the signal their parent's exit sent them.
 sleep 1
-leaked=$(pgrep -af "$bin/" || true)
+# Managers run from binaries built under $tmp.
+leaked=$(pgrep -af "$bin/|$tmp/" || true)
 if [ -n "$leaked" ]; then
   echo "FAIL: processes left behind by the tests:"
   echo "$leaked"
-  pkill -KILL -f "$bin/" || true
+  pkill -KILL -f "$bin/|$tmp/" || true
   rc=1
 fi
 left=$(find "$tmp" -mindepth 1 -maxdepth 1 -name 'ome-localcluster-*' 2>/dev/null)
