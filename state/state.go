@@ -44,7 +44,8 @@ type State struct {
 	usage       map[string][]events.Usage // managed ClusterQueue -> usage
 	transitions []Transition              // of the event being applied
 
-	pass pass
+	pass  pass
+	facts Facts // scratch for evaluate, so that it allocates nothing
 }
 
 // member is one node of the tree.
@@ -113,6 +114,10 @@ func New() *State {
 // state before. It reads no clock: the event's Time stamps whatever it
 // changes. An event that events.Validate refuses changes nothing but
 // LastSeq. Apply never fails: every input, however odd, is a state.
+//
+// The state keeps parts of the event's payload (a spec, a Node's labels)
+// without copying them: do not modify an event once it is applied, as
+// nothing modifies an event once it is published.
 func (s *State) Apply(ev events.Event) []Transition {
 	s.lastSeq, s.seq = ev.Seq, ev.Seq
 	if ev.Validate() != nil {
@@ -408,6 +413,7 @@ func (s *State) Clone() *State {
 	c.usage = maps.Clone(s.usage) // usage slices are never modified in place
 	c.transitions = nil
 	c.pass = newPass()
+	c.facts = Facts{}
 	return &c
 }
 

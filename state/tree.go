@@ -35,7 +35,7 @@ func (s *State) upsertQuota(q *events.Quota) {
 			s.seed(s.reported)
 		}
 	}
-	spec := q.Spec.DeepCopy()
+	spec := &q.Spec // events are never modified once published: keep it
 	sh := shapeOf(name, spec)
 	m := s.members[name]
 	if m != nil && m.shape.equal(sh) {
@@ -50,10 +50,9 @@ func (s *State) upsertQuota(q *events.Quota) {
 		s.members[name] = m
 	} else {
 		old = m.shape
-		s.unlink(m)
 	}
+	s.relink(name, old, sh)
 	m.spec, m.gen, m.shape = spec, q.Generation, sh
-	s.link(m)
 
 	s.queue(name)
 	s.queue(old.parent)
@@ -83,7 +82,7 @@ func (s *State) deleteQuota(name string) {
 	if m == nil {
 		return
 	}
-	s.unlink(m)
+	s.relink(name, m.shape, shape{})
 	delete(s.members, name)
 	move(m.machine, PhaseDeleted, "", "")
 	s.queue(m.shape.parent)
@@ -95,58 +94,77 @@ func (s *State) deleteQuota(name string) {
 	}
 }
 
-// link adds m to its parent's children and sums, and to the budget indexes.
-func (s *State) link(m *member) {
-	if p := m.shape.parent; p != "" {
-		kids := s.kids[p]
-		i, _ := slices.BinarySearch(kids, m.name)
-		s.kids[p] = slices.Insert(kids, i, m.name)
-		for _, b := range m.shape.budgets {
-			if b.Nominal == 0 {
-				continue
+// relink moves a node in the indexes from its old shape to its new one
+// (the zero shape for none): its parent's children and sums, and the
+// budget indexes. It touches only what differs: a budget change under the
+// same parent costs O(budgets).
+func (s *State) relink(name string, old, sh shape) {
+	if old.parent != sh.parent {
+		if p := old.parent; p != "" {
+			kids := s.kids[p]
+			if i, ok := slices.BinarySearch(kids, name); ok {
+				kids = slices.Delete(kids, i, i+1)
 			}
-			sums := s.sums[p]
-			if sums == nil {
-				sums = map[Pair]Amount{}
-				s.sums[p] = sums
+			if len(kids) == 0 {
+				delete(s.kids, p)
+			} else {
+				s.kids[p] = kids
 			}
-			sums[b.Pair] += b.Nominal
+		}
+		if p := sh.parent; p != "" {
+			kids := s.kids[p]
+			i, _ := slices.BinarySearch(kids, name)
+			s.kids[p] = slices.Insert(kids, i, name)
 		}
 	}
-	for _, b := range m.shape.budgets {
-		addIndex(s.byPair, b.Pair, m.name)
-		addIndex(s.byFlavor, b.Flavor, m.name)
+	s.addSums(old.parent, old.budgets, -1)
+	s.addSums(sh.parent, sh.budgets, +1)
+	if !samePairs(old.budgets, sh.budgets) {
+		for _, b := range old.budgets {
+			dropIndex(s.byPair, b.Pair, name)
+			dropIndex(s.byFlavor, b.Flavor, name)
+		}
+		for _, b := range sh.budgets {
+			addIndex(s.byPair, b.Pair, name)
+			addIndex(s.byFlavor, b.Flavor, name)
+		}
 	}
 }
 
-// unlink undoes link.
-func (s *State) unlink(m *member) {
-	if p := m.shape.parent; p != "" {
-		kids := s.kids[p]
-		if i, ok := slices.BinarySearch(kids, m.name); ok {
-			kids = slices.Delete(kids, i, i+1)
+// addSums adds (sign +1) or removes (-1) budgets to parent's children's
+// sums, keeping no zero sum.
+func (s *State) addSums(parent string, budgets []Budget, sign Amount) {
+	if parent == "" {
+		return
+	}
+	for _, b := range budgets {
+		if b.Nominal == 0 {
+			continue
 		}
-		if len(kids) == 0 {
-			delete(s.kids, p)
-		} else {
-			s.kids[p] = kids
+		sums := s.sums[parent]
+		if sums == nil {
+			sums = map[Pair]Amount{}
+			s.sums[parent] = sums
 		}
-		if sums := s.sums[p]; sums != nil {
-			for _, b := range m.shape.budgets {
-				sums[b.Pair] -= b.Nominal
-				if sums[b.Pair] == 0 {
-					delete(sums, b.Pair)
-				}
-			}
+		if sums[b.Pair] += sign * b.Nominal; sums[b.Pair] == 0 {
+			delete(sums, b.Pair)
 			if len(sums) == 0 {
-				delete(s.sums, p)
+				delete(s.sums, parent)
 			}
 		}
 	}
-	for _, b := range m.shape.budgets {
-		dropIndex(s.byPair, b.Pair, m.name)
-		dropIndex(s.byFlavor, b.Flavor, m.name)
+}
+
+func samePairs(a, b []Budget) bool {
+	if len(a) != len(b) {
+		return false
 	}
+	for i := range a {
+		if a[i].Pair != b[i].Pair {
+			return false
+		}
+	}
+	return true
 }
 
 func addIndex[K comparable](idx map[K]map[string]struct{}, k K, name string) {
@@ -297,11 +315,12 @@ func (s *State) settle() {
 
 // evaluate runs the rule book on one node.
 func (s *State) evaluate(m *member) []Violation {
-	f := Facts{Name: m.name, Spec: m.spec, Budgets: m.shape.budgets, Place: m.place}
+	f := &s.facts
+	*f = Facts{Name: m.name, Spec: m.spec, Budgets: m.shape.budgets, Place: m.place}
 	if p := s.members[m.shape.parent]; p != nil && m.shape.parent != "" {
 		f.ParentRole = p.shape.role
 	}
-	return EvaluateNode(nil, &f, s)
+	return EvaluateNode(nil, f, s)
 }
 
 // primary is the primary reason of a node's own violations, "" for none.
