@@ -58,9 +58,11 @@
 // ResourceFlavor event re-matches every Node, O(nodes); so does a change of
 // the measured resources. Decisions where the spec is silent:
 //
-//   - A measurement happens on a Node event, on an AcceleratorQuota spec
-//     write, on a Config event and on a Tick; not on a ResourceFlavor event
-//     (as the guide says, a new flavor appears with the next measurement).
+//   - A measurement happens on a Node event, on an AcceleratorQuota event
+//     that creates or deletes a node or changes what the rules read of it,
+//     on a Config event and on a Tick; not on a ResourceFlavor event (as the
+//     guide says, a new flavor appears with the next measurement) and not
+//     on a status write.
 //     Nothing is measured before the first Tick, which the shell sends once
 //     its informers have synced: until then the marks are those read back
 //     from root's status, and the partial view of the initial lists lowers

@@ -69,7 +69,7 @@ func (s *State) upsertQuota(q *events.Quota) {
 		s.replace(name, created)
 	}
 	if s.synced {
-		s.measure() // writing an AcceleratorQuota is a measurement
+		s.measure() // writing a node of the tree is a measurement
 	}
 }
 
