@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"ome.io/quota-manager/manager"
+	"ome.io/quota-manager/webhook"
 )
 
 func main() {
@@ -24,8 +25,10 @@ func main() {
 
 func run(args []string) int {
 	opts := manager.DefaultOptions()
+	wopts := webhook.DefaultOptions()
 	fs := pflag.NewFlagSet("ome-quota-manager", pflag.ContinueOnError)
 	opts.AddFlags(fs)
+	wopts.AddFlags(fs)
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(klogFlags)
 	fs.AddGoFlagSet(klogFlags)
@@ -37,6 +40,10 @@ func run(args []string) int {
 		return 2
 	}
 	if err := opts.Validate(); err != nil {
+		fmt.Fprintln(os.Stderr, "ome-quota-manager:", err)
+		return 2
+	}
+	if err := wopts.Validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "ome-quota-manager:", err)
 		return 2
 	}
@@ -55,8 +62,34 @@ func run(args []string) int {
 		logger.Error(err, "cannot build the manager")
 		return 1
 	}
-	if err := m.Run(ctx); err != nil {
-		logger.Error(err, "stopped")
+	// The manager and the webhook run side by side; the first to fail
+	// stops both.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 2)
+	running := 1
+	if wopts.Enabled {
+		srv, err := webhook.New(wopts, cfg, m, m.Metrics())
+		if err != nil {
+			logger.Error(err, "cannot build the admission webhook")
+			return 1
+		}
+		m.AddReadyCheck(srv.Ready)
+		running++
+		go func() { done <- srv.Run(ctx) }()
+	} else {
+		logger.Info("running without the admission webhook (--webhook=false)")
+	}
+	go func() { done <- m.Run(ctx) }()
+	failed := <-done
+	cancel()
+	for ; running > 1; running-- {
+		if err := <-done; failed == nil {
+			failed = err
+		}
+	}
+	if failed != nil {
+		logger.Error(failed, "stopped")
 		return 1
 	}
 	logger.Info("stopped cleanly")

@@ -1,0 +1,341 @@
+package webhook
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	admissionlisters "k8s.io/client-go/listers/admissionregistration/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+)
+
+// FieldManager names the webhook's writes (the Secret, the CA bundle).
+const FieldManager = "ome-quota-manager-webhook"
+
+// maxConflicts bounds the retries of one write that keeps conflicting.
+const maxConflicts = 5
+
+// Certs keeps one replica's serving certificate in step with the Secret,
+// which is the source of truth for every replica:
+//
+//   - it reads the Secret and serves the certificate in it when that is
+//     valid for the required names and not due for renewal;
+//   - otherwise it issues one (under the Secret's CA when that can still
+//     sign) and writes it with an Update that carries the Secret's
+//     resourceVersion; when another replica wrote first, the Update
+//     conflicts, and it re-reads and serves what the other one wrote;
+//   - it never creates the Secret: while it is missing there is no
+//     certificate, the TLS handshake fails, and Ready says how to recover;
+//   - it watches the Secret and the ValidatingWebhookConfiguration, so a
+//     changed Secret is served at once and a reset CA bundle is put back;
+//   - it checks the certificates' age every CheckInterval and renews them
+//     once less than a third of their lifetime is left.
+type Certs struct {
+	opts *Options
+	kube kubernetes.Interface
+	now  func() time.Time
+
+	mu      sync.RWMutex
+	current *bundle
+	// problem is why there is no current bundle.
+	problem error
+	// injectErr is nil once the configuration carries current's CA
+	// bundle, or does not exist.
+	injectErr error
+	// missingLogged and noConfigLogged keep a standing condition to one
+	// log line.
+	missingLogged, noConfigLogged bool
+
+	kick chan struct{}
+}
+
+// NewCerts returns the certificate keeper for validated options.
+func NewCerts(kube kubernetes.Interface, opts *Options) *Certs {
+	return &Certs{
+		opts: opts, kube: kube, now: time.Now,
+		problem: fmt.Errorf("webhook: no serving certificate yet: reading Secret %s/%s", opts.secretNS, opts.secretName),
+		kick:    make(chan struct{}, 1),
+	}
+}
+
+// GetCertificate serves the current certificate; without one the TLS
+// handshake fails, so the API server's call fails and the write fails
+// closed.
+func (c *Certs) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.current == nil {
+		return nil, c.problem
+	}
+	return &c.current.serving, nil
+}
+
+// CABundle is the PEM CA bundle of the current certificate, nil without
+// one.
+func (c *Certs) CABundle() []byte {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.current == nil {
+		return nil
+	}
+	return c.current.caPEM
+}
+
+// Leaf is the current serving certificate, nil without one.
+func (c *Certs) Leaf() *x509.Certificate {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.current == nil {
+		return nil
+	}
+	return c.current.leaf()
+}
+
+// Ready is nil once there is an unexpired serving certificate and its CA
+// is in every webhook of the configuration (or the configuration does not
+// exist); otherwise it says what is missing and what to do.
+func (c *Certs) Ready() error {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.current == nil {
+		return c.problem
+	}
+	if leaf := c.current.leaf(); !c.now().Before(leaf.NotAfter) {
+		return fmt.Errorf("webhook: the serving certificate expired at %s and could not be renewed: see the log", leaf.NotAfter.UTC().Format(time.RFC3339))
+	}
+	return c.injectErr
+}
+
+func (c *Certs) trigger() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+func byName(name string) informers.SharedInformerOption {
+	return informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+	})
+}
+
+// Run keeps the certificate until ctx is done.
+func (c *Certs) Run(ctx context.Context) error {
+	log := klog.FromContext(ctx).WithName("webhook-certs")
+	o := c.opts
+	sf := informers.NewSharedInformerFactoryWithOptions(c.kube, 0, informers.WithNamespace(o.secretNS), byName(o.secretName))
+	vf := informers.NewSharedInformerFactoryWithOptions(c.kube, 0, byName(o.ConfigName))
+	secrets := sf.Core().V1().Secrets()
+	configs := vf.Admissionregistration().V1().ValidatingWebhookConfigurations()
+	kick := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { c.trigger() },
+		UpdateFunc: func(any, any) { c.trigger() },
+		DeleteFunc: func(any) { c.trigger() },
+	}
+	if _, err := secrets.Informer().AddEventHandler(kick); err != nil {
+		return err
+	}
+	if _, err := configs.Informer().AddEventHandler(kick); err != nil {
+		return err
+	}
+	sf.Start(ctx.Done())
+	vf.Start(ctx.Done())
+	defer sf.Shutdown()
+	defer vf.Shutdown()
+	if !cache.WaitForCacheSync(ctx.Done(), secrets.Informer().HasSynced, configs.Informer().HasSynced) {
+		return nil
+	}
+	c.trigger()
+	tick := time.NewTicker(o.CheckInterval)
+	defer tick.Stop()
+	backoff := time.Second
+	var retry <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.kick:
+		case <-tick.C:
+		case <-retry:
+		}
+		retry = nil
+		if err := c.reconcile(ctx, log, secrets.Lister(), configs.Lister()); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			log.Error(err, "keeping the webhook's certificate failed; retrying", "in", backoff)
+			retry = time.After(backoff)
+			backoff = min(2*backoff, 30*time.Second)
+			continue
+		}
+		backoff = time.Second
+	}
+}
+
+// reconcile brings the served certificate, the Secret and the CA bundle in
+// line.
+func (c *Certs) reconcile(ctx context.Context, log logr.Logger, sl corelisters.SecretLister, vl admissionlisters.ValidatingWebhookConfigurationLister) error {
+	o := c.opts
+	sec, err := sl.Secrets(o.secretNS).Get(o.secretName)
+	if apierrors.IsNotFound(err) {
+		c.setMissing(log)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for attempt := 0; ; attempt++ {
+		now := c.now()
+		b, why := parseBundle(sec.Data)
+		if why == nil {
+			why = b.usable(now, o.dnsNames, o.ips)
+		}
+		if why == nil {
+			c.load(log, b)
+			if why = b.due(now); why == nil {
+				break
+			}
+		}
+		// Reuse the Secret's CA when it can still sign; keep its certificate
+		// in the bundle beside a new one otherwise.
+		prevCAs, prevKey, caErr := parseCA(sec.Data)
+		if caErr != nil {
+			prevCAs, prevKey = nil, nil
+		}
+		nb, err := issue(prevCAs, prevKey, now, o.CALifetime, o.ServingLifetime, o.dnsNames, o.ips)
+		if err != nil {
+			return fmt.Errorf("issuing the webhook's certificate: %w", err)
+		}
+		upd := sec.DeepCopy()
+		if upd.Data == nil {
+			upd.Data = map[string][]byte{}
+		}
+		maps.Copy(upd.Data, nb.data())
+		_, err = c.kube.CoreV1().Secrets(o.secretNS).Update(ctx, upd, metav1.UpdateOptions{FieldManager: FieldManager})
+		if err == nil {
+			log.Info("wrote a new webhook certificate to the Secret", "secret", o.CertSecret, "why", why.Error(),
+				"notAfter", nb.leaf().NotAfter.UTC().Format(time.RFC3339), "caRenewed", len(prevCAs) == 0 || !nb.caCerts[0].Equal(prevCAs[0]))
+			c.load(log, nb)
+			break
+		}
+		if apierrors.IsConflict(err) && attempt < maxConflicts {
+			// Another replica wrote first: serve what it wrote.
+			sec, err = c.kube.CoreV1().Secrets(o.secretNS).Get(ctx, o.secretName, metav1.GetOptions{})
+		}
+		if apierrors.IsNotFound(err) {
+			c.setMissing(log)
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("writing the webhook's certificate to Secret %s: %w", o.CertSecret, err)
+		}
+	}
+	return c.inject(ctx, log, vl)
+}
+
+func (c *Certs) load(log logr.Logger, b *bundle) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	same := c.current != nil && string(c.current.certPEM) == string(b.certPEM) && string(c.current.caPEM) == string(b.caPEM) &&
+		string(c.current.keyPEM) == string(b.keyPEM)
+	if same {
+		return
+	}
+	c.current, c.problem = b, nil
+	c.missingLogged = false
+	c.injectErr = fmt.Errorf("webhook: the CA bundle is not yet in ValidatingWebhookConfiguration %s", c.opts.ConfigName)
+	log.Info("serving a webhook certificate", "secret", c.opts.CertSecret, "serial", b.leaf().SerialNumber.Text(16),
+		"notAfter", b.leaf().NotAfter.UTC().Format(time.RFC3339), "dnsNames", b.leaf().DNSNames, "ips", b.leaf().IPAddresses)
+}
+
+func (c *Certs) setMissing(log logr.Logger) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.current = nil
+	c.problem = fmt.Errorf("webhook: Secret %s does not exist. The quota manager fills this Secret but never creates it, "+
+		"so the webhook has no certificate, this replica is not ready and AcceleratorQuota writes fail closed. "+
+		"To recover, recreate the Secret empty (upgrade the chart with quotaManager.webhook.enabled: true, which recreates it), "+
+		"or disable the webhook (quotaManager.webhook.enabled: false, which removes the ValidatingWebhookConfiguration and runs the manager with --webhook=false)",
+		c.opts.CertSecret)
+	if !c.missingLogged {
+		c.missingLogged = true
+		log.Error(c.problem, "the webhook cannot serve")
+	}
+}
+
+func (c *Certs) setInjected(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.injectErr = err
+}
+
+// inject puts the current CA bundle into every webhook of the
+// configuration, unless they all carry it already.
+func (c *Certs) inject(ctx context.Context, log logr.Logger, vl admissionlisters.ValidatingWebhookConfigurationLister) error {
+	want := c.CABundle()
+	if want == nil {
+		return nil
+	}
+	name := c.opts.ConfigName
+	cfg, err := vl.Get(name)
+	for attempt := 0; ; attempt++ {
+		if apierrors.IsNotFound(err) {
+			c.mu.Lock()
+			if !c.noConfigLogged {
+				c.noConfigLogged = true
+				log.Info("the ValidatingWebhookConfiguration does not exist, so the API server does not call this webhook; its CA bundle is injected once it appears", "name", name)
+			}
+			c.injectErr = nil
+			c.mu.Unlock()
+			return nil
+		}
+		if err != nil {
+			c.setInjected(fmt.Errorf("webhook: cannot read ValidatingWebhookConfiguration %s to inject the CA bundle: %w", name, err))
+			return err
+		}
+		c.mu.Lock()
+		c.noConfigLogged = false
+		c.mu.Unlock()
+		if carries(cfg, want) {
+			c.setInjected(nil)
+			return nil
+		}
+		upd := cfg.DeepCopy()
+		for i := range upd.Webhooks {
+			upd.Webhooks[i].ClientConfig.CABundle = want
+		}
+		_, err = c.kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Update(ctx, upd, metav1.UpdateOptions{FieldManager: FieldManager})
+		if err == nil {
+			log.Info("injected the CA bundle into the ValidatingWebhookConfiguration", "name", name, "webhooks", len(upd.Webhooks))
+			c.setInjected(nil)
+			return nil
+		}
+		if !apierrors.IsConflict(err) || attempt >= maxConflicts {
+			c.setInjected(fmt.Errorf("webhook: cannot inject the CA bundle into ValidatingWebhookConfiguration %s: %w", name, err))
+			return err
+		}
+		cfg, err = c.kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, name, metav1.GetOptions{})
+	}
+}
+
+func carries(cfg *admissionregistrationv1.ValidatingWebhookConfiguration, bundle []byte) bool {
+	for _, w := range cfg.Webhooks {
+		if string(w.ClientConfig.CABundle) != string(bundle) {
+			return false
+		}
+	}
+	return true
+}

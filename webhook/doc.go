@@ -1,0 +1,61 @@
+// Package webhook is the quota manager's validating admission webhook for
+// AcceleratorQuotas and the bootstrap of its certificates. Every replica
+// serves it.
+//
+// # Admission
+//
+// Reviewer answers admission.k8s.io/v1 AdmissionReviews for CREATE, UPDATE
+// and DELETE of an AcceleratorQuota with the core's rule book (package
+// state): Decide evaluates the tree before and after the write and denies
+// what the write adds, by (node, reason, subject) as state.Diff keys them,
+// or makes worse under the same key (a larger overrun of the same budget, a
+// node too deep that goes deeper). So a write that shrinks an existing
+// overrun is admitted, and one that grows it is denied. It also denies
+// deleting root or a node that has children, and any write of root that
+// gives it a parent or a role other than Cohort. CapacityExceeded does not
+// deny: the write is admitted with a warning, which kubectl prints. Frozen is
+// a consequence of another node's rule, never a cause.
+//
+// A denial is allowed: false with code 403 and a message of one line per
+// violation, "node: message" with the rule book's own message, joined by
+// "; " (ContainmentViolated's message starts with the node already), e.g.
+//
+//	ml-research: budget nvidia.com/gpu on a100 is 24 but its children total 28
+//
+// Malformed input (not an AdmissionReview v1, no uid, not an
+// AcceleratorQuota, an object that does not decode) gets code 400 and a
+// message saying what is wrong; a request body over MaxRequestBytes gets
+// HTTP 413. Review never panics; FuzzReview checks it.
+//
+// The tree comes from the API server at each request (a consistent list),
+// not from the manager's state, which follows the API server through an
+// informer a few milliseconds behind: `kubectl apply -f quota-tree.yaml`
+// creates a parent and, a moment later, its children, and the children must
+// find their parent. Root's high-water marks, the ResourceFlavors and
+// --max-tree-depth come from the state (manager.View); until the state has
+// synced, writes other than root's are answered 503 (retry). Dry-run
+// requests are judged the same way; judging has no side effects, so the
+// configuration declares sideEffects: None and `kubectl apply
+// --dry-run=server` runs the webhook.
+//
+// # Certificates
+//
+// Certs keeps the serving certificate in the Secret named by
+// --webhook-cert-secret (keys ca.crt, ca.key, tls.crt, tls.key), which is
+// the source of truth shared by every replica. It never creates the Secret:
+// while the Secret is missing there is no certificate, TLS handshakes fail,
+// writes fail closed, and Ready explains how to recover. It issues a CA and
+// a serving certificate for the Service's DNS names and --webhook-cert-hosts
+// when the Secret holds none that fits, writes them with an optimistic
+// Update (a replica that loses the race serves what the winner wrote),
+// injects the CA bundle into every webhook of the ValidatingWebhookConfiguration
+// and keeps it there, serves a changed Secret without a restart, and renews a
+// certificate once less than a third of its lifetime is left (CA 10 years,
+// serving certificate 1 year). A new CA is published beside the old one
+// until the old one expires.
+//
+// Server ties them together: HTTPS on --webhook-port (TLS 1.2 or newer),
+// Path for reviews, and Ready for the manager's /readyz: a replica is ready
+// only once its webhook serves a certificate that verifies against the
+// injected CA bundle.
+package webhook

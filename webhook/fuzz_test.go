@@ -1,0 +1,79 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	admissionv1 "k8s.io/api/admission/v1"
+
+	"ome.io/quota-manager/api/v1beta1/aqtest"
+)
+
+// FuzzReview feeds arbitrary bodies to the decode-and-judge function: it
+// must never panic, always answer with a response that encodes, echo the
+// request's uid whenever it answers 200, and explain every denial.
+func FuzzReview(f *testing.F) {
+	tree := aqtest.GuideTree()
+	alpha20 := aqtest.Team("team-alpha", "ml-research").Budget(gpu, "a100", "20").Obj()
+	for _, seed := range [][]byte{
+		reviewOf(f, admissionv1.Create, "team-x", aqtest.Team("team-x", "ml-research").Budget(gpu, "a100", "1").Obj(), nil, false),
+		reviewOf(f, admissionv1.Create, "team-x", aqtest.Team("team-x", "root").Budget(gpu, "a100", "40").Obj(), nil, true),
+		reviewOf(f, admissionv1.Update, "team-alpha", alpha20, tree[1], false),
+		reviewOf(f, admissionv1.Update, "root", aqtest.Cohort("root", "team-beta").Obj(), aqtest.Root().Obj(), false),
+		reviewOf(f, admissionv1.Delete, "ml-research", nil, tree[0], false),
+		reviewOf(f, admissionv1.Delete, "root", nil, nil, false),
+		[]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"ome.io","version":"v1beta1","kind":"AcceleratorQuota"},"operation":"CREATE","name":"x","object":{"spec":{"role":"Cohort","parentRef":{"name":"x"},"budgets":[{"resourceName":"a","resourceFlavor":"a100","nominal":"1e18"},{"resourceName":"a","resourceFlavor":"a100","nominal":"-1"}]}}}}`),
+		[]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"ome.io","version":"v1beta1","kind":"AcceleratorQuota"},"operation":"UPDATE","name":"root","object":{"spec":{"role":"ClusterQueue"}},"oldObject":null}}`),
+		[]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"ome.io","version":"v1beta1","kind":"AcceleratorQuota"},"operation":"CREATE","object":"x"}}`),
+		[]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":null}`),
+		[]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","operation":"DELETE","name":"","kind":{"group":"ome.io","kind":"AcceleratorQuota"}}}`),
+		[]byte(`{}`),
+		[]byte(`[]`),
+		[]byte(`null`),
+		[]byte(``),
+		[]byte("\xff\xfe"),
+	} {
+		f.Add(seed)
+	}
+	r := guideReviewer()
+	f.Fuzz(func(t *testing.T, body []byte) {
+		res := r.Review(context.Background(), body)
+		if res.Review == nil || res.Review.Response == nil {
+			t.Fatalf("no response for %q", body)
+		}
+		resp := res.Review.Response
+		switch res.HTTPStatus {
+		case 200:
+			var in admissionv1.AdmissionReview
+			if err := json.Unmarshal(body, &in); err == nil && in.Request != nil && resp.UID != in.Request.UID {
+				t.Fatalf("uid %q answered as %q", in.Request.UID, resp.UID)
+			}
+			if resp.UID == "" {
+				t.Fatalf("200 without a uid for %q", body)
+			}
+		case 400:
+			if resp.Allowed {
+				t.Fatalf("a 400 that allows, for %q", body)
+			}
+		default:
+			t.Fatalf("HTTP status %d for %q", res.HTTPStatus, body)
+		}
+		if !resp.Allowed && (resp.Result == nil || resp.Result.Message == "" || resp.Result.Code == 0) {
+			t.Fatalf("a denial without a code and message, for %q: %+v", body, resp.Result)
+		}
+		switch res.Verdict {
+		case VerdictAllowed, VerdictWarned, VerdictDenied, VerdictMalformed, VerdictUnavailable:
+		default:
+			t.Fatalf("verdict %q", res.Verdict)
+		}
+		switch res.Operation {
+		case "CREATE", "UPDATE", "DELETE", "other":
+		default:
+			t.Fatalf("operation label %q", res.Operation)
+		}
+		if _, err := json.Marshal(res.Review); err != nil {
+			t.Fatalf("the answer does not encode: %v", err)
+		}
+	})
+}

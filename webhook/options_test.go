@@ -1,0 +1,74 @@
+package webhook
+
+import (
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/pflag"
+)
+
+func TestOptionsDefaults(t *testing.T) {
+	o := DefaultOptions()
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	if err := fs.Parse([]string{"--webhook-cert-hosts=127.0.0.1,webhook.example"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if !o.Enabled || o.Port != 9443 || o.ConfigName != "ome-quota-manager.ome.io" {
+		t.Errorf("defaults: %+v", o)
+	}
+	if o.secretNS != "ome" || o.secretName != "ome-quota-manager-webhook-cert" {
+		t.Errorf("secret %s/%s", o.secretNS, o.secretName)
+	}
+	want := []string{"ome-quota-manager-webhook.ome.svc", "ome-quota-manager-webhook", "ome-quota-manager-webhook.ome",
+		"ome-quota-manager-webhook.ome.svc.cluster.local", "webhook.example"}
+	if d := cmp.Diff(want, o.dnsNames); d != "" {
+		t.Errorf("DNS names (-want +got):\n%s", d)
+	}
+	if len(o.ips) != 1 || !o.ips[0].Equal(net.ParseIP("127.0.0.1")) {
+		t.Errorf("IPs %v", o.ips)
+	}
+}
+
+func TestOptionsValidate(t *testing.T) {
+	tests := map[string]struct {
+		args   []string
+		podNS  string
+		errHas string // "" means valid
+	}{
+		"off checks nothing":            {args: []string{"--webhook=false", "--webhook-port=0"}},
+		"port 0":                        {args: []string{"--webhook-port=0"}, errHas: "--webhook-port must be a port between 1 and 65535, got 0"},
+		"port too large":                {args: []string{"--webhook-port=70000"}, errHas: "--webhook-port"},
+		"secret without namespace":      {args: []string{"--webhook-cert-secret=cert"}, errHas: `--webhook-cert-secret="cert" has no namespace and POD_NAMESPACE is not set`},
+		"secret in the pod's namespace": {args: []string{"--webhook-cert-secret=cert"}, podNS: "quota"},
+		"bad secret name":               {args: []string{"--webhook-cert-secret=ome/Cert"}, errHas: `--webhook-cert-secret: "Cert" is not an object name`},
+		"bad service namespace":         {args: []string{"--webhook-service=O_O/svc"}, errHas: `--webhook-service: "O_O" is not a namespace name`},
+		"dotted service name":           {args: []string{"--webhook-service=ome/a.b"}, errHas: `--webhook-service: "a.b" is not a Service name`},
+		"bad configuration name":        {args: []string{"--webhook-config-name=Not OK"}, errHas: "--webhook-config-name"},
+		"bad host":                      {args: []string{"--webhook-cert-hosts=127.0.0.1,not a host"}, errHas: `--webhook-cert-hosts: "not a host" is neither an IP address nor a DNS name`},
+		"IPv6 host":                     {args: []string{"--webhook-cert-hosts=::1"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv("POD_NAMESPACE", tc.podNS)
+			o := DefaultOptions()
+			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+			o.AddFlags(fs)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			err := o.Validate()
+			switch {
+			case tc.errHas == "" && err != nil:
+				t.Fatalf("got %v, want valid", err)
+			case tc.errHas != "" && (err == nil || !strings.Contains(err.Error(), tc.errHas)):
+				t.Fatalf("got %v, want an error with %q", err, tc.errHas)
+			}
+		})
+	}
+}

@@ -1,0 +1,213 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/json"
+
+	"ome.io/quota-manager/api/v1beta1"
+)
+
+// Verdict labels of the ome_quota_webhook_verdicts_total metric.
+const (
+	VerdictAllowed     = "allowed"
+	VerdictWarned      = "allowed_with_warnings"
+	VerdictDenied      = "denied"
+	VerdictMalformed   = "malformed"
+	VerdictUnavailable = "unavailable"
+)
+
+// Reviewer answers AdmissionReviews for AcceleratorQuotas.
+type Reviewer struct {
+	// Inputs reads the rule book's inputs at the time of a request.
+	Inputs func(ctx context.Context) (*Inputs, error)
+	// Synced reports whether the state holds the cluster's flavors and
+	// capacity yet. Until it does, only writes of root are judged.
+	Synced func() bool
+}
+
+// Result is the answer to one HTTP request.
+type Result struct {
+	Review *admissionv1.AdmissionReview
+	// HTTPStatus is 200 for every request that carried an AdmissionReview
+	// request with a uid (its verdict is in the response), 400 otherwise.
+	HTTPStatus int
+	// Operation and Verdict label the verdicts metric; Operation is
+	// CREATE, UPDATE, DELETE or "other".
+	Operation, Verdict string
+}
+
+// Review decodes one AdmissionReview (admission.k8s.io/v1) for an
+// AcceleratorQuota and judges it. It answers malformed input with a
+// denial that says what is wrong, and never panics.
+func (r *Reviewer) Review(ctx context.Context, body []byte) Result {
+	var rev admissionv1.AdmissionReview
+	if err := json.Unmarshal(body, &rev); err != nil {
+		return bad("", fmt.Sprintf("the request body is not a JSON AdmissionReview: %v", err))
+	}
+	if rev.APIVersion != admissionv1.SchemeGroupVersion.String() || rev.Kind != "AdmissionReview" {
+		return bad("", fmt.Sprintf("expected apiVersion %s and kind AdmissionReview, got %q and %q: set admissionReviewVersions to [v1] in the ValidatingWebhookConfiguration",
+			admissionv1.SchemeGroupVersion, rev.APIVersion, rev.Kind))
+	}
+	req := rev.Request
+	if req == nil {
+		return bad("", "the AdmissionReview has no request")
+	}
+	if req.UID == "" {
+		return bad("", "the AdmissionReview's request has no uid")
+	}
+	res := r.judge(ctx, req)
+	res.Review.Response.UID = req.UID
+	res.HTTPStatus = http.StatusOK
+	return res
+}
+
+func (r *Reviewer) judge(ctx context.Context, req *admissionv1.AdmissionRequest) Result {
+	op := "other"
+	switch req.Operation {
+	case admissionv1.Create, admissionv1.Update, admissionv1.Delete:
+		op = string(req.Operation)
+	}
+	malformed := func(format string, args ...any) Result {
+		res := answer(Verdict{Code: http.StatusBadRequest, Message: fmt.Sprintf(format, args...)})
+		res.Operation, res.Verdict = op, VerdictMalformed
+		return res
+	}
+	if req.Kind.Group != v1beta1.GroupName || req.Kind.Kind != "AcceleratorQuota" {
+		return malformed("this webhook judges %s AcceleratorQuotas, not %s: fix the rules of the ValidatingWebhookConfiguration",
+			v1beta1.GroupName, describeKind(req.Kind))
+	}
+	if req.SubResource != "" {
+		// A subresource (status) cannot change the tree.
+		res := answer(Verdict{Allowed: true})
+		res.Operation, res.Verdict = op, VerdictAllowed
+		return res
+	}
+	var name string
+	var spec *v1beta1.AcceleratorQuotaSpec
+	switch req.Operation {
+	case admissionv1.Create, admissionv1.Update:
+		aq, err := decodeQuota(req.Object.Raw)
+		if err != nil {
+			return malformed("request.object: %v", err)
+		}
+		if name = req.Name; name == "" {
+			name = aq.Name
+		}
+		if name == "" {
+			return malformed("the AcceleratorQuota has no name")
+		}
+		if aq.Name != "" && aq.Name != name {
+			return malformed("request.name is %q but the object is named %q", name, aq.Name)
+		}
+		spec = &aq.Spec
+		if req.Operation == admissionv1.Update && len(req.OldObject.Raw) > 0 {
+			// A write that leaves the spec alone (labels, finalizers)
+			// cannot change what the rules see.
+			if old, err := decodeQuota(req.OldObject.Raw); err == nil && apiequality.Semantic.DeepEqual(old.Spec, aq.Spec) {
+				res := answer(Verdict{Allowed: true})
+				res.Operation, res.Verdict = op, VerdictAllowed
+				return res
+			}
+		}
+	case admissionv1.Delete:
+		if name = req.Name; name == "" {
+			return malformed("request.name is empty: name the AcceleratorQuota to delete")
+		}
+	default:
+		return malformed("operation %q is not one this webhook judges: its rules should list CREATE, UPDATE and DELETE only", req.Operation)
+	}
+
+	unavailable := func(msg string) Result {
+		res := answer(Verdict{Code: http.StatusServiceUnavailable, Message: msg})
+		res.Operation, res.Verdict = op, VerdictUnavailable
+		return res
+	}
+	if name != v1beta1.RootName && r.Synced != nil && !r.Synced() {
+		return unavailable("the quota manager is still loading the cluster's flavors and capacity and cannot judge this write yet: retry in a few seconds")
+	}
+	in, err := r.Inputs(ctx)
+	if err != nil {
+		return unavailable(fmt.Sprintf("the quota manager cannot read the quota tree to judge this write: %v; retry in a few seconds", err))
+	}
+	v := Decide(in, name, spec)
+	res := answer(v)
+	res.Operation = op
+	switch {
+	case !v.Allowed:
+		res.Verdict = VerdictDenied
+	case len(v.Warnings) > 0:
+		res.Verdict = VerdictWarned
+	default:
+		res.Verdict = VerdictAllowed
+	}
+	return res
+}
+
+// decodeQuota reads an AcceleratorQuota from a request's raw object, with
+// the API server's own JSON rules (case-sensitive field names).
+func decodeQuota(raw []byte) (*v1beta1.AcceleratorQuota, error) {
+	if len(raw) == 0 {
+		return nil, fmt.Errorf("it is empty: the API server sends the object on CREATE and UPDATE")
+	}
+	aq := &v1beta1.AcceleratorQuota{}
+	if err := json.Unmarshal(raw, aq); err != nil {
+		return nil, fmt.Errorf("it is not an AcceleratorQuota: %v", err)
+	}
+	if aq.APIVersion != "" && (aq.APIVersion != v1beta1.SchemeGroupVersion.String() || aq.Kind != "AcceleratorQuota") {
+		return nil, fmt.Errorf("it is a %s %s, not an %s AcceleratorQuota", aq.APIVersion, aq.Kind, v1beta1.SchemeGroupVersion)
+	}
+	return aq, nil
+}
+
+func describeKind(k metav1.GroupVersionKind) string {
+	if k.Group == "" && k.Kind == "" {
+		return "an object of no kind"
+	}
+	return fmt.Sprintf("%s/%s %s", k.Group, k.Version, k.Kind)
+}
+
+// answer wraps a verdict into an AdmissionReview response.
+func answer(v Verdict) Result {
+	resp := &admissionv1.AdmissionResponse{Allowed: v.Allowed, Warnings: v.Warnings}
+	if !v.Allowed {
+		st := &metav1.Status{Status: metav1.StatusFailure, Code: v.Code, Message: v.Message}
+		switch v.Code {
+		case http.StatusForbidden:
+			st.Reason = metav1.StatusReasonForbidden
+		case http.StatusBadRequest:
+			st.Reason = metav1.StatusReasonBadRequest
+		case http.StatusRequestEntityTooLarge:
+			st.Reason = metav1.StatusReasonRequestEntityTooLarge
+		case http.StatusServiceUnavailable:
+			st.Reason = metav1.StatusReasonServiceUnavailable
+		}
+		resp.Result = st
+	}
+	return Result{
+		Review: &admissionv1.AdmissionReview{
+			TypeMeta: metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "AdmissionReview"},
+			Response: resp,
+		},
+	}
+}
+
+// bad answers a body that carries no usable request: HTTP 400, with a
+// response that says why.
+func bad(uid types.UID, msg string) Result {
+	return badStatus(uid, http.StatusBadRequest, msg)
+}
+
+func badStatus(uid types.UID, code int, msg string) Result {
+	res := answer(Verdict{Code: int32(code), Message: msg})
+	res.Review.Response.UID = uid
+	res.HTTPStatus = code
+	res.Operation, res.Verdict = "other", VerdictMalformed
+	return res
+}

@@ -1,0 +1,199 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/api/v1beta1/aqtest"
+)
+
+var aqKind = metav1.GroupVersionKind{Group: "ome.io", Version: "v1beta1", Kind: "AcceleratorQuota"}
+
+// reviewOf encodes an AdmissionReview for a write of obj (a delete when
+// op is DELETE, with old as the old object).
+func reviewOf(t testing.TB, op admissionv1.Operation, name string, obj, old *v1beta1.AcceleratorQuota, dryRun bool) []byte {
+	t.Helper()
+	raw := func(aq *v1beta1.AcceleratorQuota) runtime.RawExtension {
+		if aq == nil {
+			return runtime.RawExtension{}
+		}
+		b, err := json.Marshal(aq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return runtime.RawExtension{Raw: b}
+	}
+	rev := admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request: &admissionv1.AdmissionRequest{
+			UID: "uid-1", Kind: aqKind, Name: name, Operation: op, DryRun: &dryRun,
+			Resource: metav1.GroupVersionResource{Group: "ome.io", Version: "v1beta1", Resource: "acceleratorquotas"},
+			Object:   raw(obj), OldObject: raw(old),
+		},
+	}
+	b, err := json.Marshal(rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func guideReviewer() *Reviewer {
+	return &Reviewer{
+		Inputs: func(context.Context) (*Inputs, error) { return guideInputs(), nil },
+		Synced: func() bool { return true },
+	}
+}
+
+type reviewWant struct {
+	HTTPStatus int
+	UID        string
+	Allowed    bool
+	Code       int32
+	Message    string // a substring of the message
+	Warnings   int
+	Verdict    string
+}
+
+func summarize(r Result) reviewWant {
+	got := reviewWant{HTTPStatus: r.HTTPStatus, Verdict: r.Verdict}
+	if resp := r.Review.Response; resp != nil {
+		got.UID, got.Allowed, got.Warnings = string(resp.UID), resp.Allowed, len(resp.Warnings)
+		if resp.Result != nil {
+			got.Code, got.Message = resp.Result.Code, resp.Result.Message
+		}
+	}
+	return got
+}
+
+func TestReview(t *testing.T) {
+	alpha20 := aqtest.Team("team-alpha", "ml-research").Budget(gpu, "a100", "20").Obj()
+	alpha16 := aqtest.GuideTree()[1]
+	relabeled := alpha16.DeepCopy()
+	relabeled.Labels = map[string]string{"team": "alpha"}
+	tests := map[string]struct {
+		body     []byte
+		reviewer *Reviewer
+		want     reviewWant
+	}{
+		"a valid create": {
+			body: reviewOf(t, admissionv1.Create, "team-x", aqtest.Team("team-x", "ml-research").Obj(), nil, false),
+			want: reviewWant{HTTPStatus: 200, UID: "uid-1", Code: 403, Verdict: VerdictDenied,
+				Message: "team-x: a ClusterQueue (a team) needs at least one budget: add one to spec.budgets"},
+		},
+		"raising team-alpha to 20": {
+			body: reviewOf(t, admissionv1.Update, "team-alpha", alpha20, alpha16, false),
+			want: reviewWant{HTTPStatus: 200, UID: "uid-1", Code: 403, Verdict: VerdictDenied,
+				Message: "ml-research: budget nvidia.com/gpu on a100 is 24 but its children total 28"},
+		},
+		"the same as a dry run": {
+			body: reviewOf(t, admissionv1.Update, "team-alpha", alpha20, alpha16, true),
+			want: reviewWant{HTTPStatus: 200, UID: "uid-1", Code: 403, Verdict: VerdictDenied,
+				Message: "ml-research: budget nvidia.com/gpu on a100 is 24 but its children total 28"},
+		},
+		"an update that leaves the spec alone needs no tree": {
+			body:     reviewOf(t, admissionv1.Update, "team-alpha", relabeled, alpha16, false),
+			reviewer: &Reviewer{Inputs: func(context.Context) (*Inputs, error) { return nil, errors.New("not called") }},
+			want:     reviewWant{HTTPStatus: 200, UID: "uid-1", Allowed: true, Verdict: VerdictAllowed},
+		},
+		"a delete": {
+			body: reviewOf(t, admissionv1.Delete, "team-beta", nil, aqtest.GuideTree()[2], false),
+			want: reviewWant{HTTPStatus: 200, UID: "uid-1", Allowed: true, Verdict: VerdictAllowed},
+		},
+		"deleting ml-research": {
+			body: reviewOf(t, admissionv1.Delete, "ml-research", nil, nil, false),
+			want: reviewWant{HTTPStatus: 200, UID: "uid-1", Code: 403, Verdict: VerdictDenied,
+				Message: "ml-research still has children (team-alpha, team-beta)"},
+		},
+		"a budget above capacity": {
+			body: reviewOf(t, admissionv1.Create, "team-x", aqtest.Team("team-x", "root").Budget(gpu, "a100", "40").Obj(), nil, false),
+			want: reviewWant{HTTPStatus: 200, UID: "uid-1", Allowed: true, Warnings: 1, Verdict: VerdictWarned},
+		},
+		"not synced yet": {
+			body:     reviewOf(t, admissionv1.Create, "team-x", aqtest.Team("team-x", "root").Obj(), nil, false),
+			reviewer: &Reviewer{Inputs: guideReviewer().Inputs, Synced: func() bool { return false }},
+			want: reviewWant{HTTPStatus: 200, UID: "uid-1", Code: 503, Verdict: VerdictUnavailable,
+				Message: "still loading the cluster's flavors and capacity"},
+		},
+		"root while not synced": {
+			body:     reviewOf(t, admissionv1.Create, "root", aqtest.Root().Obj(), nil, false),
+			reviewer: &Reviewer{Inputs: guideReviewer().Inputs, Synced: func() bool { return false }},
+			want:     reviewWant{HTTPStatus: 200, UID: "uid-1", Allowed: true, Verdict: VerdictAllowed},
+		},
+		"the tree cannot be read": {
+			body:     reviewOf(t, admissionv1.Create, "team-x", aqtest.Team("team-x", "root").Obj(), nil, false),
+			reviewer: &Reviewer{Inputs: func(context.Context) (*Inputs, error) { return nil, errors.New("connection refused") }},
+			want: reviewWant{HTTPStatus: 200, UID: "uid-1", Code: 503, Verdict: VerdictUnavailable,
+				Message: "cannot read the quota tree to judge this write: connection refused; retry"},
+		},
+		"a status write": {
+			body: []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"ome.io","version":"v1beta1","kind":"AcceleratorQuota"},"subResource":"status","operation":"UPDATE","name":"x","object":{}}}`),
+			want: reviewWant{HTTPStatus: 200, UID: "u", Allowed: true, Verdict: VerdictAllowed},
+		},
+		"not JSON": {
+			body: []byte("hello"),
+			want: reviewWant{HTTPStatus: 400, Code: 400, Verdict: VerdictMalformed, Message: "the request body is not a JSON AdmissionReview"},
+		},
+		"v1beta1 review": {
+			body: []byte(`{"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview","request":{"uid":"u"}}`),
+			want: reviewWant{HTTPStatus: 400, Code: 400, Verdict: VerdictMalformed, Message: "set admissionReviewVersions to [v1]"},
+		},
+		"no request": {
+			body: []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}`),
+			want: reviewWant{HTTPStatus: 400, Code: 400, Verdict: VerdictMalformed, Message: "the AdmissionReview has no request"},
+		},
+		"no uid": {
+			body: []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{}}`),
+			want: reviewWant{HTTPStatus: 400, Code: 400, Verdict: VerdictMalformed, Message: "has no uid"},
+		},
+		"another kind": {
+			body: []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"","version":"v1","kind":"Pod"},"operation":"CREATE"}}`),
+			want: reviewWant{HTTPStatus: 200, UID: "u", Code: 400, Verdict: VerdictMalformed, Message: "this webhook judges ome.io AcceleratorQuotas, not /v1 Pod"},
+		},
+		"no object": {
+			body: []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"ome.io","version":"v1beta1","kind":"AcceleratorQuota"},"operation":"CREATE","name":"x"}}`),
+			want: reviewWant{HTTPStatus: 200, UID: "u", Code: 400, Verdict: VerdictMalformed, Message: "request.object: it is empty"},
+		},
+		"an object that is not an AcceleratorQuota": {
+			body: []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"ome.io","version":"v1beta1","kind":"AcceleratorQuota"},"operation":"CREATE","name":"x","object":{"spec":{"budgets":[{"nominal":"lots"}]}}}}`),
+			want: reviewWant{HTTPStatus: 200, UID: "u", Code: 400, Verdict: VerdictMalformed, Message: "request.object: it is not an AcceleratorQuota"},
+		},
+		"names that disagree": {
+			body: []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"ome.io","version":"v1beta1","kind":"AcceleratorQuota"},"operation":"CREATE","name":"x","object":{"metadata":{"name":"y"},"spec":{"role":"Cohort"}}}}`),
+			want: reviewWant{HTTPStatus: 200, UID: "u", Code: 400, Verdict: VerdictMalformed, Message: `request.name is "x" but the object is named "y"`},
+		},
+		"a delete without a name": {
+			body: []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"ome.io","version":"v1beta1","kind":"AcceleratorQuota"},"operation":"DELETE"}}`),
+			want: reviewWant{HTTPStatus: 200, UID: "u", Code: 400, Verdict: VerdictMalformed, Message: "request.name is empty"},
+		},
+		"CONNECT": {
+			body: []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"ome.io","version":"v1beta1","kind":"AcceleratorQuota"},"operation":"CONNECT","name":"x"}}`),
+			want: reviewWant{HTTPStatus: 200, UID: "u", Code: 400, Verdict: VerdictMalformed, Message: `operation "CONNECT" is not one this webhook judges`},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := tc.reviewer
+			if r == nil {
+				r = guideReviewer()
+			}
+			got := summarize(r.Review(context.Background(), tc.body))
+			if !strings.Contains(got.Message, tc.want.Message) {
+				t.Errorf("message %q does not contain %q", got.Message, tc.want.Message)
+			}
+			got.Message = tc.want.Message
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("Review (-want +got):\n%s", d)
+			}
+		})
+	}
+}

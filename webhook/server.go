@@ -1,0 +1,258 @@
+package webhook
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+
+	"ome.io/quota-manager/api/v1beta1/aqclient"
+	"ome.io/quota-manager/metrics"
+	"ome.io/quota-manager/state"
+)
+
+// MaxRequestBytes bounds an AdmissionReview's size. The API server sends
+// the object and the old object of an AcceleratorQuota, each at most the
+// 1.5 MiB that etcd takes.
+const MaxRequestBytes = 3 << 20
+
+// StateReader is the manager's view of its state (*manager.Manager).
+type StateReader interface {
+	// View runs f with the current state under the reducer's lock.
+	View(f func(*state.State))
+	// Synced reports whether the state holds the cluster's objects.
+	Synced() bool
+}
+
+// Server is the webhook of one replica: the HTTPS server and the keeper
+// of its certificate.
+type Server struct {
+	opts     *Options
+	reviewer *Reviewer
+	certs    *Certs
+	metrics  *metrics.Metrics
+
+	listening atomic.Bool
+
+	probeMu  sync.Mutex
+	probedOK []byte // the certificate a probe last found served
+}
+
+// New builds the webhook for validated options. It reads the tree from the
+// API server through cfg at each request, and root's marks, the flavors and
+// the configuration from st. m may be nil.
+func New(opts *Options, cfg *rest.Config, st StateReader, m *metrics.Metrics) (*Server, error) {
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	aqs, err := aqclient.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Server{
+		opts:     opts,
+		reviewer: &Reviewer{Inputs: LiveInputs(aqs, st), Synced: st.Synced},
+		certs:    NewCerts(kube, opts),
+		metrics:  m,
+	}, nil
+}
+
+// LiveInputs reads the rule book's inputs for one request: the tree from
+// the API server (a consistent list, so a node created a moment ago, such
+// as a parent applied just before its children, is in it), and root's
+// marks, the flavors and the configuration from the state.
+func LiveInputs(aqs *aqclient.Client, st StateReader) func(ctx context.Context) (*Inputs, error) {
+	return func(ctx context.Context) (*Inputs, error) {
+		list, err := aqs.List(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("listing AcceleratorQuotas: %w", err)
+		}
+		in := &Inputs{Tree: make(state.Tree, len(list))}
+		for i := range list {
+			in.Tree[list[i].Name] = &list[i].Spec
+		}
+		st.View(func(s *state.State) {
+			in.Marks, in.Flavors, in.Config = s.Marks(), s.FlavorNames(), s.Config()
+		})
+		return in, nil
+	}
+}
+
+// Certs is the server's certificate keeper.
+func (s *Server) Certs() *Certs { return s.certs }
+
+// Run serves HTTPS on the webhook port and keeps the certificate, until
+// ctx is done. It fails when the port cannot be bound.
+func (s *Server) Run(ctx context.Context) error {
+	log := klog.FromContext(ctx).WithName("webhook")
+	ln, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(s.opts.Port)))
+	if err != nil {
+		return fmt.Errorf("webhook: listening on port %d (--webhook-port): %w", s.opts.Port, err)
+	}
+	srv := &http.Server{
+		Handler:           s.Handler(),
+		TLSConfig:         s.tlsConfig(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       90 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          klog.NewStandardLogger("WARNING"),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.ServeTLS(ln, "", "") }()
+	certsDone := make(chan error, 1)
+	go func() { certsDone <- s.certs.Run(klog.NewContext(ctx, log)) }()
+	s.listening.Store(true)
+	log.Info("serving the admission webhook", "port", s.opts.Port, "path", Path, "secret", s.opts.CertSecret, "config", s.opts.ConfigName)
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		runErr = fmt.Errorf("webhook: serving on port %d: %w", s.opts.Port, err)
+	case err := <-certsDone:
+		if err != nil {
+			runErr = fmt.Errorf("webhook: keeping the certificate: %w", err)
+		}
+	}
+	s.listening.Store(false)
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	if ctx.Err() == nil && runErr == nil {
+		runErr = errors.New("webhook: stopped unexpectedly")
+	}
+	return runErr
+}
+
+// tlsConfig serves the current certificate, over TLS 1.2 or newer only.
+func (s *Server) tlsConfig() *tls.Config {
+	return &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: s.certs.GetCertificate}
+}
+
+// Ready is nil once the webhook serves with a valid certificate whose CA
+// is injected: the listener is up, the certificate is current, and a TLS
+// handshake with the server, checked against the CA, succeeds.
+func (s *Server) Ready() error {
+	if !s.listening.Load() {
+		return fmt.Errorf("webhook: not listening on port %d yet", s.opts.Port)
+	}
+	if err := s.certs.Ready(); err != nil {
+		return err
+	}
+	return s.probe()
+}
+
+// probe dials the webhook on loopback and checks the certificate it
+// serves against the CA bundle, once per certificate.
+func (s *Server) probe() error {
+	leaf, caPEM := s.certs.Leaf(), s.certs.CABundle()
+	if leaf == nil {
+		return errors.New("webhook: no serving certificate")
+	}
+	s.probeMu.Lock()
+	defer s.probeMu.Unlock()
+	if string(s.probedOK) == string(leaf.Raw) {
+		return nil
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return errors.New("webhook: the CA bundle holds no certificate")
+	}
+	d := &net.Dialer{Timeout: 2 * time.Second}
+	conn, err := tls.DialWithDialer(d, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(s.opts.Port)),
+		&tls.Config{RootCAs: pool, ServerName: s.opts.dnsNames[0], MinVersion: tls.VersionTLS12})
+	if err != nil {
+		return fmt.Errorf("webhook: a TLS handshake with this replica's webhook failed: %w", err)
+	}
+	defer conn.Close()
+	s.probedOK = conn.ConnectionState().PeerCertificates[0].Raw
+	if string(s.probedOK) != string(leaf.Raw) {
+		// The certificate changed between the read and the handshake.
+		s.probedOK = nil
+		return errors.New("webhook: the serving certificate is being replaced")
+	}
+	return nil
+}
+
+// Handler answers AdmissionReviews at Path.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc(Path, s.serveReview)
+	return mux
+}
+
+func (s *Server) serveReview(w http.ResponseWriter, r *http.Request) {
+	log := klog.FromContext(r.Context())
+	defer func() {
+		// The last line of defence: Review does not panic (FuzzReview), but
+		// a panic must never take the replica down with it.
+		if p := recover(); p != nil {
+			log.Error(fmt.Errorf("%v", p), "the admission handler panicked")
+			http.Error(w, "internal error in the quota manager's webhook", http.StatusInternalServerError)
+		}
+	}()
+	var res Result
+	switch {
+	case r.Method != http.MethodPost:
+		res = badStatus("", http.StatusMethodNotAllowed, fmt.Sprintf("method %s: POST an AdmissionReview", r.Method))
+	case !isJSON(r.Header.Get("Content-Type")):
+		res = badStatus("", http.StatusUnsupportedMediaType, fmt.Sprintf("content type %q: send application/json", r.Header.Get("Content-Type")))
+	default:
+		body, err := readBody(w, r)
+		var tooBig *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooBig):
+			res = badStatus("", http.StatusRequestEntityTooLarge, fmt.Sprintf("the AdmissionReview is larger than %d bytes", MaxRequestBytes))
+		case err != nil:
+			res = bad("", fmt.Sprintf("reading the request body: %v", err))
+		default:
+			res = s.reviewer.Review(r.Context(), body)
+		}
+	}
+	if s.metrics != nil {
+		s.metrics.WebhookVerdicts.WithLabelValues(res.Operation, res.Verdict).Inc()
+	}
+	if resp := res.Review.Response; resp != nil && (!resp.Allowed || len(resp.Warnings) > 0) {
+		msg := ""
+		if resp.Result != nil {
+			msg = resp.Result.Message
+		}
+		log.V(1).Info("admission", "uid", resp.UID, "operation", res.Operation, "verdict", res.Verdict, "message", msg, "warnings", resp.Warnings)
+	}
+	out, err := json.Marshal(res.Review)
+	if err != nil {
+		http.Error(w, "encoding the AdmissionReview: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(res.HTTPStatus)
+	_, _ = w.Write(out)
+}
+
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	body := http.MaxBytesReader(w, r.Body, MaxRequestBytes)
+	defer body.Close()
+	return io.ReadAll(body)
+}
+
+func isJSON(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && mt == "application/json"
+}

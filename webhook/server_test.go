@@ -1,0 +1,119 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	admissionv1 "k8s.io/api/admission/v1"
+
+	"ome.io/quota-manager/api/v1beta1/aqtest"
+	"ome.io/quota-manager/metrics"
+)
+
+func testServer(t *testing.T) *Server {
+	t.Helper()
+	o := DefaultOptions()
+	o.CertHosts = []string{"127.0.0.1"}
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{opts: o, reviewer: guideReviewer(), certs: NewCerts(nil, o), metrics: metrics.New()}
+	b, err := issue(nil, nil, time.Now(), time.Hour, time.Hour, o.dnsNames, o.ips)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.certs.load(logr.Discard(), b)
+	return s
+}
+
+func TestHandler(t *testing.T) {
+	s := testServer(t)
+	valid := reviewOf(t, admissionv1.Delete, "ml-research", nil, nil, false)
+	tests := map[string]struct {
+		method, contentType string
+		body                []byte
+		status              int
+		message             string
+	}{
+		"a review":          {http.MethodPost, "application/json", valid, 200, "ml-research still has children"},
+		"GET":               {http.MethodGet, "", nil, 405, "method GET: POST an AdmissionReview"},
+		"YAML":              {http.MethodPost, "application/yaml", valid, 415, `content type "application/yaml": send application/json`},
+		"JSON with charset": {http.MethodPost, "application/json; charset=utf-8", valid, 200, "ml-research still has children"},
+		"too large":         {http.MethodPost, "application/json", bytes.Repeat([]byte(" "), MaxRequestBytes+1), 413, "larger than 3145728 bytes"},
+		"not a review":      {http.MethodPost, "application/json", []byte("{"), 400, "not a JSON AdmissionReview"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			req := httptest.NewRequest(tc.method, Path, bytes.NewReader(tc.body))
+			if tc.contentType != "" {
+				req.Header.Set("Content-Type", tc.contentType)
+			}
+			rec := httptest.NewRecorder()
+			s.Handler().ServeHTTP(rec, req)
+			if rec.Code != tc.status {
+				t.Fatalf("status %d, want %d: %s", rec.Code, tc.status, rec.Body)
+			}
+			var rev admissionv1.AdmissionReview
+			if err := json.Unmarshal(rec.Body.Bytes(), &rev); err != nil {
+				t.Fatalf("the answer is not an AdmissionReview: %v: %s", err, rec.Body)
+			}
+			if rev.Response == nil || rev.Response.Allowed || !strings.Contains(rev.Response.Result.Message, tc.message) {
+				t.Fatalf("answer %s, want a denial with %q", rec.Body, tc.message)
+			}
+		})
+	}
+}
+
+// TestTLS serves the handler with the server's TLS configuration: TLS 1.2
+// and 1.3 clients that trust the CA get answers; a TLS 1.1 client does not.
+func TestTLS(t *testing.T) {
+	s := testServer(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: time.Second, ErrorLog: nil}
+	go func() { _ = srv.Serve(tls.NewListener(ln, s.tlsConfig())) }()
+	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(s.certs.CABundle())
+	post := func(minV, maxV uint16) (*http.Response, error) {
+		c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+			RootCAs: pool, MinVersion: minV, MaxVersion: maxV, ServerName: "ome-quota-manager-webhook.ome.svc"}}}
+		body := reviewOf(t, admissionv1.Create, "team-x", aqtest.Team("team-x", "root").Budget(gpu, "a100", "40").Obj(), nil, false)
+		return c.Post("https://"+ln.Addr().String()+Path, "application/json", bytes.NewReader(body))
+	}
+	for _, v := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
+		resp, err := post(v, v)
+		if err != nil {
+			t.Fatalf("%s: %v", tls.VersionName(v), err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(b), "CapacityExceeded") {
+			t.Errorf("%s: %d %s", tls.VersionName(v), resp.StatusCode, b)
+		}
+	}
+	if _, err := post(tls.VersionTLS10, tls.VersionTLS11); err == nil {
+		t.Error("a TLS 1.1 client was served")
+	}
+	// Without a certificate, the handshake fails: writes fail closed.
+	s.certs.setMissing(logr.Discard())
+	if _, err := post(tls.VersionTLS12, tls.VersionTLS13); err == nil {
+		t.Error("served without a certificate")
+	}
+	if err := s.certs.Ready(); err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("Ready without the Secret: %v", err)
+	}
+}
