@@ -2,7 +2,9 @@ package apply
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"sort"
 	"sync"
 	"time"
@@ -45,6 +47,17 @@ type Applier struct {
 	Workers int
 	// Now stamps lastTransitionTime on conditions that change.
 	Now func() time.Time
+
+	// seen remembers, per object, the cached resourceVersion and the hash
+	// of the desired object last found to match it: while neither changes,
+	// the object is confirmed without decoding the cached copy again. Only
+	// the projection goroutine uses it.
+	seen, nextSeen map[string]seenAt
+}
+
+type seenAt struct {
+	rv   string
+	hash uint64
 }
 
 // Result is what one pass did.
@@ -71,7 +84,10 @@ func (a *Applier) ApplyObjects(ctx context.Context, out *projector.Output) *Resu
 	if !out.Materialize {
 		return res
 	}
-	a.run(ctx, a.kueueWrites(ctx, out, res), res)
+	a.nextSeen = make(map[string]seenAt, len(a.seen))
+	ws := a.kueueWrites(ctx, out, res)
+	a.seen, a.nextSeen = a.nextSeen, nil
+	a.run(ctx, ws, res)
 	a.run(ctx, a.sweeps(ctx, out, res), res)
 	return res
 }
@@ -85,11 +101,22 @@ func (a *Applier) ApplyStatus(ctx context.Context, out *projector.Output) *Resul
 
 // setOutcome keeps the worst outcome seen for a node in this pass.
 func (r *Result) setOutcome(node string, o projector.Outcome) {
-	rank := map[projector.OutcomeKind]int{projector.OutcomeApplied: 0, projector.OutcomePending: 1, projector.OutcomeFailed: 2, projector.OutcomeConflict: 3}
-	if cur, ok := r.Outcomes[node]; ok && rank[cur.Kind] >= rank[o.Kind] {
+	if cur, ok := r.Outcomes[node]; ok && rank(cur.Kind) >= rank(o.Kind) {
 		return
 	}
 	r.Outcomes[node] = o
+}
+
+func rank(k projector.OutcomeKind) int {
+	switch k {
+	case projector.OutcomeConflict:
+		return 3
+	case projector.OutcomeFailed:
+		return 2
+	case projector.OutcomePending:
+		return 1
+	}
+	return 0
 }
 
 func managed(l map[string]string) bool { return l[v1beta1.ManagedByLabel] == v1beta1.ManagedByValue }
@@ -154,20 +181,54 @@ func (a *Applier) decide(res *Result, kind, ns, name, node string, desired, cach
 		res.setOutcome(node, conflict(kind, ns, name))
 		return write{}, false
 	}
-	if exists {
-		dm, err1 := toJSONMap(desired)
-		cm, err2 := toJSONMap(cached)
-		// Informer caches hold typed objects without apiVersion and kind.
-		delete(dm, "apiVersion")
-		delete(dm, "kind")
-		if err1 == nil && err2 == nil && covers(dm, cm) {
-			res.Confirmed++
-			a.Metrics.Applied.WithLabelValues(kind).Inc()
-			res.setOutcome(node, projector.Outcome{Kind: projector.OutcomeApplied})
-			return write{}, false
-		}
+	if exists && a.matches(kind+"/"+joinName(ns, name), desired, cached) {
+		res.Confirmed++
+		a.Metrics.Applied.WithLabelValues(kind).Inc()
+		res.setOutcome(node, projector.Outcome{Kind: projector.OutcomeApplied})
+		return write{}, false
 	}
 	return write{kind: kind, node: node, name: joinName(ns, name)}, true
+}
+
+// matches reports whether the cached object already holds every field of
+// the desired one.
+func (a *Applier) matches(key string, desired, cached any) bool {
+	data, err := json.Marshal(desired)
+	if err != nil {
+		return false
+	}
+	h := fnv.New64a()
+	_, _ = h.Write(data)
+	at := seenAt{hash: h.Sum64()}
+	if o, ok := cached.(metav1.Object); ok {
+		at.rv = o.GetResourceVersion()
+	}
+	if a.seen[key] == at && at.rv != "" {
+		a.remember(key, at)
+		return true
+	}
+	var dm map[string]any
+	if err := json.Unmarshal(data, &dm); err != nil {
+		return false
+	}
+	cm, err := toJSONMap(cached)
+	if err != nil {
+		return false
+	}
+	// Informer caches hold typed objects without apiVersion and kind.
+	delete(dm, "apiVersion")
+	delete(dm, "kind")
+	if !covers(dm, cm) {
+		return false
+	}
+	a.remember(key, at)
+	return true
+}
+
+func (a *Applier) remember(key string, at seenAt) {
+	if a.nextSeen != nil {
+		a.nextSeen[key] = at
+	}
 }
 
 func isNil(v any) bool {
