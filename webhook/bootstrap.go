@@ -83,6 +83,16 @@ func (c *Certs) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	return &c.current.serving, nil
 }
 
+// Serving is nil while there is a certificate to serve, else why not.
+func (c *Certs) Serving() error {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.current == nil {
+		return c.problem
+	}
+	return nil
+}
+
 // CABundle is the PEM CA bundle of the current certificate, nil without
 // one.
 func (c *Certs) CABundle() []byte {

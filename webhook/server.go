@@ -210,6 +210,12 @@ func (s *Server) serveReview(w http.ResponseWriter, r *http.Request) {
 	}()
 	var res Result
 	switch {
+	case s.certs.Serving() != nil:
+		// A connection made while there was a certificate outlives it:
+		// refuse on it too, and close it, so that writes fail closed.
+		w.Header().Set("Connection", "close")
+		res = badStatus("", http.StatusServiceUnavailable, s.certs.Serving().Error())
+		res.Verdict = VerdictUnavailable
 	case r.Method != http.MethodPost:
 		res = badStatus("", http.StatusMethodNotAllowed, fmt.Sprintf("method %s: POST an AdmissionReview", r.Method))
 	case !isJSON(r.Header.Get("Content-Type")):

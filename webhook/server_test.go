@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -83,17 +84,27 @@ func TestTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: time.Second, ErrorLog: nil}
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: time.Second, ErrorLog: log.New(io.Discard, "", 0)}
 	go func() { _ = srv.Serve(tls.NewListener(ln, s.tlsConfig())) }()
 	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(s.certs.CABundle())
-	post := func(minV, maxV uint16) (*http.Response, error) {
-		c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+	client := func(minV, maxV uint16) *http.Client {
+		return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
 			RootCAs: pool, MinVersion: minV, MaxVersion: maxV, ServerName: "ome-quota-manager-webhook.ome.svc"}}}
+	}
+	kept := client(tls.VersionTLS12, tls.VersionTLS13)
+	postWith := func(c *http.Client) (*http.Response, error) {
 		body := reviewOf(t, admissionv1.Create, "team-x", aqtest.Team("team-x", "root").Budget(gpu, "a100", "40").Obj(), nil, false)
 		return c.Post("https://"+ln.Addr().String()+Path, "application/json", bytes.NewReader(body))
 	}
+	post := func(minV, maxV uint16) (*http.Response, error) { return postWith(client(minV, maxV)) }
+	resp, err := postWith(kept)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
 	for _, v := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
 		resp, err := post(v, v)
 		if err != nil {
@@ -112,6 +123,16 @@ func TestTLS(t *testing.T) {
 	s.certs.setMissing(logr.Discard())
 	if _, err := post(tls.VersionTLS12, tls.VersionTLS13); err == nil {
 		t.Error("served without a certificate")
+	}
+	// A connection made before is refused too, and closed.
+	resp, err = postWith(kept)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !resp.Close || !strings.Contains(string(b), "does not exist") {
+		t.Errorf("on a kept connection without a certificate: %d (close %v) %s", resp.StatusCode, resp.Close, b)
 	}
 	if err := s.certs.Ready(); err == nil || !strings.Contains(err.Error(), "does not exist") {
 		t.Errorf("Ready without the Secret: %v", err)

@@ -1,0 +1,293 @@
+package webhook
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/cert"
+	"sigs.k8s.io/yaml"
+
+	"ome.io/quota-manager/test/localcluster"
+	"ome.io/quota-manager/webhook"
+)
+
+const (
+	ns         = "ome"
+	secretName = "ome-quota-manager-webhook-cert"
+	configName = webhook.DefaultConfigName
+	// deniedBy is how kubectl introduces the webhook's denials.
+	deniedBy = `admission webhook "acceleratorquota.ome-quota-manager.validator" denied the request: `
+
+	capacityJSONPath = `jsonpath={range .status.capacity[*]}{.resourceName}{" "}{.resourceFlavor}{" "}{.allocatable}{" "}{.highWaterMark}{"\n"}{end}`
+)
+
+// Short lease timings, so that a replica that stops hands over in seconds.
+var leaseFlags = []string{
+	"--leader-election-lease-duration=4s",
+	"--leader-election-renew-deadline=3s",
+	"--leader-election-retry-period=500ms",
+	"--capacity-report-interval=3s",
+}
+
+func repoFile(t *testing.T, rel string) string {
+	t.Helper()
+	root, err := localcluster.RepoRoot()
+	require.NoError(t, err)
+	return filepath.Join(root, rel)
+}
+
+// eventually polls f until it returns "" or the timeout passes, then fails
+// with f's last complaint.
+func eventually(t *testing.T, timeout time.Duration, f func() string) {
+	t.Helper()
+	var last string
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if last = f(); last == "" {
+			return
+		}
+	}
+	t.Fatalf("after %s: %s", timeout, last)
+}
+
+// kubectl runs kubectl and returns both outputs and whether it succeeded.
+func kubectl(t *testing.T, stdin string, args ...string) (stdout, stderr string, ok bool) {
+	t.Helper()
+	if stdin != "" {
+		f := filepath.Join(t.TempDir(), "in.yaml")
+		require.NoError(t, os.WriteFile(f, []byte(stdin), 0o600))
+		for i, a := range args {
+			if a == "-" {
+				args[i] = f
+			}
+		}
+	}
+	out, errOut, err := cluster.KubectlOutput(context.Background(), args...)
+	return out, errOut, err == nil
+}
+
+// mustKubectl runs kubectl and fails the test when it fails.
+func mustKubectl(t *testing.T, stdin string, args ...string) string {
+	t.Helper()
+	out, errOut, ok := kubectl(t, stdin, args...)
+	if !ok {
+		t.Fatalf("kubectl %s failed:\n%s%s", strings.Join(args, " "), out, errOut)
+	}
+	return out
+}
+
+// denied runs a kubectl command that must fail with the webhook's denial,
+// and returns what follows "denied the request: " on its last line.
+func denied(t *testing.T, stdin string, args ...string) string {
+	t.Helper()
+	out, errOut, ok := kubectl(t, stdin, args...)
+	if ok {
+		t.Fatalf("kubectl %s succeeded, want a denial:\n%s%s", strings.Join(args, " "), out, errOut)
+	}
+	last := strings.TrimSpace(errOut)
+	last = last[strings.LastIndex(last, "\n")+1:]
+	i := strings.Index(last, deniedBy)
+	if i < 0 {
+		t.Fatalf("kubectl %s failed without the webhook's denial:\n%s", strings.Join(args, " "), errOut)
+	}
+	return last[i+len(deniedBy):]
+}
+
+// guideTree is the guide's quota-tree.yaml.
+func guideTree(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(repoFile(t, "config/samples/quota-tree.yaml"))
+	require.NoError(t, err)
+	return string(b)
+}
+
+// ensureGuideTree applies the guide's tree, whatever is there already.
+func ensureGuideTree(t *testing.T) {
+	t.Helper()
+	mustKubectl(t, guideTree(t), "apply", "-f", "-")
+}
+
+// resetSecret deletes the webhook's Secret and creates it again empty, as
+// the chart does.
+func resetSecret(t *testing.T) {
+	t.Helper()
+	deleteSecret(t)
+	createEmptySecret(t)
+}
+
+func createEmptySecret(t *testing.T) {
+	t.Helper()
+	b, err := os.ReadFile(repoFile(t, "config/webhook/secret.yaml"))
+	require.NoError(t, err)
+	var s corev1.Secret
+	require.NoError(t, yaml.UnmarshalStrict(b, &s))
+	_, err = cluster.Kube.CoreV1().Secrets(ns).Create(context.Background(), &s, metav1.CreateOptions{})
+	require.NoError(t, err)
+}
+
+func deleteSecret(t *testing.T) {
+	t.Helper()
+	err := cluster.Kube.CoreV1().Secrets(ns).Delete(context.Background(), secretName, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+}
+
+func getSecret(t *testing.T) *corev1.Secret {
+	t.Helper()
+	s, err := cluster.Kube.CoreV1().Secrets(ns).Get(context.Background(), secretName, metav1.GetOptions{})
+	require.NoError(t, err)
+	return s
+}
+
+// installConfig creates the chart's ValidatingWebhookConfiguration, with
+// the Service swapped for the webhook on 127.0.0.1:port, replacing any
+// left by an earlier test; it is removed when the test ends.
+func installConfig(t *testing.T, port int) {
+	t.Helper()
+	deleteConfig(t)
+	b, err := os.ReadFile(repoFile(t, "config/webhook/validatingwebhookconfiguration.yaml"))
+	require.NoError(t, err)
+	var cfg admissionregistrationv1.ValidatingWebhookConfiguration
+	require.NoError(t, yaml.UnmarshalStrict(b, &cfg))
+	require.Len(t, cfg.Webhooks, 1)
+	url := fmt.Sprintf("https://127.0.0.1:%d%s", port, *cfg.Webhooks[0].ClientConfig.Service.Path)
+	cfg.Webhooks[0].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &url}
+	_, err = cluster.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(context.Background(), &cfg, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { deleteConfig(t) })
+}
+
+func deleteConfig(t *testing.T) {
+	err := cluster.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(context.Background(), configName, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+}
+
+func caBundle(t *testing.T) []byte {
+	t.Helper()
+	cfg, err := cluster.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(context.Background(), configName, metav1.GetOptions{})
+	require.NoError(t, err)
+	return cfg.Webhooks[0].ClientConfig.CABundle
+}
+
+// replica is a manager process bound to a test.
+type replica struct {
+	*localcluster.Manager
+	port int // its webhook's port; 0 when it runs without the webhook
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	p, err := localcluster.FreePort()
+	require.NoError(t, err)
+	return p
+}
+
+// webhookFlags serve the webhook on port, with 127.0.0.1 in the
+// certificate, as the API server calls it on loopback.
+func webhookFlags(port int) []string {
+	return []string{
+		fmt.Sprintf("--webhook-port=%d", port),
+		"--webhook-cert-hosts=127.0.0.1",
+		"--webhook-cert-secret=ome/" + secretName,
+	}
+}
+
+// startReplica starts a manager with the webhook on port (0: without the
+// webhook) and waits until it is ready. It is stopped when the test ends.
+func startReplica(t *testing.T, name string, port int) *replica {
+	t.Helper()
+	r, err := launch(t, name, port)
+	require.NoError(t, err)
+	return r
+}
+
+func launch(t *testing.T, name string, port int) (*replica, error) {
+	args := append([]string{"-v=1"}, leaseFlags...)
+	if port == 0 {
+		args = append(args, "--webhook=false")
+	} else {
+		args = append(args, webhookFlags(port)...)
+	}
+	m, err := cluster.StartManager(context.Background(), managerBin, name, t.TempDir(), args...)
+	if err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() {
+		m.Stop()
+		if t.Failed() {
+			t.Logf("--- %s log (last lines) ---\n%s", name, m.Tail(40))
+		}
+	})
+	return &replica{Manager: m, port: port}, nil
+}
+
+// readyz returns the replica's /readyz status and body.
+func (r *replica) readyz(t *testing.T) (int, string) {
+	t.Helper()
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", r.HealthPort))
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// served is the certificate the replica's webhook serves, checked against
+// the CA bundle caPEM and the name the API server would use.
+func (r *replica) served(t *testing.T, caPEM []byte) (*x509.Certificate, error) {
+	t.Helper()
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, fmt.Errorf("no CA in %q", caPEM)
+	}
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", fmt.Sprintf("127.0.0.1:%d", r.port),
+		&tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12})
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	return conn.ConnectionState().PeerCertificates[0], nil
+}
+
+// metric reads one of the replica's metrics.
+func (r *replica) metric(t *testing.T, family string, match ...string) float64 {
+	t.Helper()
+	v, err := r.Metric(context.Background(), family, match...)
+	require.NoError(t, err)
+	return v
+}
+
+// normalize collapses runs of spaces, as column widths vary.
+func normalize(s string) string {
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(s), "\n") {
+		lines = append(lines, strings.Join(strings.Fields(l), " "))
+	}
+	return strings.Join(lines, "\n")
+}
+
+// sameCert reports whether the PEM certificate pemCert is c.
+func sameCert(t *testing.T, pemCert string, c *x509.Certificate) bool {
+	t.Helper()
+	certs, err := cert.ParseCertsPEM([]byte(pemCert))
+	require.NoError(t, err)
+	return certs[0].Equal(c)
+}
