@@ -29,6 +29,8 @@ func startManager(t *testing.T, name string, extra ...string) *managerProc {
 		"--leader-election-renew-deadline=" + renewDeadline.String(),
 		"--leader-election-retry-period=" + retryPeriod.String(),
 		"--capacity-report-interval=3s",
+		// The webhook has its own e2e package (test/webhook).
+		"--webhook=false",
 		"-v=2",
 	}, extra...)
 	m, err := cluster.StartManager(context.Background(), managerBin, name, t.TempDir(), args...)
