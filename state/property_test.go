@@ -42,6 +42,10 @@ var (
 	fuzzNodes     = []string{"n0", "n1", "n2", "n3", "n4", "n5"}
 )
 
+// maxEvents bounds a generated sequence: over this small name space a
+// longer one adds little, and the fuzzer's inputs grow to megabytes.
+const maxEvents = 500
+
 // genEvents turns bytes into a sequence of events over a small name space,
 // so that they collide: parents that come and go, cycles, flavors matching
 // and unmatching nodes, marks rising and falling, invalid events.
@@ -52,7 +56,7 @@ func genEvents(data []byte) []events.Event {
 	qty := func(max int) resource.Quantity {
 		return *resource.NewQuantity(int64(s.pick(max+1)), resource.DecimalSI)
 	}
-	for s.more() {
+	for s.more() && len(out) < maxEvents {
 		clock = clock.Add(time.Duration(s.pick(90)) * time.Second)
 		var ev events.Event
 		switch s.pick(12) {
