@@ -112,7 +112,7 @@ func New() *State {
 // Apply applies one event and returns the phase transitions it caused, in
 // node-name order (a deletion first). It mutates s; Clone first to keep the
 // state before. It reads no clock: the event's Time stamps whatever it
-// changes. An event that events.Validate refuses changes nothing but
+// changes. An event that Event.Validate refuses changes nothing but
 // LastSeq. Apply never fails: every input, however odd, is a state.
 //
 // The state keeps parts of the event's payload (a spec, a Node's labels)
