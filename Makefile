@@ -33,7 +33,7 @@ lint:
 ## fuzz: a longer fuzz run of the core (FUZZTIME=10m by default).
 FUZZTIME ?= 10m
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzApply -fuzztime $(FUZZTIME) ./state/
+	$(GO) test -run '^$$' -fuzz FuzzApply -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./state/
 
 ## bench: the core's per-event benchmarks.
 bench:

@@ -26,7 +26,14 @@ func runDemo(ctx context.Context, c *localcluster.Cluster) (*localcluster.Manage
 	if err != nil {
 		return nil, err
 	}
-	m, err := c.StartManager(ctx, bin, "ome-quota-manager", c.Dir, "--enrolled-namespaces=ml-serving")
+	port, err := localcluster.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	if err := c.InstallWebhook(ctx, port); err != nil {
+		return nil, err
+	}
+	m, err := c.StartManager(ctx, bin, "ome-quota-manager", c.Dir, append(localcluster.WebhookFlags(port), "--enrolled-namespaces=ml-serving")...)
 	if err != nil {
 		return nil, err
 	}
@@ -72,6 +79,10 @@ func runDemo(ctx context.Context, c *localcluster.Cluster) (*localcluster.Manage
 			return m, err
 		}
 	}
+	// The guide's "Change the tree": raising team-alpha to 20 is denied.
+	fmt.Printf("\n$ kubectl patch aq team-alpha --type=json -p '[{\"op\":\"replace\",\"path\":\"/spec/budgets/0/nominal\",\"value\":\"20\"}]'\n")
+	_, stderr, _ := c.KubectlOutput(ctx, "patch", "aq", "team-alpha", "--type=json", "-p", `[{"op":"replace","path":"/spec/budgets/0/nominal","value":"20"}]`)
+	fmt.Print(stderr)
 	fmt.Println()
 	return m, nil
 }
