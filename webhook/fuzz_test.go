@@ -28,6 +28,7 @@ func FuzzReview(f *testing.F) {
 		[]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"ome.io","version":"v1beta1","kind":"AcceleratorQuota"},"operation":"CREATE","object":"x"}}`),
 		[]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":null}`),
 		[]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","operation":"DELETE","name":"","kind":{"group":"ome.io","kind":"AcceleratorQuota"}}}`),
+		[]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"ome.io","version":"v1beta1","kind":"AcceleratorQuota"},"operation":"CREATE","name":"x","object":{"spec":{"role":"ClusterQueue","parentRef":{"name":"root"},"budgets":[{"resourceName":"r","resourceFlavor":"a100","nominal":"9e99","borrowingLimit":"1e-30","lendingLimit":"123456789012345678901234567890.5"}]}}}}`),
 		[]byte(`{}`),
 		[]byte(`[]`),
 		[]byte(`null`),

@@ -2,8 +2,11 @@ package webhook
 
 import (
 	"context"
+	stdjson "encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -156,6 +159,9 @@ func decodeQuota(raw []byte) (*v1beta1.AcceleratorQuota, error) {
 	if len(raw) == 0 {
 		return nil, fmt.Errorf("it is empty: the API server sends the object on CREATE and UPDATE")
 	}
+	if err := checkAmounts(raw); err != nil {
+		return nil, err
+	}
 	aq := &v1beta1.AcceleratorQuota{}
 	if err := json.Unmarshal(raw, aq); err != nil {
 		return nil, fmt.Errorf("it is not an AcceleratorQuota: %v", err)
@@ -164,6 +170,80 @@ func decodeQuota(raw []byte) (*v1beta1.AcceleratorQuota, error) {
 		return nil, fmt.Errorf("it is a %s %s, not an %s AcceleratorQuota", aq.APIVersion, aq.Kind, v1beta1.SchemeGroupVersion)
 	}
 	return aq, nil
+}
+
+// Bounds of an amount that can be parsed and compared quickly. The CRD's
+// pattern lets any quantity through, 1e-999999999 included, and the API
+// server does not parse it; parsing that one rounds it to nano units
+// through a number of a billion digits, and comparing 9e999999999 with
+// another quantity builds one too.
+const (
+	maxAmountLen = 64
+	maxExponent  = 30
+)
+
+// rawQuota is an AcceleratorQuota with its amounts left unparsed.
+type rawQuota struct {
+	Spec struct {
+		Budgets []struct {
+			ResourceName   string             `json:"resourceName"`
+			ResourceFlavor string             `json:"resourceFlavor"`
+			Nominal        stdjson.RawMessage `json:"nominal"`
+			BorrowingLimit stdjson.RawMessage `json:"borrowingLimit"`
+			LendingLimit   stdjson.RawMessage `json:"lendingLimit"`
+			PerCluster     []struct {
+				ClusterName string             `json:"clusterName"`
+				Nominal     stdjson.RawMessage `json:"nominal"`
+			} `json:"perCluster"`
+		} `json:"budgets"`
+	} `json:"spec"`
+}
+
+// checkAmounts refuses, before they are parsed, amounts outside the
+// bounds. It decodes with the same case-sensitive rules as the typed
+// decoding, so that both read the same keys.
+func checkAmounts(raw []byte) error {
+	var rq rawQuota
+	if err := json.Unmarshal(raw, &rq); err != nil {
+		return nil // the typed decoding says what is wrong
+	}
+	for _, b := range rq.Spec.Budgets {
+		fields := []struct {
+			name string
+			v    stdjson.RawMessage
+		}{{"nominal", b.Nominal}, {"borrowingLimit", b.BorrowingLimit}, {"lendingLimit", b.LendingLimit}}
+		for _, c := range b.PerCluster {
+			fields = append(fields, struct {
+				name string
+				v    stdjson.RawMessage
+			}{"perCluster " + c.ClusterName + " nominal", c.Nominal})
+		}
+		for _, f := range fields {
+			if !saneAmount(f.v) {
+				return fmt.Errorf("budget %s on %s: %s is too long or its exponent too large to be an amount (at most %d characters, exponent within ±%d): write one such as 8, 500m or 1k",
+					b.ResourceName, b.ResourceFlavor, f.name, maxAmountLen, maxExponent)
+			}
+		}
+	}
+	return nil
+}
+
+// saneAmount reports whether a raw JSON amount, a string or a number, is
+// short and has a small decimal exponent ("1E" alone is the suffix exa).
+func saneAmount(v stdjson.RawMessage) bool {
+	t := strings.Trim(strings.TrimSpace(string(v)), `"`)
+	if len(t) > maxAmountLen {
+		return false
+	}
+	i := strings.IndexAny(t, "eE")
+	if i < 0 || i == len(t)-1 {
+		return true
+	}
+	exp, err := strconv.Atoi(t[i+1:])
+	if err != nil {
+		return true // not a number: ParseQuantity refuses it
+	}
+	return exp >= -maxExponent && exp <= maxExponent
 }
 
 func describeKind(k metav1.GroupVersionKind) string {

@@ -171,6 +171,30 @@ func TestReview(t *testing.T) {
 			body: []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"ome.io","version":"v1beta1","kind":"AcceleratorQuota"},"operation":"CREATE","name":"x","object":{"metadata":{"name":"y"},"spec":{"role":"Cohort"}}}}`),
 			want: reviewWant{HTTPStatus: 200, UID: "u", Code: 400, Verdict: VerdictMalformed, Message: `request.name is "x" but the object is named "y"`},
 		},
+		"a nominal of a billion digits": {
+			body: []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"ome.io","version":"v1beta1","kind":"AcceleratorQuota"},"operation":"CREATE","name":"x","object":{"spec":{"role":"ClusterQueue","parentRef":{"name":"root"},"budgets":[{"resourceName":"nvidia.com/gpu","resourceFlavor":"a100","nominal":"9e999999999"}]}}}}`),
+			want: reviewWant{HTTPStatus: 200, UID: "u", Code: 400, Verdict: VerdictMalformed, Message: "request.object: budget nvidia.com/gpu on a100: nominal is too long or its exponent too large to be an amount (at most 64 characters, exponent within ±30): write one such as 8, 500m or 1k"},
+		},
+		"a lendingLimit finer than any amount": {
+			body: []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"ome.io","version":"v1beta1","kind":"AcceleratorQuota"},"operation":"CREATE","name":"x","object":{"spec":{"role":"ClusterQueue","parentRef":{"name":"root"},"budgets":[{"resourceName":"nvidia.com/gpu","resourceFlavor":"a100","nominal":"1","lendingLimit":"1e-999999999"}]}}}}`),
+			want: reviewWant{HTTPStatus: 200, UID: "u", Code: 400, Verdict: VerdictMalformed, Message: "budget nvidia.com/gpu on a100: lendingLimit is too long"},
+		},
+		"forty digits are read, clamped, and above capacity": {
+			body: []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"ome.io","version":"v1beta1","kind":"AcceleratorQuota"},"operation":"CREATE","name":"x","object":{"spec":{"role":"ClusterQueue","parentRef":{"name":"root"},"budgets":[{"resourceName":"nvidia.com/gpu","resourceFlavor":"a100","nominal":1000000000000000000000000000000000000000}]}}}}`),
+			want: reviewWant{HTTPStatus: 200, UID: "u", Allowed: true, Warnings: 1, Verdict: VerdictWarned},
+		},
+		"sixty-five characters": {
+			body: []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"ome.io","version":"v1beta1","kind":"AcceleratorQuota"},"operation":"CREATE","name":"x","object":{"spec":{"role":"ClusterQueue","parentRef":{"name":"root"},"budgets":[{"resourceName":"nvidia.com/gpu","resourceFlavor":"a100","nominal":"0.` + strings.Repeat("0", 62) + `1"}]}}}}`),
+			want: reviewWant{HTTPStatus: 200, UID: "u", Code: 400, Verdict: VerdictMalformed, Message: "nominal is too long"},
+		},
+		"a hidden twin key": {
+			body: []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"ome.io","version":"v1beta1","kind":"AcceleratorQuota"},"operation":"CREATE","name":"x","object":{"spec":{"role":"ClusterQueue","parentRef":{"name":"root"},"budgets":[{"resourceName":"nvidia.com/gpu","resourceFlavor":"a100","nominal":"1e-999999999","Nominal":"1"}]}}}}`),
+			want: reviewWant{HTTPStatus: 200, UID: "u", Code: 400, Verdict: VerdictMalformed, Message: "nominal is too long"},
+		},
+		"an exa of GPUs is read, and above capacity": {
+			body: []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"ome.io","version":"v1beta1","kind":"AcceleratorQuota"},"operation":"CREATE","name":"x","object":{"spec":{"role":"ClusterQueue","parentRef":{"name":"root"},"budgets":[{"resourceName":"nvidia.com/gpu","resourceFlavor":"a100","nominal":"1E"}]}}}}`),
+			want: reviewWant{HTTPStatus: 200, UID: "u", Allowed: true, Warnings: 1, Verdict: VerdictWarned},
+		},
 		"a delete without a name": {
 			body: []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"ome.io","version":"v1beta1","kind":"AcceleratorQuota"},"operation":"DELETE"}}`),
 			want: reviewWant{HTTPStatus: 200, UID: "u", Code: 400, Verdict: VerdictMalformed, Message: "request.name is empty"},

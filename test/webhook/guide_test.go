@@ -121,6 +121,16 @@ func TestGuide(t *testing.T) {
 		})
 	})
 
+	t.Run("an amount too fine to read", func(t *testing.T) {
+		// The CRD's pattern lets it through; parsing it would take forever.
+		fine := "apiVersion: ome.io/v1beta1\nkind: AcceleratorQuota\nmetadata:\n  name: team-fine\nspec:\n  role: ClusterQueue\n  parentRef:\n    name: ml-research\n" +
+			"  budgets:\n    - resourceName: nvidia.com/gpu\n      resourceFlavor: a100\n      nominal: \"1e-999999999\"\n"
+		start := time.Now()
+		require.Equal(t, "request.object: budget nvidia.com/gpu on a100: nominal is too long or its exponent too large to be an amount (at most 64 characters, exponent within ±30): write one such as 8, 500m or 1k",
+			denied(t, fine, "apply", "-f", "-"))
+		require.Less(t, time.Since(start), 5*time.Second)
+	})
+
 	require.Positive(t, r.metric(t, "ome_quota_webhook_verdicts_total", `operation="CREATE"`, `verdict="denied"`))
 	require.Positive(t, r.metric(t, "ome_quota_webhook_verdicts_total", `operation="DELETE"`, `verdict="denied"`))
 	require.Positive(t, r.metric(t, "ome_quota_webhook_verdicts_total", `verdict="allowed_with_warnings"`))
