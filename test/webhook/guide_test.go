@@ -1,12 +1,17 @@
 package webhook
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"ome.io/quota-manager/api/v1beta1/aqclient"
+	"ome.io/quota-manager/api/v1beta1/aqtest"
 )
 
 // TestGuide follows the guide with the webhook on: Step 2 (a team before its
@@ -129,6 +134,29 @@ func TestGuide(t *testing.T) {
 		require.Equal(t, "request.object: budget nvidia.com/gpu on a100: nominal is too long or its exponent too large to be an amount (at most 64 characters, exponent within ±30): write one such as 8, 500m or 1k",
 			denied(t, fine, "apply", "-f", "-"))
 		require.Less(t, time.Since(start), 5*time.Second)
+	})
+
+	t.Run("children right after their parents", func(t *testing.T) {
+		// As kubectl apply of a tree file does, without its GET in between:
+		// the webhook reads the tree from the API server, so it finds a
+		// parent stored a moment ago whatever the manager's informer lags.
+		aqs, err := aqclient.New(cluster.Config)
+		require.NoError(t, err)
+		ctx := context.Background()
+		const n = 10
+		t.Cleanup(func() {
+			for i := range n {
+				_ = aqs.Delete(ctx, fmt.Sprintf("quick-team-%d", i), metav1.DeleteOptions{})
+				_ = aqs.Delete(ctx, fmt.Sprintf("quick-cohort-%d", i), metav1.DeleteOptions{})
+			}
+		})
+		for i := range n {
+			cohort, team := fmt.Sprintf("quick-cohort-%d", i), fmt.Sprintf("quick-team-%d", i)
+			_, err := aqs.Create(ctx, aqtest.Cohort(cohort, "root").Obj(), metav1.CreateOptions{})
+			require.NoError(t, err)
+			_, err = aqs.Create(ctx, aqtest.Team(team, cohort).Budget("nvidia.com/gpu", "a100", "1").Obj(), metav1.CreateOptions{})
+			require.NoError(t, err, "team %d, created right after its parent", i)
+		}
 	})
 
 	require.Positive(t, r.metric(t, "ome_quota_webhook_verdicts_total", `operation="CREATE"`, `verdict="denied"`))
