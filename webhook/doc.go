@@ -29,9 +29,11 @@
 //
 // The tree comes from the API server at each request (a consistent list),
 // not from the manager's state, which follows the API server through an
-// informer a few milliseconds behind: `kubectl apply -f quota-tree.yaml`
+// informer and a queue of events: milliseconds behind on a quiet cluster,
+// longer while thousands of events queue. `kubectl apply -f quota-tree.yaml`
 // creates a parent and, a moment later, its children, and the children must
-// find their parent. Root's high-water marks, the ResourceFlavors and
+// find their parent whatever the lag. Amounts are checked for size before
+// they are parsed (see checkAmounts). Root's high-water marks, the ResourceFlavors and
 // --max-tree-depth come from the state (manager.View); until the state has
 // synced, writes other than root's are answered 503 (retry). Dry-run
 // requests are judged the same way; judging has no side effects, so the
