@@ -213,6 +213,26 @@ func TestCertificateReload(t *testing.T) {
 		return ""
 	})
 
+	// The configuration deleted (the webhook disabled) and created again
+	// without a CA bundle (enabled again): the bundle is injected.
+	require.NoError(t, cluster.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(ctx, o.ConfigName, metav1.DeleteOptions{}))
+	eventually(t, 10*time.Second, func() string {
+		if err := k.Ready(); err != nil {
+			return "Ready without a configuration: " + err.Error()
+		}
+		return ""
+	})
+	cfg.ResourceVersion = ""
+	cfg.Webhooks[0].ClientConfig.CABundle, cfg.Webhooks[1].ClientConfig.CABundle = nil, nil
+	_, err = cluster.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, cfg, metav1.CreateOptions{})
+	require.NoError(t, err)
+	eventually(t, 10*time.Second, func() string {
+		if b := configBundles(t, o); b[0] != string(caPEM) || b[1] != string(caPEM) {
+			return "the CA bundle is not injected into the new configuration"
+		}
+		return ""
+	})
+
 	// The Secret deleted: nothing to serve, not ready, and it is not
 	// created again.
 	require.NoError(t, cluster.Kube.CoreV1().Secrets(ns).Delete(ctx, name, metav1.DeleteOptions{}))

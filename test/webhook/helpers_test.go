@@ -199,16 +199,6 @@ func freePort(t *testing.T) int {
 	return p
 }
 
-// webhookFlags serve the webhook on port, with 127.0.0.1 in the
-// certificate, as the API server calls it on loopback.
-func webhookFlags(port int) []string {
-	return []string{
-		fmt.Sprintf("--webhook-port=%d", port),
-		"--webhook-cert-hosts=127.0.0.1",
-		"--webhook-cert-secret=ome/" + secretName,
-	}
-}
-
 // startReplica starts a manager with the webhook on port (0: without the
 // webhook) and waits until it is ready. It is stopped when the test ends.
 func startReplica(t *testing.T, name string, port int) *replica {
@@ -223,7 +213,7 @@ func launch(t *testing.T, name string, port int) (*replica, error) {
 	if port == 0 {
 		args = append(args, "--webhook=false")
 	} else {
-		args = append(args, webhookFlags(port)...)
+		args = append(args, localcluster.WebhookFlags(port)...)
 	}
 	m, err := cluster.StartManager(context.Background(), managerBin, name, t.TempDir(), args...)
 	if err != nil {
