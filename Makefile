@@ -23,6 +23,7 @@ demo: tools
 ## generate: the CRD and deepcopy functions from api/v1beta1.
 generate:
 	$(GO) tool controller-gen object crd:crdVersions=v1 paths=./api/... output:crd:dir=config/crd
+	$(GO) run ./hack/boundquantities config/crd/ome.io_acceleratorquotas.yaml
 
 ## lint: gofmt and go vet.
 lint:

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -11,7 +12,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/api/v1beta1/aqclient"
 	"ome.io/quota-manager/api/v1beta1/aqtest"
 )
 
@@ -47,7 +51,10 @@ func TestCRDRejectsBadObjects(t *testing.T) {
 		many.Budget("nvidia.com/gpu", "flavor-"+string(rune('a'+i)), "1")
 	}
 	cases := map[string]struct {
-		obj  *v1beta1.AcceleratorQuota
+		obj *v1beta1.AcceleratorQuota
+		// raw, when set, is a JSON patch applied to obj's JSON before it is
+		// sent: for values that a Quantity cannot hold.
+		raw  string
 		want []string // every one must appear in the apiserver's error
 	}{
 		"bad role": {
@@ -65,6 +72,11 @@ func TestCRDRejectsBadObjects(t *testing.T) {
 		"negative lendingLimit": {
 			obj:  aqtest.Team("crd-negative-lend", "root").Budget("nvidia.com/gpu", "a100", "1").Lend("-1").Obj(),
 			want: []string{"lendingLimit must not be negative"},
+		},
+		"an amount the quantity parser would take forever to read": {
+			obj:  aqtest.Team("crd-huge-exponent", "root").Budget("nvidia.com/gpu", "a100", "1").Obj(),
+			raw:  `{"op":"replace","path":"/spec/budgets/0/nominal","value":"1e-999999999"}`,
+			want: []string{"spec.budgets[0].nominal", "should match"},
 		},
 		"duplicate budget key": {
 			obj:  aqtest.Team("crd-dup", "root").Budget("nvidia.com/gpu", "a100", "1").Budget("nvidia.com/gpu", "a100", "2").Obj(),
@@ -85,7 +97,12 @@ func TestCRDRejectsBadObjects(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			_, err := aqs.Create(ctx, tc.obj, metav1.CreateOptions{})
+			var err error
+			if tc.raw == "" {
+				_, err = aqs.Create(ctx, tc.obj, metav1.CreateOptions{})
+			} else {
+				err = createPatched(ctx, tc.obj, tc.raw)
+			}
 			require.Error(t, err, "the apiserver accepted %s", tc.obj.Name)
 			require.True(t, apierrors.IsInvalid(err), "want an Invalid error from the apiserver, got %v", err)
 			for _, w := range tc.want {
@@ -149,4 +166,29 @@ func TestKubectlGetShowsPrinterColumns(t *testing.T) {
 	out, err = cluster.Kubectl(ctx, "get", "ome", "-o", "name")
 	require.NoError(t, err)
 	require.Contains(t, out, "acceleratorquota.ome.io/print-team")
+}
+
+// createPatched creates obj after applying one JSON patch operation to its
+// JSON form, through the dynamic client.
+func createPatched(ctx context.Context, obj *v1beta1.AcceleratorQuota, op string) error {
+	u, err := aqclient.ToUnstructured(obj)
+	if err != nil {
+		return err
+	}
+	doc, err := json.Marshal(u.Object)
+	if err != nil {
+		return err
+	}
+	patch, err := jsonpatch.DecodePatch([]byte("[" + op + "]"))
+	if err != nil {
+		return err
+	}
+	if doc, err = patch.Apply(doc); err != nil {
+		return err
+	}
+	if err := json.Unmarshal(doc, &u.Object); err != nil {
+		return err
+	}
+	_, err = aqs.Dynamic().Create(ctx, u, metav1.CreateOptions{})
+	return err
 }
