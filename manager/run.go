@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -164,9 +165,9 @@ func (m *Manager) Run(ctx context.Context) error {
 	if err := m.inf.waitForSync(ctx.Done()); err != nil {
 		return err
 	}
-	if err := m.ensureRoot(ctx); err != nil {
-		return err
-	}
+	// Root is created (or its finalizer restored) in the background: the
+	// webhook may need this replica to be ready before it admits the write.
+	go m.ensureRoot(ctx)
 	go func() {
 		if err := sources.RunTicker(ctx, m.stream, m.opts.TickInterval(), time.Now); err != nil && !errors.Is(err, context.Canceled) {
 			errc <- err
@@ -294,42 +295,44 @@ func (m *Manager) setOutcomes(o map[string]projector.Outcome) bool {
 	return changed
 }
 
-// ensureRoot creates root when it is missing, and puts the finalizer back
-// on it when someone removed it.
-func (m *Manager) ensureRoot(ctx context.Context) error {
+// ensureRoot creates root when it is missing at start, and puts its
+// finalizer back when it was removed, retrying until it succeeds or ctx ends.
+func (m *Manager) ensureRoot(ctx context.Context) {
+	log := klog.FromContext(ctx)
 	root := &v1beta1.AcceleratorQuota{
 		ObjectMeta: metav1.ObjectMeta{Name: v1beta1.RootName, Finalizers: []string{v1beta1.RootFinalizer},
 			Labels: map[string]string{v1beta1.ManagedByLabel: v1beta1.ManagedByValue}},
 		Spec: v1beta1.AcceleratorQuotaSpec{Role: v1beta1.RoleCohort},
 	}
-	for attempt := 0; ; attempt++ {
+	delay := 500 * time.Millisecond
+	for {
 		cur, err := m.aqs.Get(ctx, v1beta1.RootName)
 		switch {
 		case apierrors.IsNotFound(err):
-			_, err = m.aqs.Create(ctx, root, metav1.CreateOptions{FieldManager: apply.FieldManager})
-			if err == nil {
-				klog.FromContext(ctx).Info("created root")
-				return nil
+			if _, err = m.aqs.Create(ctx, root, metav1.CreateOptions{FieldManager: apply.FieldManager}); err == nil {
+				log.Info("created root")
+				return
 			}
 		case err == nil:
-			for _, f := range cur.Finalizers {
-				if f == v1beta1.RootFinalizer {
-					return nil
-				}
+			if slices.Contains(cur.Finalizers, v1beta1.RootFinalizer) {
+				return
 			}
 			cur.Finalizers = append(cur.Finalizers, v1beta1.RootFinalizer)
-			_, err = m.aqs.Update(ctx, cur, metav1.UpdateOptions{FieldManager: apply.FieldManager})
-			if err == nil {
-				return nil
+			if _, err = m.aqs.Update(ctx, cur, metav1.UpdateOptions{FieldManager: apply.FieldManager}); err == nil {
+				log.Info("put root's finalizer back", "finalizer", v1beta1.RootFinalizer)
+				return
 			}
 		}
 		if apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err) {
 			continue
 		}
-		if attempt >= 5 || ctx.Err() != nil {
-			return fmt.Errorf("creating root: %w", err)
+		log.Error(err, "cannot create root or restore its finalizer; retrying (check the manager's RBAC and the webhook)", "retryIn", delay)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
 		}
-		time.Sleep(time.Second << attempt)
+		delay = min(2*delay, 30*time.Second)
 	}
 }
 
