@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"testing"
 
@@ -18,41 +17,16 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	ctx := context.Background()
-	bindir, err := os.MkdirTemp("", "ome-e2e-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(bindir)
-	if managerBin, err = localcluster.BuildManager(ctx, bindir); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	c, err := localcluster.Start(ctx, localcluster.Options{Kueue: true})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting the local control plane with Kueue:", err)
-		return 1
-	}
-	defer func() {
-		if err := c.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping the local control plane:", err)
+	os.Exit(localcluster.RunTests(m, localcluster.Options{Kueue: true}, true, func(ctx context.Context, p *localcluster.TestPackage) (err error) {
+		cluster, managerBin = p.Cluster, p.ManagerBin
+		if aqs, err = aqclient.New(p.Cluster.Config); err != nil {
+			return err
 		}
-	}()
-	cluster = c
-	if aqs, err = aqclient.New(c.Config); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	for _, ns := range []string{"ome", "ml-serving"} {
-		if err := c.EnsureNamespace(ctx, ns); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
+		for _, ns := range []string{"ome", "ml-serving"} {
+			if err := p.Cluster.EnsureNamespace(ctx, ns); err != nil {
+				return err
+			}
 		}
-	}
-	return m.Run()
+		return nil
+	}))
 }

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"testing"
 
@@ -16,25 +15,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	ctx := context.Background()
-	c, err := localcluster.Start(ctx, localcluster.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting the local control plane:", err)
-		return 1
-	}
-	defer func() {
-		if err := c.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping the local control plane:", err)
-		}
-	}()
-	cluster = c
-	if aqs, err = aqclient.New(c.Config); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return m.Run()
+	os.Exit(localcluster.RunTests(m, localcluster.Options{}, false, func(_ context.Context, p *localcluster.TestPackage) (err error) {
+		cluster = p.Cluster
+		aqs, err = aqclient.New(p.Cluster.Config)
+		return err
+	}))
 }
