@@ -6,13 +6,14 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/spf13/pflag"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
 	"k8s.io/klog/v2"
 
 	"ome.io/quota-manager/manager"
@@ -29,9 +30,10 @@ func run(args []string) int {
 	fs := pflag.NewFlagSet("ome-quota-manager", pflag.ContinueOnError)
 	opts.AddFlags(fs)
 	wopts.AddFlags(fs)
-	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
-	klog.InitFlags(klogFlags)
-	fs.AddGoFlagSet(klogFlags)
+	// -v, --vmodule and --logging-format (text, or json for structured
+	// logs), from Kubernetes' own logging options.
+	logCfg := logsapi.NewLoggingConfiguration()
+	logsapi.AddFlags(logCfg, fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0
@@ -47,6 +49,11 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "ome-quota-manager:", err)
 		return 2
 	}
+	if err := logsapi.ValidateAndApply(logCfg, nil); err != nil {
+		fmt.Fprintln(os.Stderr, "ome-quota-manager: --logging-format and the other logging flags:", err)
+		return 2
+	}
+	defer klog.Flush()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	logger := klog.Background()
