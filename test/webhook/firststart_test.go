@@ -1,7 +1,9 @@
 package webhook
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -31,7 +33,13 @@ func TestFirstStartCreatesRoot(t *testing.T) {
 	require.Contains(t, errOut, `failed calling webhook "acceleratorquota.ome-quota-manager.validator"`)
 
 	r := startReplica(t, "first-start", freePort(t))
-	require.Contains(t, r.Tail(100), "created root")
+	// The manager creates root in the background, while it reports ready.
+	eventually(t, 30*time.Second, func() string {
+		if !strings.Contains(r.Tail(200), "created root") {
+			return "the manager has not created root yet"
+		}
+		return ""
+	})
 	require.Equal(t, "ome.io/accelerator-quota", mustKubectl(t, "", "get", "aq", "root", "-o", "jsonpath={.metadata.finalizers[0]}"))
 	_, errOut, ok = kubectl(t, "apiVersion: ome.io/v1beta1\nkind: AcceleratorQuota\nmetadata:\n  name: team-first\nspec:\n  role: Cohort\n  parentRef:\n    name: root\n", "create", "-f", "-")
 	require.False(t, ok)
