@@ -20,6 +20,8 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	"ome.io/quota-manager/api/v1beta1"
 )
 
 // FieldManager names the webhook's writes (the Secret, the CA bundle).
@@ -229,6 +231,15 @@ func (c *Certs) reconcile(ctx context.Context, log logr.Logger, sl corelisters.S
 		if err != nil {
 			return fmt.Errorf("issuing the webhook's certificate: %w", err)
 		}
+		if !ours(sec.Labels) {
+			err := notOurs("Secret", o.CertSecret, fmt.Sprintf("kubectl label secret -n %s %s %s=%s", o.secretNS, o.secretName, v1beta1.ManagedByLabel, v1beta1.ManagedByValue))
+			c.mu.Lock()
+			if c.current == nil {
+				c.problem = err
+			}
+			c.mu.Unlock()
+			return err
+		}
 		upd := sec.DeepCopy()
 		if upd.Data == nil {
 			upd.Data = map[string][]byte{}
@@ -323,6 +334,11 @@ func (c *Certs) inject(ctx context.Context, log logr.Logger, vl admissionlisters
 			c.setInjected(nil)
 			return nil
 		}
+		if !ours(cfg.Labels) {
+			err := notOurs("ValidatingWebhookConfiguration", name, fmt.Sprintf("kubectl label validatingwebhookconfiguration %s %s=%s", name, v1beta1.ManagedByLabel, v1beta1.ManagedByValue))
+			c.setInjected(err)
+			return err
+		}
 		upd := cfg.DeepCopy()
 		for i := range upd.Webhooks {
 			upd.Webhooks[i].ClientConfig.CABundle = want
@@ -348,4 +364,16 @@ func carries(cfg *admissionregistrationv1.ValidatingWebhookConfiguration, bundle
 		}
 	}
 	return true
+}
+
+// ours reports whether an object carries the manager's label: the manager
+// only ever writes objects that do.
+func ours(labels map[string]string) bool {
+	return labels[v1beta1.ManagedByLabel] == v1beta1.ManagedByValue
+}
+
+func notOurs(kind, name, fix string) error {
+	return fmt.Errorf("webhook: %s %s lacks the label %s=%s, and the quota manager only writes objects that carry it, "+
+		"so it cannot put the webhook's certificate there: add the label (%s), or recreate the object from the chart, which sets it",
+		kind, name, v1beta1.ManagedByLabel, v1beta1.ManagedByValue, fix)
 }

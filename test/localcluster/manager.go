@@ -56,6 +56,20 @@ func (c *Cluster) managerArgs(name string, metrics, health int) []string {
 // StartManager starts the binary bin against the cluster, with its log in
 // logDir, and waits until /readyz answers. Later flags override earlier ones.
 func (c *Cluster) StartManager(ctx context.Context, bin, name, logDir string, extra ...string) (*Manager, error) {
+	m, err := c.LaunchManager(ctx, bin, name, logDir, extra...)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.waitReady(ctx, time.Minute); err != nil {
+		m.Kill()
+		return nil, fmt.Errorf("%w\n--- last lines of %s ---\n%s", err, m.Log, m.Tail(30))
+	}
+	return m, nil
+}
+
+// LaunchManager is StartManager without the wait for readiness, for a test
+// of a replica that must not become ready.
+func (c *Cluster) LaunchManager(ctx context.Context, bin, name, logDir string, extra ...string) (*Manager, error) {
 	if err := c.EnsureNamespace(ctx, "ome"); err != nil {
 		return nil, err
 	}
@@ -80,10 +94,6 @@ func (c *Cluster) StartManager(ctx context.Context, bin, name, logDir string, ex
 		return nil, err
 	}
 	go func() { _ = m.cmd.Wait(); f.Close(); close(m.done) }()
-	if err := m.waitReady(ctx, time.Minute); err != nil {
-		m.Kill()
-		return nil, fmt.Errorf("%w\n--- last lines of %s ---\n%s", err, m.Log, m.Tail(30))
-	}
 	return m, nil
 }
 

@@ -25,7 +25,7 @@ import (
 func keeperSetup(t *testing.T, name string, caLife, servingLife time.Duration) *webhook.Options {
 	t.Helper()
 	ctx := context.Background()
-	_, err := cluster.Kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	_, err := cluster.Kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: managedLabels}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		_ = cluster.Kube.CoreV1().Secrets(ns).Delete(context.Background(), name, metav1.DeleteOptions{})
@@ -39,7 +39,7 @@ func keeperSetup(t *testing.T, name string, caLife, servingLife time.Duration) *
 				Rule: admissionregistrationv1.Rule{APIGroups: []string{"example.invalid"}, APIVersions: []string{"v1"}, Resources: []string{"things"}}}},
 		}
 	}
-	cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: name + ".example.com"},
+	cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: name + ".example.com", Labels: managedLabels},
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{hook("one.example.com"), hook("two.example.com")}}
 	_, err = cluster.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, cfg, metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -250,7 +250,7 @@ func TestCertificateReload(t *testing.T) {
 	require.True(t, err != nil && strings.Contains(err.Error(), "not found"), "the Secret was created: %v", err)
 
 	// Recreated empty: filled, injected, ready.
-	_, err = cluster.Kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	_, err = cluster.Kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: managedLabels}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	waitReady(t, k)
 	cas, leaf := secretCerts(t, o)
@@ -265,3 +265,6 @@ func errString(err error) string {
 	}
 	return err.Error()
 }
+
+// managedLabels mark objects the manager may write, as the chart's do.
+var managedLabels = map[string]string{"ome.io/quota-managed-by": "ome-quota-manager"}
