@@ -35,6 +35,14 @@ func readManifest(rel string, obj any) error {
 // swapped for a URL on 127.0.0.1:port, where the manager serves it. The
 // manager must then run with WebhookFlags(port).
 func (c *Cluster) InstallWebhook(ctx context.Context, port int) error {
+	if err := c.CreateWebhookSecret(ctx); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return c.CreateWebhookConfig(ctx, port)
+}
+
+// CreateWebhookSecret creates config/webhook's empty Secret.
+func (c *Cluster) CreateWebhookSecret(ctx context.Context) error {
 	var secret corev1.Secret
 	if err := readManifest("config/webhook/secret.yaml", &secret); err != nil {
 		return err
@@ -42,9 +50,13 @@ func (c *Cluster) InstallWebhook(ctx context.Context, port int) error {
 	if err := c.EnsureNamespace(ctx, secret.Namespace); err != nil {
 		return err
 	}
-	if _, err := c.Kube.CoreV1().Secrets(secret.Namespace).Create(ctx, &secret, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
-	}
+	_, err := c.Kube.CoreV1().Secrets(secret.Namespace).Create(ctx, &secret, metav1.CreateOptions{})
+	return err
+}
+
+// CreateWebhookConfig creates config/webhook's ValidatingWebhookConfiguration
+// with its Service swapped for https://127.0.0.1:port.
+func (c *Cluster) CreateWebhookConfig(ctx context.Context, port int) error {
 	var cfg admissionregistrationv1.ValidatingWebhookConfiguration
 	if err := readManifest("config/webhook/validatingwebhookconfiguration.yaml", &cfg); err != nil {
 		return err

@@ -15,12 +15,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/cert"
-	"sigs.k8s.io/yaml"
 
 	"ome.io/quota-manager/test/localcluster"
 	"ome.io/quota-manager/webhook"
@@ -131,12 +129,7 @@ func resetSecret(t *testing.T) {
 
 func createEmptySecret(t *testing.T) {
 	t.Helper()
-	b, err := os.ReadFile(repoFile(t, "config/webhook/secret.yaml"))
-	require.NoError(t, err)
-	var s corev1.Secret
-	require.NoError(t, yaml.UnmarshalStrict(b, &s))
-	_, err = cluster.Kube.CoreV1().Secrets(ns).Create(context.Background(), &s, metav1.CreateOptions{})
-	require.NoError(t, err)
+	require.NoError(t, cluster.CreateWebhookSecret(context.Background()))
 }
 
 func deleteSecret(t *testing.T) {
@@ -160,15 +153,7 @@ func getSecret(t *testing.T) *corev1.Secret {
 func installConfig(t *testing.T, port int) {
 	t.Helper()
 	deleteConfig(t)
-	b, err := os.ReadFile(repoFile(t, "config/webhook/validatingwebhookconfiguration.yaml"))
-	require.NoError(t, err)
-	var cfg admissionregistrationv1.ValidatingWebhookConfiguration
-	require.NoError(t, yaml.UnmarshalStrict(b, &cfg))
-	require.Len(t, cfg.Webhooks, 1)
-	url := fmt.Sprintf("https://127.0.0.1:%d%s", port, *cfg.Webhooks[0].ClientConfig.Service.Path)
-	cfg.Webhooks[0].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &url}
-	_, err = cluster.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(context.Background(), &cfg, metav1.CreateOptions{})
-	require.NoError(t, err)
+	require.NoError(t, cluster.CreateWebhookConfig(context.Background(), port))
 	t.Cleanup(func() { deleteConfig(t) })
 }
 
