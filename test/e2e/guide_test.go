@@ -17,6 +17,7 @@ import (
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/api/v1beta1/aqtest"
 	"ome.io/quota-manager/test/localcluster"
+	"ome.io/quota-manager/test/testutil"
 )
 
 const (
@@ -25,18 +26,11 @@ const (
 	treeColumns      = `custom-columns=NAME:.metadata.name,ROLE:.spec.role,PARENT:.spec.parentRef.name,READY:.status.conditions[?(@.type=="Ready")].status,MATERIALIZED:.status.conditions[?(@.type=="Materialized")].status`
 )
 
-// eventually polls f until it returns "" (success) or the timeout passes,
-// then fails with f's last complaint.
-func eventually(t *testing.T, timeout time.Duration, f func() string) {
-	t.Helper()
-	var last string
-	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
-		if last = f(); last == "" {
-			return
-		}
-	}
-	t.Fatalf("after %s: %s", timeout, last)
-}
+// eventually and normalize are testutil's, by short names.
+var (
+	eventually = testutil.Eventually
+	normalize  = testutil.Normalize
+)
 
 func kubectl(t *testing.T, args ...string) string {
 	t.Helper()
@@ -58,15 +52,6 @@ func kubectlEquals(t *testing.T, timeout time.Duration, want string, args ...str
 		}
 		return ""
 	})
-}
-
-// normalize collapses runs of spaces, as column widths vary.
-func normalize(s string) string {
-	var lines []string
-	for _, l := range strings.Split(strings.TrimSpace(s), "\n") {
-		lines = append(lines, strings.Join(strings.Fields(l), " "))
-	}
-	return strings.Join(lines, "\n")
 }
 
 // managedVersions maps every managed Kueue object, and every node but root,

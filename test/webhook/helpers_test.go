@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/util/cert"
 
 	"ome.io/quota-manager/test/localcluster"
+	"ome.io/quota-manager/test/testutil"
 	"ome.io/quota-manager/webhook"
 )
 
@@ -49,18 +50,11 @@ func repoFile(t *testing.T, rel string) string {
 	return filepath.Join(root, rel)
 }
 
-// eventually polls f until it returns "" or the timeout passes, then fails
-// with f's last complaint.
-func eventually(t *testing.T, timeout time.Duration, f func() string) {
-	t.Helper()
-	var last string
-	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		if last = f(); last == "" {
-			return
-		}
-	}
-	t.Fatalf("after %s: %s", timeout, last)
-}
+// eventually and normalize are testutil's, by short names.
+var (
+	eventually = testutil.Eventually
+	normalize  = testutil.Normalize
+)
 
 // kubectl runs kubectl and returns both outputs and whether it succeeded.
 func kubectl(t *testing.T, stdin string, args ...string) (stdout, stderr string, ok bool) {
@@ -248,15 +242,6 @@ func (r *replica) metric(t *testing.T, family string, match ...string) float64 {
 	v, err := r.Metric(context.Background(), family, match...)
 	require.NoError(t, err)
 	return v
-}
-
-// normalize collapses runs of spaces, as column widths vary.
-func normalize(s string) string {
-	var lines []string
-	for _, l := range strings.Split(strings.TrimSpace(s), "\n") {
-		lines = append(lines, strings.Join(strings.Fields(l), " "))
-	}
-	return strings.Join(lines, "\n")
 }
 
 // sameCert reports whether the PEM certificate pemCert is c.
