@@ -1,0 +1,366 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"ome.io/quota-manager/events"
+)
+
+// SyncPolicy says when appended records are forced to stable storage.
+// Every append is written to the file at once whatever the policy, so a
+// process that is killed loses nothing it appended; the policy bounds only
+// what a crash of the whole machine (or its power) may lose.
+type SyncPolicy string
+
+const (
+	// SyncAlways calls fsync after every append: nothing is lost, at the
+	// price of a disk flush per event.
+	SyncAlways SyncPolicy = "always"
+	// SyncInterval calls fsync at most once per Options.SyncInterval while
+	// appends are pending, on rotation and on Close: a machine crash loses
+	// at most that interval's events. The default.
+	SyncInterval SyncPolicy = "interval"
+	// SyncNever leaves flushing to the operating system (and Close).
+	SyncNever SyncPolicy = "never"
+)
+
+// Options bound a log. Zero values take the defaults named.
+type Options struct {
+	// MaxSegmentBytes rotates to a new segment once the active one would
+	// grow past it (default 64 MiB, at least 4 KiB).
+	MaxSegmentBytes int64
+	// MaxBytes removes the oldest whole segments while the log is larger
+	// (default 1 GiB; negative: no bound).
+	MaxBytes int64
+	// MaxAge removes whole segments whose last write is older (default 0:
+	// no bound).
+	MaxAge time.Duration
+	// Sync is the fsync policy (default SyncInterval) and SyncInterval its
+	// period (default 1 s).
+	Sync         SyncPolicy
+	SyncInterval time.Duration
+	// Now is the clock that ages segments (default time.Now).
+	Now func() time.Time
+}
+
+// Defaults of Options.
+const (
+	DefaultMaxSegmentBytes = 64 << 20
+	DefaultMaxBytes        = 1 << 30
+	DefaultSyncInterval    = time.Second
+)
+
+func (o Options) withDefaults() (Options, error) {
+	if o.MaxSegmentBytes == 0 {
+		o.MaxSegmentBytes = DefaultMaxSegmentBytes
+	}
+	if o.MaxSegmentBytes < 4<<10 {
+		return o, fmt.Errorf("the event log's segment size must be at least 4KiB, got %d bytes", o.MaxSegmentBytes)
+	}
+	if o.MaxBytes == 0 {
+		o.MaxBytes = DefaultMaxBytes
+	}
+	if o.MaxBytes > 0 && o.MaxBytes < o.MaxSegmentBytes {
+		return o, fmt.Errorf("the event log's size bound (%d bytes) must be at least one segment (%d bytes)", o.MaxBytes, o.MaxSegmentBytes)
+	}
+	if o.MaxAge < 0 {
+		return o, fmt.Errorf("the event log's age bound must not be negative, got %s", o.MaxAge)
+	}
+	switch o.Sync {
+	case "":
+		o.Sync = SyncInterval
+	case SyncAlways, SyncInterval, SyncNever:
+	default:
+		return o, fmt.Errorf("event log sync policy %q is not one of %q, %q, %q", o.Sync, SyncAlways, SyncInterval, SyncNever)
+	}
+	if o.SyncInterval <= 0 {
+		o.SyncInterval = DefaultSyncInterval
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o, nil
+}
+
+// Log is an event log open for appending. Append and Close may be called
+// from one goroutine while a background flusher syncs.
+type Log struct {
+	dir  string
+	opts Options
+
+	mu       sync.Mutex
+	segs     []segmentFile // oldest first; the last is active
+	f        *os.File      // the active segment
+	next     uint64
+	dirty    bool
+	problems []Problem
+	buf      []byte
+	closed   bool
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+// Open opens (creating it if needed) the log in dir. The next event it
+// takes is the one after the last readable event already there, or 1 in an
+// empty folder. Damage found at the end of the log is in Problems; new
+// events then go to a new segment, so that the damaged one stays as it was
+// found.
+func Open(dir string, o Options) (*Log, error) {
+	opts, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("creating the event log folder: %w", err)
+	}
+	segs, err := listSegments(dir)
+	if err != nil {
+		return nil, err
+	}
+	l := &Log{dir: dir, opts: opts, segs: segs, next: 1}
+	damaged := false
+	// The last sequence number: from the newest segment that holds a
+	// readable event.
+	for i := len(segs) - 1; i >= 0; i-- {
+		var last uint64
+		_, err := scanSegment(segs[i], func(payload []byte, _ int64) error {
+			ev, err := events.Unmarshal(payload)
+			if err != nil {
+				return errBadPayload{err}
+			}
+			last = ev.Seq
+			return nil
+		})
+		if err != nil {
+			var p *Problem
+			if !errors.As(err, &p) {
+				return nil, err
+			}
+			l.problems = append(l.problems, *p)
+			if i == len(segs)-1 {
+				damaged = true
+			}
+		}
+		if last != 0 {
+			l.next = last + 1
+			break
+		}
+		if i == len(segs)-1 && err == nil {
+			// An empty but sound active segment: its name is the next seq.
+			l.next = segs[i].first
+			break
+		}
+	}
+	if n := len(segs); n > 0 && damaged && segs[n-1].first == l.next {
+		// The damaged segment holds no readable event and has the name the
+		// next segment needs: keep it beside the log, out of its way.
+		aside := segs[n-1].path + ".damaged"
+		if err := os.Rename(segs[n-1].path, aside); err != nil {
+			return nil, fmt.Errorf("moving the damaged segment %s aside: %w", segs[n-1].name, err)
+		}
+		l.problems = append(l.problems, Problem{Segment: segs[n-1].name, Message: "the segment holds no readable event; it was renamed to " + filepath.Base(aside) + " and a new one started"})
+		l.segs = segs[:n-1]
+	}
+	if len(segs) > 0 && !damaged && segs[len(segs)-1].first <= l.next {
+		if err := l.openActive(segs[len(segs)-1]); err != nil {
+			return nil, err
+		}
+	} else if err := l.rotate(); err != nil {
+		return nil, err
+	}
+	if opts.Sync == SyncInterval {
+		l.stop, l.done = make(chan struct{}), make(chan struct{})
+		go l.flusher()
+	}
+	return l, nil
+}
+
+// NextSeq is the sequence number the next appended event must carry.
+func (l *Log) NextSeq() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.next
+}
+
+// Problems is the damage Open found.
+func (l *Log) Problems() []Problem { return l.problems }
+
+// Dir is the log's folder.
+func (l *Log) Dir() string { return l.dir }
+
+func (l *Log) openActive(sf segmentFile) error {
+	f, err := os.OpenFile(sf.path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return fmt.Errorf("opening the event log segment %s: %w", sf.name, err)
+	}
+	l.f = f
+	return nil
+}
+
+// rotate closes the active segment and starts one for l.next, then applies
+// retention. Called with mu held (or before the log is shared).
+func (l *Log) rotate() error {
+	if l.f != nil {
+		if err := l.f.Sync(); err != nil {
+			return fmt.Errorf("syncing the event log before rotating: %w", err)
+		}
+		if err := l.f.Close(); err != nil {
+			return err
+		}
+		l.f = nil
+		l.dirty = false
+	}
+	name := segmentName(l.next)
+	path := filepath.Join(l.dir, name)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o640)
+	if err != nil {
+		return fmt.Errorf("creating the event log segment: %w", err)
+	}
+	if _, err := f.Write(header{format: FormatVersion, schema: events.SchemaVersion, first: l.next}.encode()); err != nil {
+		f.Close()
+		return fmt.Errorf("writing the header of event log segment %s: %w", name, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if d, err := os.Open(l.dir); err == nil {
+		_ = d.Sync() // make the new name durable
+		d.Close()
+	}
+	l.f = f
+	l.segs = append(l.segs, segmentFile{name: name, path: path, first: l.next, size: headerSize})
+	return l.retain()
+}
+
+// retain removes the oldest segments beyond the size or age bound.
+func (l *Log) retain() error {
+	var total int64
+	for _, s := range l.segs {
+		total += s.size
+	}
+	cutoff := time.Time{}
+	if l.opts.MaxAge > 0 {
+		cutoff = l.opts.Now().Add(-l.opts.MaxAge)
+	}
+	for len(l.segs) > 1 {
+		old := l.segs[0]
+		tooBig := l.opts.MaxBytes > 0 && total > l.opts.MaxBytes
+		tooOld := false
+		if !cutoff.IsZero() {
+			if info, err := os.Stat(old.path); err == nil && info.ModTime().Before(cutoff) {
+				tooOld = true
+			}
+		}
+		if !tooBig && !tooOld {
+			break
+		}
+		if err := os.Remove(old.path); err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("removing the old event log segment %s: %w", old.name, err)
+		}
+		total -= old.size
+		l.segs = l.segs[1:]
+	}
+	return nil
+}
+
+// Append writes ev, which must carry NextSeq, as one record.
+func (l *Log) Append(ev events.Event) error {
+	payload, err := events.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	if len(payload) > MaxRecordBytes {
+		return fmt.Errorf("event %s encodes to %d bytes, more than the %d a record may hold", ev, len(payload), MaxRecordBytes)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return errors.New("the event log is closed")
+	}
+	if ev.Seq != l.next {
+		return fmt.Errorf("event %s appended where event %d was expected: the stream and the log disagree", ev, l.next)
+	}
+	active := &l.segs[len(l.segs)-1]
+	size := int64(recordHead + len(payload))
+	if active.size > headerSize && active.size+size > l.opts.MaxSegmentBytes {
+		if err := l.rotate(); err != nil {
+			return err
+		}
+		active = &l.segs[len(l.segs)-1]
+	}
+	l.buf = appendRecord(l.buf[:0], payload)
+	if _, err := l.f.Write(l.buf); err != nil {
+		return fmt.Errorf("appending event %d to the event log: %w", ev.Seq, err)
+	}
+	active.size += size
+	l.next++
+	switch l.opts.Sync {
+	case SyncAlways:
+		if err := l.f.Sync(); err != nil {
+			return fmt.Errorf("syncing the event log: %w", err)
+		}
+	case SyncInterval:
+		l.dirty = true
+	}
+	return nil
+}
+
+// Sync forces every appended record to stable storage.
+func (l *Log) Sync() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.syncLocked()
+}
+
+func (l *Log) syncLocked() error {
+	if l.f == nil || !l.dirty {
+		return nil
+	}
+	l.dirty = false
+	return l.f.Sync()
+}
+
+func (l *Log) flusher() {
+	defer close(l.done)
+	t := time.NewTicker(l.opts.SyncInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-t.C:
+			l.mu.Lock()
+			_ = l.syncLocked()
+			l.mu.Unlock()
+		}
+	}
+}
+
+// Close syncs and closes the log.
+func (l *Log) Close() error {
+	if l.stop != nil {
+		close(l.stop)
+		<-l.done
+		l.stop = nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil
+	}
+	l.closed = true
+	if l.f == nil {
+		return nil
+	}
+	err := l.f.Sync()
+	if cerr := l.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
