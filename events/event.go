@@ -22,8 +22,11 @@ const (
 	KindTick             Kind = "Tick"
 	KindConfig           Kind = "Config"
 	KindMeasureFailed    Kind = "MeasureFailed"
-	KindDeviceClass      Kind = "DeviceClass"
-	KindResourceSlice    Kind = "ResourceSlice"
+	// KindStart marks a start of the manager in a recorded log: which build
+	// ran, with which flags. The state does not read it.
+	KindStart         Kind = "Start"
+	KindDeviceClass   Kind = "DeviceClass"
+	KindResourceSlice Kind = "ResourceSlice"
 )
 
 // Op is what happened to the object of an object event.
@@ -59,6 +62,7 @@ type Event struct {
 	Queue   *Queue   `json:"queue,omitempty"`
 	Config  *Config  `json:"config,omitempty"`
 	Failure *Failure `json:"failure,omitempty"`
+	Start   *Start   `json:"start,omitempty"`
 }
 
 // Quota is the compact form of an AcceleratorQuota: its spec, and the
@@ -119,6 +123,21 @@ type Usage struct {
 // nothing, so the observedAt stamps on root grow old and show it.
 type Failure struct {
 	Reason string `json:"reason"`
+}
+
+// Start is the payload of a start marker.
+type Start struct {
+	// Version is the binary's version (its module version and VCS revision).
+	Version string `json:"version"`
+	// Identity is the replica's leader-election identity.
+	Identity string `json:"identity,omitempty"`
+	// Args are the command-line arguments it was started with.
+	Args []string `json:"args,omitempty"`
+}
+
+// Started is a start marker.
+func Started(t time.Time, s *Start) Event {
+	return Event{Time: t, Kind: KindStart, Start: s}
 }
 
 // QuotaUpserted is an AcceleratorQuota added or updated.
@@ -186,6 +205,7 @@ func (e *Event) payloads() (int, string) {
 	}{
 		{e.Quota != nil, "quota"}, {e.Node != nil, "node"}, {e.Flavor != nil, "flavor"},
 		{e.Queue != nil, "queue"}, {e.Config != nil, "config"}, {e.Failure != nil, "failure"},
+		{e.Start != nil, "start"},
 	} {
 		if p.set {
 			if n == 0 {
@@ -246,7 +266,7 @@ func (e *Event) Validate() error {
 			return fmt.Errorf("%s upsert event #%d has key %q but its payload names %q: they must agree", e.Kind, e.Seq, e.Key, name)
 		}
 		return nil
-	case KindTick, KindConfig, KindMeasureFailed:
+	case KindTick, KindConfig, KindMeasureFailed, KindStart:
 		if e.Op != "" || e.Key != "" {
 			return fmt.Errorf("%s event #%d has an op or a key: only object events carry them", e.Kind, e.Seq)
 		}
@@ -257,6 +277,8 @@ func (e *Event) Validate() error {
 			return fmt.Errorf("config event #%d must carry exactly one payload, %q", e.Seq, "config")
 		case e.Kind == KindMeasureFailed && (count != 1 || first != "failure"):
 			return fmt.Errorf("measure-failed event #%d must carry exactly one payload, %q", e.Seq, "failure")
+		case e.Kind == KindStart && (count != 1 || first != "start"):
+			return fmt.Errorf("start event #%d must carry exactly one payload, %q", e.Seq, "start")
 		case e.Kind == KindConfig:
 			if err := e.Config.Validate(); err != nil {
 				return fmt.Errorf("config event #%d: %w", e.Seq, err)

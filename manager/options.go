@@ -12,6 +12,7 @@ import (
 
 	"ome.io/quota-manager/events"
 	"ome.io/quota-manager/projector"
+	"ome.io/quota-manager/store"
 )
 
 // Modes of the manager.
@@ -45,6 +46,13 @@ type Options struct {
 	LeaseRetryPeriod   time.Duration
 	Identity           string
 
+	// EventLog is the folder of the recorded event log; empty records
+	// nothing. EventLogMaxBytes and EventLogMaxAge bound its retention.
+	EventLog         string
+	EventLogMaxBytes int64
+	EventLogMaxAge   time.Duration
+	EventLogSync     string
+
 	// Parsed forms, filled by Validate.
 	cover map[string]resource.Quantity
 }
@@ -68,6 +76,8 @@ func DefaultOptions() *Options {
 		LeaseDuration:      15 * time.Second,
 		LeaseRenewDeadline: 10 * time.Second,
 		LeaseRetryPeriod:   2 * time.Second,
+		EventLogMaxBytes:   store.DefaultMaxBytes,
+		EventLogSync:       string(store.SyncInterval),
 	}
 }
 
@@ -94,6 +104,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.LeaseRenewDeadline, "leader-election-renew-deadline", o.LeaseRenewDeadline, "how long the leader keeps retrying to renew before it gives up")
 	fs.DurationVar(&o.LeaseRetryPeriod, "leader-election-retry-period", o.LeaseRetryPeriod, "how often candidates try to acquire or renew")
 	fs.StringVar(&o.Identity, "leader-election-identity", o.Identity, "this replica's name in the Lease; empty means the hostname")
+	fs.StringVar(&o.EventLog, "event-log", o.EventLog, "folder of the recorded event log, for 'ome-quota-manager replay'; empty records nothing")
+	fs.Int64Var(&o.EventLogMaxBytes, "event-log-max-bytes", o.EventLogMaxBytes, "remove the oldest segments of the event log beyond this many bytes; negative keeps everything")
+	fs.DurationVar(&o.EventLogMaxAge, "event-log-max-age", o.EventLogMaxAge, "remove segments of the event log last written longer ago than this; 0 keeps them")
+	fs.StringVar(&o.EventLogSync, "event-log-sync", o.EventLogSync, `when the event log is flushed to disk: "interval" (every second), "always" (every event) or "never" (left to the OS)`)
 }
 
 // Validate checks the options and fills the parsed forms. Each error names
@@ -155,6 +169,11 @@ func (o *Options) Validate() error {
 	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst <= 0 {
 		return fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive")
 	}
+	if o.EventLog != "" {
+		if _, err := o.StoreOptions(); err != nil {
+			return fmt.Errorf("--event-log: %w", err)
+		}
+	}
 	if o.LeaderElect {
 		if o.LeaseDuration <= o.LeaseRenewDeadline || o.LeaseRenewDeadline <= o.LeaseRetryPeriod || o.LeaseRetryPeriod <= 0 {
 			return fmt.Errorf("--leader-election-lease-duration (%s) must exceed --leader-election-renew-deadline (%s), which must exceed --leader-election-retry-period (%s)",
@@ -182,4 +201,10 @@ func (o *Options) EventsConfig() events.Config {
 	}
 	c.ReportInterval.Duration = o.ReportInterval
 	return c.Normalized()
+}
+
+// StoreOptions are the event log's bounds, checked.
+func (o *Options) StoreOptions() (store.Options, error) {
+	so := store.Options{MaxBytes: o.EventLogMaxBytes, MaxAge: o.EventLogMaxAge, Sync: store.SyncPolicy(o.EventLogSync)}
+	return so, so.Check()
 }

@@ -34,6 +34,7 @@ import (
 	"ome.io/quota-manager/projector"
 	"ome.io/quota-manager/projector/apply"
 	"ome.io/quota-manager/state"
+	"ome.io/quota-manager/store"
 )
 
 // Manager is one running replica.
@@ -47,6 +48,9 @@ type Manager struct {
 	inf   *informerSet
 
 	stream *events.Stream
+	// log records every event before it is applied (--event-log); nil
+	// records nothing.
+	log *store.Log
 
 	mu       sync.Mutex // guards st and outcomes
 	st       *state.State
@@ -109,7 +113,19 @@ func New(o *Options, cfg *rest.Config) (*Manager, error) {
 			AQ: aqGetter(m.inf.aq),
 		},
 	}
-	m.stream = events.NewStream(4096, 1)
+	next := uint64(1)
+	if o.EventLog != "" {
+		so, err := o.StoreOptions()
+		if err != nil {
+			return nil, fmt.Errorf("--event-log: %w", err)
+		}
+		if m.log, err = store.Open(o.EventLog, so); err != nil {
+			return nil, fmt.Errorf("--event-log=%s: %w", o.EventLog, err)
+		}
+		// The sequence continues the log's, with no gap across restarts.
+		next = m.log.NextSeq()
+	}
+	m.stream = events.NewStream(4096, next)
 	return m, nil
 }
 
@@ -133,6 +149,22 @@ func (m *Manager) Run(ctx context.Context) error {
 	handlers := sources.New(ctx, m.stream, time.Now, func(err error) {
 		log.Error(err, "an input could not be turned into an event")
 	})
+	if m.log != nil {
+		defer func() {
+			if err := m.log.Close(); err != nil {
+				log.Error(err, "closing the event log")
+			}
+		}()
+		for _, p := range m.log.Problems() {
+			log.Info("the event log is damaged; replay reports it and goes on", "problem", p.String())
+		}
+		log.Info("recording events", "folder", m.log.Dir(), "nextSeq", m.log.NextSeq())
+		if _, err := m.stream.Publish(ctx, events.Started(time.Now(), &events.Start{
+			Version: Version(), Identity: m.opts.Identity, Args: os.Args[1:],
+		})); err != nil {
+			return err
+		}
+	}
 	// The configuration is the first event, before any object.
 	if err := sources.PublishConfig(ctx, m.stream, m.opts.EventsConfig(), time.Now()); err != nil {
 		return err
@@ -219,6 +251,15 @@ func (m *Manager) markDirty() {
 func (m *Manager) consume(ctx context.Context) error {
 	log := klog.FromContext(ctx)
 	err := m.stream.Consume(ctx, func(ev events.Event) error {
+		// What the state sees is what the log holds: the event is appended
+		// before it is applied. A failed append is logged and counted; the
+		// state still applies the event, and a replay reports the gap.
+		if m.log != nil {
+			if err := m.log.Append(ev); err != nil {
+				m.metrics.EventLogErrors.Inc()
+				log.Error(err, "cannot record the event; the recorded log will have a gap here", "seq", ev.Seq)
+			}
+		}
 		m.mu.Lock()
 		transitions := m.st.Apply(ev)
 		m.mu.Unlock()

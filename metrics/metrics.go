@@ -30,6 +30,8 @@ type Metrics struct {
 	Events      *prometheus.CounterVec
 	StreamDepth prometheus.Gauge
 	EventLag    prometheus.Histogram
+	// EventLogErrors counts events the event log could not record.
+	EventLogErrors prometheus.Counter
 	// WebhookVerdicts counts admission answers by operation and verdict.
 	WebhookVerdicts *prometheus.CounterVec
 	// Leader is 1 on the replica that holds the lease.
@@ -66,6 +68,8 @@ func New() *Metrics {
 		StreamDepth:           prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "event_stream_depth", Help: "Events waiting in the stream."}),
 		EventLag: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "event_lag_seconds",
 			Help: "Time from an event's receipt to its application.", Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10)}),
+		EventLogErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "event_log_errors_total",
+			Help: "Events that could not be appended to the recorded event log (--event-log); a replay reports the gap."}),
 		WebhookVerdicts: cv("webhook_verdicts_total", "Admission answers, by operation and verdict.", []string{"operation", "verdict"}),
 		Leader:          prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "leader", Help: "1 while this replica holds the leader lease."}),
 	}
@@ -73,7 +77,7 @@ func New() *Metrics {
 		m.BudgetNominal, m.BudgetAdmitted, m.BudgetReserved, m.BudgetBorrowed,
 		m.CapacityAllocatable, m.CapacityHighWaterMark, m.CapacityUnattributed,
 		m.Applied, m.Swept, m.Writes, m.WriteErrors, m.NodeStates,
-		m.Events, m.StreamDepth, m.EventLag, m.WebhookVerdicts, m.Leader,
+		m.Events, m.StreamDepth, m.EventLag, m.EventLogErrors, m.WebhookVerdicts, m.Leader,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	return m

@@ -48,6 +48,12 @@ type Options struct {
 	Now func() time.Time
 }
 
+// Check reports the first thing wrong with o.
+func (o Options) Check() error {
+	_, err := o.withDefaults()
+	return err
+}
+
 // Defaults of Options.
 const (
 	DefaultMaxSegmentBytes = 64 << 20
@@ -58,6 +64,11 @@ const (
 func (o Options) withDefaults() (Options, error) {
 	if o.MaxSegmentBytes == 0 {
 		o.MaxSegmentBytes = DefaultMaxSegmentBytes
+		if o.MaxBytes > 0 {
+			// A small log keeps at least four segments, so that retention
+			// removes a quarter of it at a time, not all of it.
+			o.MaxSegmentBytes = max(min(o.MaxSegmentBytes, o.MaxBytes/4), 4<<10)
+		}
 	}
 	if o.MaxSegmentBytes < 4<<10 {
 		return o, fmt.Errorf("the event log's segment size must be at least 4KiB, got %d bytes", o.MaxSegmentBytes)
@@ -100,9 +111,12 @@ type Log struct {
 	dirty    bool
 	problems []Problem
 	buf      []byte
-	closed   bool
-	stop     chan struct{}
-	done     chan struct{}
+	// broken is set after a failed write: the next append starts a new
+	// segment at its own sequence number, and readers report the gap.
+	broken bool
+	closed bool
+	stop   chan struct{}
+	done   chan struct{}
 }
 
 // Open opens (creating it if needed) the log in dir. The next event it
@@ -283,6 +297,13 @@ func (l *Log) Append(ev events.Event) error {
 	if l.closed {
 		return errors.New("the event log is closed")
 	}
+	if l.broken && ev.Seq > l.next {
+		l.next = ev.Seq
+		if err := l.rotate(); err != nil {
+			return err
+		}
+		l.broken = false
+	}
 	if ev.Seq != l.next {
 		return fmt.Errorf("event %s appended where event %d was expected: the stream and the log disagree", ev, l.next)
 	}
@@ -290,12 +311,14 @@ func (l *Log) Append(ev events.Event) error {
 	size := int64(recordHead + len(payload))
 	if active.size > headerSize && active.size+size > l.opts.MaxSegmentBytes {
 		if err := l.rotate(); err != nil {
+			l.broken = true
 			return err
 		}
 		active = &l.segs[len(l.segs)-1]
 	}
 	l.buf = appendRecord(l.buf[:0], payload)
 	if _, err := l.f.Write(l.buf); err != nil {
+		l.broken = true
 		return fmt.Errorf("appending event %d to the event log: %w", ev.Seq, err)
 	}
 	active.size += size

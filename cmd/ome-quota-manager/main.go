@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"ome.io/quota-manager/manager"
+	"ome.io/quota-manager/replay"
 	"ome.io/quota-manager/webhook"
 )
 
@@ -25,6 +26,9 @@ func main() {
 }
 
 func run(args []string) int {
+	if len(args) > 0 && args[0] == "replay" {
+		return replay.Main(args[1:], os.Stdout, os.Stderr)
+	}
 	opts := manager.DefaultOptions()
 	wopts := webhook.DefaultOptions()
 	fs := pflag.NewFlagSet("ome-quota-manager", pflag.ContinueOnError)

@@ -1,0 +1,322 @@
+package replay
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"sigs.k8s.io/yaml"
+
+	"ome.io/quota-manager/projector"
+	"ome.io/quota-manager/state"
+)
+
+// ReportVersion is the version of the JSON reports (-o json).
+const ReportVersion = "replay.ome.io/v1alpha1"
+
+// usage is the command's help text.
+const usage = `Replays a recorded event log offline and explains the state it produced.
+
+Usage:
+  ome-quota-manager replay DIR [flags]
+
+Views (one at a time; the timeline by default):
+  (none)              every transition: seq, time, node, from -> to, reason, cause
+  --node NAME         one node's transitions and the writes of its AcceleratorQuota
+  --why NAME          the chain from the node's state back to the input behind it
+  --state             the whole state (tree, marks, nodes) at the end or at --at
+  --objects           the Kueue objects the projector wants at the end or at --at
+
+Examples:
+  # Why is big-team frozen?
+  ome-quota-manager replay /var/lib/ome/events --why big-team
+  # The tree as it was just before event 1200
+  ome-quota-manager replay /var/lib/ome/events --at 1199 --state
+  # What would a 5% hysteresis have changed?
+  ome-quota-manager replay /var/lib/ome/events --capacity-hysteresis-percent 5
+
+Flags:
+`
+
+// Main runs the replay command with args (after "replay") and returns its
+// exit code: 0 done, 1 the log could not be read, 2 bad usage.
+func Main(args []string, stdout, stderr io.Writer) int {
+	fs := pflag.NewFlagSet("replay", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage)
+		fs.PrintDefaults()
+	}
+	node := fs.String("node", "", "show one node's history")
+	why := fs.String("why", "", "explain one node's state")
+	at := fs.String("at", "", "stop after this event: a sequence number, or an RFC 3339 time")
+	showState := fs.Bool("state", false, "print the state")
+	objects := fs.Bool("objects", false, "print the Kueue objects the projector would write")
+	output := fs.StringP("output", "o", "text", "text or json")
+	depth := fs.Int("max-tree-depth", 0, "what-if: replay with this --max-tree-depth")
+	hyst := fs.Int("capacity-hysteresis-percent", 0, "what-if: replay with this hysteresis")
+	measured := fs.StringSlice("capacity-resources", nil, "what-if: replay measuring these resources")
+	enrolled := fs.StringSlice("enrolled-namespaces", nil, "namespaces whose LocalQueues --objects shows")
+	cover := fs.StringToString("cover-resources", nil, "extra resources every ClusterQueue covers, for --objects")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	fail := func(code int, format string, a ...any) int {
+		fmt.Fprintf(stderr, "replay: "+format+"\n", a...)
+		return code
+	}
+	if fs.NArg() != 1 {
+		return fail(2, "give exactly one event log folder (got %d arguments); see --help", fs.NArg())
+	}
+	if *output != "text" && *output != "json" {
+		return fail(2, "-o must be text or json, got %q", *output)
+	}
+	views := 0
+	for _, v := range []bool{*node != "", *why != "", *showState, *objects} {
+		if v {
+			views++
+		}
+	}
+	if views > 1 {
+		return fail(2, "--node, --why, --state and --objects are separate views: pick one")
+	}
+	var o Options
+	if *at != "" {
+		if n, err := strconv.ParseUint(*at, 10, 64); err == nil {
+			o.AtSeq = n
+		} else if t, err := time.Parse(time.RFC3339, *at); err == nil {
+			o.AtTime = t
+		} else {
+			return fail(2, "--at %q is neither a sequence number nor an RFC 3339 time such as 2026-11-30T03:12:00Z", *at)
+		}
+	}
+	if fs.Changed("max-tree-depth") {
+		if *depth < 0 {
+			return fail(2, "--max-tree-depth must be 0 (no limit) or more, got %d", *depth)
+		}
+		o.WhatIf.MaxTreeDepth = depth
+	}
+	if fs.Changed("capacity-hysteresis-percent") {
+		if *hyst < 0 || *hyst > 100 {
+			return fail(2, "--capacity-hysteresis-percent must be between 0 and 100, got %d", *hyst)
+		}
+		o.WhatIf.HysteresisPercent = hyst
+	}
+	if fs.Changed("capacity-resources") {
+		if len(*measured) == 0 {
+			return fail(2, "--capacity-resources must name at least one resource")
+		}
+		o.WhatIf.MeasuredResources = *measured
+	}
+	coverQ := projector.DefaultCoverResources()
+	for k, v := range *cover {
+		q, err := resource.ParseQuantity(v)
+		if err != nil || q.Sign() <= 0 {
+			return fail(2, "--cover-resources: the ceiling of %s must be a positive quantity such as 1M, got %q", k, v)
+		}
+		coverQ[k] = q
+	}
+	dir := fs.Arg(0)
+	res, err := Run(dir, o)
+	if err != nil {
+		return fail(1, "%v", err)
+	}
+	for _, p := range res.Problems {
+		fmt.Fprintf(stderr, "replay: warning: %s\n", p)
+	}
+	var out any
+	var text func(w io.Writer) error
+	switch {
+	case *node != "":
+		h := res.History(*node)
+		out, text = h, func(w io.Writer) error { return writeHistory(w, h) }
+	case *why != "":
+		steps, err := res.Why(*why)
+		if err != nil {
+			return fail(1, "%v", err)
+		}
+		out, text = steps, func(w io.Writer) error {
+			for _, s := range steps {
+				if _, err := fmt.Fprintln(w, s.What); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	case *showState:
+		dump := res.State.Dump()
+		out, text = map[string]string{"state": dump}, func(w io.Writer) error { _, err := io.WriteString(w, dump); return err }
+	case *objects:
+		objs := projector.Project(projector.FromState(res.State, *enrolled, coverQ, nil))
+		out, text = objs, func(w io.Writer) error { return writeObjects(w, objs) }
+	case !o.WhatIf.IsZero():
+		recorded, err := Run(dir, Options{AtSeq: o.AtSeq, AtTime: o.AtTime})
+		if err != nil {
+			return fail(1, "%v", err)
+		}
+		d := Compare(recorded.Timeline, res.Timeline)
+		out, text = d, func(w io.Writer) error { return writeDiff(w, d) }
+	default:
+		out, text = res.Timeline, func(w io.Writer) error { return writeTimeline(w, res.Timeline) }
+	}
+	if *output == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(map[string]any{"apiVersion": ReportVersion, "last": res.Last, "items": out})
+	} else {
+		err = text(stdout)
+	}
+	if err != nil {
+		return fail(1, "writing the output: %v", err)
+	}
+	return 0
+}
+
+// History is one node's story: its transitions and the writes of its
+// AcceleratorQuota, merged in log order.
+type History struct {
+	Node        string       `json:"node"`
+	Transitions []Entry      `json:"transitions"`
+	Writes      []SpecChange `json:"writes"`
+}
+
+// History returns node's history.
+func (r *Result) History(node string) History {
+	h := History{Node: node, Transitions: []Entry{}, Writes: []SpecChange{}}
+	for _, e := range r.Timeline {
+		if e.Node == node {
+			h.Transitions = append(h.Transitions, e)
+		}
+	}
+	for _, s := range r.Specs {
+		if s.Node == node {
+			h.Writes = append(h.Writes, s)
+		}
+	}
+	return h
+}
+
+func stampOf(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+func writeTimeline(w io.Writer, entries []Entry) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SEQ\tTIME\tNODE\tFROM\tTO\tCAUSE\tMESSAGE")
+	for _, e := range entries {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Seq, stampOf(e.Time), e.Node, e.From, e.To, e.Cause, e.Message)
+	}
+	return tw.Flush()
+}
+
+func writeHistory(w io.Writer, h History) error {
+	type line struct {
+		seq  uint64
+		text string
+	}
+	var lines []line
+	for _, e := range h.Transitions {
+		msg := ""
+		if e.Message != "" && e.To != state.PhaseReady {
+			msg = ": " + e.Message
+		}
+		lines = append(lines, line{e.Seq, fmt.Sprintf("%d\t%s\t%s -> %s%s", e.Seq, stampOf(e.Time), e.From, e.To, msg)})
+	}
+	for _, s := range h.Writes {
+		lines = append(lines, line{s.Seq, fmt.Sprintf("%d\t%s\t%s", s.Seq, stampOf(s.Time), strings.TrimPrefix(s.Event, fmt.Sprintf("#%d ", s.Seq)))})
+	}
+	slices.SortStableFunc(lines, func(a, b line) int {
+		switch {
+		case a.seq < b.seq:
+			return -1
+		case a.seq > b.seq:
+			return 1
+		}
+		return 0
+	})
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "SEQ\tTIME\t%s\n", h.Node)
+	for _, l := range lines {
+		fmt.Fprintln(tw, l.text)
+	}
+	return tw.Flush()
+}
+
+func writeObjects(w io.Writer, out *projector.Output) error {
+	for _, group := range []any{out.Cohorts, out.ClusterQueues, out.LocalQueues} {
+		b, err := yaml.Marshal(group)
+		if err != nil {
+			return err
+		}
+		if string(b) == "[]\n" {
+			continue
+		}
+		if _, err := fmt.Fprintf(w, "%s", b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Diff is what a what-if replay changes in the timeline.
+type Diff struct {
+	// OnlyRecorded are transitions of the recorded run that the what-if run
+	// does not make; OnlyWhatIf the reverse.
+	OnlyRecorded []Entry `json:"onlyRecorded"`
+	OnlyWhatIf   []Entry `json:"onlyWhatIf"`
+}
+
+// Compare returns the transitions that differ between two runs of one log,
+// matched by sequence number, node and phase entered.
+func Compare(recorded, whatIf []Entry) Diff {
+	key := func(e Entry) string { return fmt.Sprintf("%d/%s/%s/%s", e.Seq, e.Node, e.From, e.To) }
+	inA := map[string]bool{}
+	for _, e := range recorded {
+		inA[key(e)] = true
+	}
+	inB := map[string]bool{}
+	for _, e := range whatIf {
+		inB[key(e)] = true
+	}
+	d := Diff{OnlyRecorded: []Entry{}, OnlyWhatIf: []Entry{}}
+	for _, e := range recorded {
+		if !inB[key(e)] {
+			d.OnlyRecorded = append(d.OnlyRecorded, e)
+		}
+	}
+	for _, e := range whatIf {
+		if !inA[key(e)] {
+			d.OnlyWhatIf = append(d.OnlyWhatIf, e)
+		}
+	}
+	return d
+}
+
+func writeDiff(w io.Writer, d Diff) error {
+	if len(d.OnlyRecorded) == 0 && len(d.OnlyWhatIf) == 0 {
+		_, err := fmt.Fprintln(w, "no transition differs from the recorded run")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "\tSEQ\tTIME\tNODE\tFROM\tTO\tMESSAGE")
+	for _, e := range d.OnlyRecorded {
+		fmt.Fprintf(tw, "-\t%d\t%s\t%s\t%s\t%s\t%s\n", e.Seq, stampOf(e.Time), e.Node, e.From, e.To, e.Message)
+	}
+	for _, e := range d.OnlyWhatIf {
+		fmt.Fprintf(tw, "+\t%d\t%s\t%s\t%s\t%s\t%s\n", e.Seq, stampOf(e.Time), e.Node, e.From, e.To, e.Message)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintln(w, "(- only in the recorded run, + only with the what-if flags)")
+	return err
+}

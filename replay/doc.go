@@ -1,0 +1,13 @@
+// Package replay reads a recorded event log (package store) and applies it
+// to a fresh state with the same reducer the manager runs, offline, to
+// explain what the manager did: the timeline of every node's transitions
+// with the event behind each, one node's history, the chain of causes behind
+// a node's state (a frozen team back to the Node deletion that lowered the
+// high-water mark), the state and the desired Kueue objects at any point,
+// and what-if runs that replay the same inputs under another configuration
+// and list the transitions that would have differed.
+//
+// A replay is deterministic: the same log always gives the same state and
+// the same bytes of output, since the reducer reads no clock and every input
+// it used is in the log.
+package replay

@@ -1,0 +1,215 @@
+package replay
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"ome.io/quota-manager/events"
+	"ome.io/quota-manager/state"
+	"ome.io/quota-manager/store"
+)
+
+// WhatIf overrides parts of the recorded configuration: each Config event of
+// the log is applied with these fields replaced. Nil fields keep what was
+// recorded.
+type WhatIf struct {
+	MaxTreeDepth      *int
+	HysteresisPercent *int
+	MeasuredResources []string
+}
+
+// IsZero reports whether nothing is overridden.
+func (w WhatIf) IsZero() bool {
+	return w.MaxTreeDepth == nil && w.HysteresisPercent == nil && w.MeasuredResources == nil
+}
+
+func (w WhatIf) apply(c events.Config) events.Config {
+	if w.MaxTreeDepth != nil {
+		c.MaxTreeDepth = *w.MaxTreeDepth
+	}
+	if w.HysteresisPercent != nil {
+		c.HysteresisPercent = *w.HysteresisPercent
+	}
+	if w.MeasuredResources != nil {
+		c.MeasuredResources = slices.Clone(w.MeasuredResources)
+	}
+	return c.Normalized()
+}
+
+// Options say how far to replay and with what changes.
+type Options struct {
+	// AtSeq stops after the event with this sequence number; AtTime after
+	// the last event received at or before this time. Zero values replay
+	// the whole log.
+	AtSeq  uint64
+	AtTime time.Time
+	WhatIf WhatIf
+}
+
+// Entry is one transition of the timeline, with the event that caused it.
+type Entry struct {
+	Seq     uint64       `json:"seq"`
+	Time    time.Time    `json:"time"`
+	Node    string       `json:"node"`
+	From    state.Phase  `json:"from"`
+	To      state.Phase  `json:"to"`
+	Reason  state.Reason `json:"reason"`
+	Message string       `json:"message,omitempty"`
+	Cause   string       `json:"cause"`
+}
+
+// CapacityChange is a change of one pair's figures on root, with the event
+// that caused it.
+type CapacityChange struct {
+	Seq           uint64    `json:"seq"`
+	Time          time.Time `json:"time"`
+	Pair          string    `json:"pair"`
+	Installed     [2]string `json:"installed"`
+	HighWaterMark [2]string `json:"highWaterMark"`
+	Allocatable   [2]string `json:"allocatable"`
+	Cause         string    `json:"cause"`
+	pair          state.Pair
+	// amounts are installed, mark and allocatable, before and after.
+	amounts [3][2]amount
+}
+
+type amount = state.Amount
+
+// SpecChange is a write of one AcceleratorQuota seen in the log.
+type SpecChange struct {
+	Seq   uint64    `json:"seq"`
+	Time  time.Time `json:"time"`
+	Node  string    `json:"node"`
+	Op    string    `json:"op"`
+	Event string    `json:"event"`
+}
+
+// Result is a replayed log: the state it ends in, the transitions on the
+// way, and what changed root's capacity.
+type Result struct {
+	State    *state.State
+	Timeline []Entry
+	Capacity []CapacityChange
+	Specs    []SpecChange
+	// Events counts the events applied; Last is the last one's seq.
+	Events   int
+	Last     uint64
+	LastTime time.Time
+	Problems []store.Problem
+	// Config is the configuration in force at the end, after WhatIf.
+	Config events.Config
+}
+
+// errDone ends a read early once the requested point is passed.
+var errDone = errors.New("done")
+
+// Run replays the log in dir.
+func Run(dir string, o Options) (*Result, error) {
+	r := &Result{State: state.New()}
+	var prev map[state.Pair]state.CapacityEntry
+	rep, err := store.Read(dir, 0, func(ev events.Event) error {
+		if o.AtSeq != 0 && ev.Seq > o.AtSeq {
+			return errDone
+		}
+		if !o.AtTime.IsZero() && ev.Time.After(o.AtTime) {
+			return errDone
+		}
+		if ev.Kind == events.KindConfig && ev.Config != nil && !o.WhatIf.IsZero() {
+			c := o.WhatIf.apply(*ev.Config)
+			ev.Config = &c
+		}
+		cause := describe(ev)
+		for _, t := range r.State.Apply(ev) {
+			r.Timeline = append(r.Timeline, Entry{Seq: ev.Seq, Time: ev.Time.UTC(), Node: t.Node, From: t.From, To: t.To,
+				Reason: t.Reason, Message: t.Message, Cause: cause})
+		}
+		if ev.Kind == events.KindAcceleratorQuota {
+			r.Specs = append(r.Specs, SpecChange{Seq: ev.Seq, Time: ev.Time.UTC(), Node: ev.Key, Op: string(ev.Op), Event: cause})
+		}
+		prev = r.capacityChanges(ev, cause, prev)
+		r.Events++
+		r.Last, r.LastTime = ev.Seq, ev.Time.UTC()
+		return nil
+	})
+	r.Problems = rep.Problems
+	r.Config = r.State.Config()
+	if err != nil && !errors.Is(err, errDone) {
+		return r, err
+	}
+	if o.AtSeq != 0 && r.Last < o.AtSeq && r.Last != 0 && o.AtSeq > rep.Last {
+		return r, fmt.Errorf("the log ends at event %d, before --at %d", rep.Last, o.AtSeq)
+	}
+	return r, nil
+}
+
+// capacityChanges records the pairs whose figures the event changed.
+func (r *Result) capacityChanges(ev events.Event, cause string, prev map[state.Pair]state.CapacityEntry) map[state.Pair]state.CapacityEntry {
+	cur := r.State.Capacity()
+	next := make(map[state.Pair]state.CapacityEntry, len(cur))
+	for _, c := range cur {
+		next[c.Pair] = c
+		p, ok := prev[c.Pair]
+		if ok && p.Installed == c.Installed && p.HighWaterMark == c.HighWaterMark && p.Allocatable == c.Allocatable {
+			continue
+		}
+		r.Capacity = append(r.Capacity, change(ev, cause, c.Pair, p, c))
+	}
+	for pair, p := range prev {
+		if _, ok := next[pair]; !ok {
+			r.Capacity = append(r.Capacity, change(ev, cause, pair, p, state.CapacityEntry{Pair: pair}))
+		}
+	}
+	return next
+}
+
+func change(ev events.Event, cause string, pair state.Pair, from, to state.CapacityEntry) CapacityChange {
+	return CapacityChange{
+		Seq: ev.Seq, Time: ev.Time.UTC(), Pair: pair.String(), Cause: cause,
+		Installed:     [2]string{from.Installed.String(), to.Installed.String()},
+		HighWaterMark: [2]string{from.HighWaterMark.String(), to.HighWaterMark.String()},
+		Allocatable:   [2]string{from.Allocatable.String(), to.Allocatable.String()},
+		pair:          pair,
+		amounts:       [3][2]amount{{from.Installed, to.Installed}, {from.HighWaterMark, to.HighWaterMark}, {from.Allocatable, to.Allocatable}},
+	}
+}
+
+// describe is a one-line account of an event, for people.
+func describe(ev events.Event) string {
+	switch ev.Kind {
+	case events.KindAcceleratorQuota:
+		if ev.Op == events.OpDelete {
+			return fmt.Sprintf("#%d AcceleratorQuota %s deleted", ev.Seq, ev.Key)
+		}
+		return fmt.Sprintf("#%d AcceleratorQuota %s written (generation %d)", ev.Seq, ev.Key, ev.Quota.Generation)
+	case events.KindNode:
+		if ev.Op == events.OpDelete {
+			return fmt.Sprintf("#%d Node %s deleted", ev.Seq, ev.Key)
+		}
+		n := ev.Node
+		s := fmt.Sprintf("#%d Node %s updated (ready=%t", ev.Seq, ev.Key, n.Ready)
+		if n.Unschedulable {
+			s += ", cordoned"
+		}
+		return s + ")"
+	case events.KindResourceFlavor:
+		if ev.Op == events.OpDelete {
+			return fmt.Sprintf("#%d ResourceFlavor %s deleted", ev.Seq, ev.Key)
+		}
+		return fmt.Sprintf("#%d ResourceFlavor %s written", ev.Seq, ev.Key)
+	case events.KindClusterQueue:
+		if ev.Op == events.OpDelete {
+			return fmt.Sprintf("#%d ClusterQueue %s deleted", ev.Seq, ev.Key)
+		}
+		return fmt.Sprintf("#%d ClusterQueue %s usage", ev.Seq, ev.Key)
+	case events.KindTick:
+		return fmt.Sprintf("#%d timer tick (measurement)", ev.Seq)
+	case events.KindConfig:
+		c := ev.Config
+		return fmt.Sprintf("#%d configuration (maxTreeDepth=%d hysteresisPercent=%d)", ev.Seq, c.MaxTreeDepth, c.HysteresisPercent)
+	case events.KindMeasureFailed:
+		return fmt.Sprintf("#%d measurement failed: %s", ev.Seq, ev.Failure.Reason)
+	}
+	return ev.String()
+}

@@ -1,0 +1,175 @@
+package replay
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/api/v1beta1/aqtest"
+	"ome.io/quota-manager/events"
+	"ome.io/quota-manager/store"
+)
+
+var t0 = time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)
+
+func quota(aq *v1beta1.AcceleratorQuota) *events.Quota {
+	return &events.Quota{Name: aq.Name, Generation: 1, Spec: aq.Spec}
+}
+
+func gpuNode(name string) *events.Node {
+	q := map[string]resource.Quantity{"nvidia.com/gpu": resource.MustParse("8")}
+	return &events.Node{Name: name, Labels: map[string]string{"gpu.product": "a100"}, Capacity: q, Allocatable: q, Ready: true}
+}
+
+// guideLog records the guide's decommission story: four A100 nodes, the
+// tree, a Cohort "big" of 28 with a team, then one node deleted.
+func guideLog(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	l, err := store.Open(dir, store.Options{Sync: store.SyncNever})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := events.DefaultConfig()
+	var evs []events.Event
+	add := func(ev events.Event) { evs = append(evs, ev) }
+	add(events.ConfigChanged(t0, cfg))
+	add(events.FlavorUpserted(t0, &events.Flavor{Name: "a100", NodeLabels: map[string]string{"gpu.product": "a100"}}))
+	for i := 1; i <= 4; i++ {
+		add(events.NodeUpserted(t0, gpuNode(fmt.Sprintf("gpu-node-%d", i))))
+	}
+	add(events.Tick(t0.Add(time.Second)))
+	for _, aq := range []*v1beta1.AcceleratorQuota{
+		aqtest.Root().Obj(),
+		aqtest.Cohort("ml-research", "root").Budget("nvidia.com/gpu", "a100", "24").Obj(),
+		aqtest.Team("team-alpha", "ml-research").Budget("nvidia.com/gpu", "a100", "16").Obj(),
+		aqtest.Team("team-beta", "ml-research").Budget("nvidia.com/gpu", "a100", "8").Borrow("4").Obj(),
+		aqtest.Cohort("big", "root").Budget("nvidia.com/gpu", "a100", "28").Obj(),
+		aqtest.Team("big-team", "big").Budget("nvidia.com/gpu", "a100", "20").Obj(),
+	} {
+		add(events.QuotaUpserted(t0.Add(2*time.Second), quota(aq)))
+	}
+	add(events.Deleted(t0.Add(time.Minute), events.KindNode, "gpu-node-3"))
+	add(events.Tick(t0.Add(2 * time.Minute)))
+	for i, ev := range evs {
+		ev.Seq = uint64(i + 1)
+		if err := l.Append(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func run(t *testing.T, args ...string) string {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	if code := Main(args, &out, &errOut); code != 0 {
+		t.Fatalf("replay %v: exit %d: %s", args, code, errOut.String())
+	}
+	return out.String()
+}
+
+func TestWhyNamesTheNodeDeletion(t *testing.T) {
+	dir := guideLog(t)
+	got := run(t, dir, "--why", "big-team")
+	want := []string{
+		"big-team is Frozen since #14",
+		"<- #14 Node gpu-node-3 deleted",
+		"big is CapacityExceeded since #14",
+		"<- the high-water mark of nvidia.com/gpu@a100 fell from 32 to 24 at #14",
+		"<- installed nvidia.com/gpu@a100 went from 32 to 24: #14 Node gpu-node-3 deleted",
+	}
+	for _, w := range want {
+		if !strings.Contains(got, w) {
+			t.Errorf("--why big-team lacks %q:\n%s", w, got)
+		}
+	}
+}
+
+func TestTimelineAndAt(t *testing.T) {
+	dir := guideLog(t)
+	tl := run(t, dir)
+	for _, w := range []string{"big-team", "Ready", "CapacityExceeded", "#14 Node gpu-node-3 deleted"} {
+		if !strings.Contains(tl, w) {
+			t.Errorf("timeline lacks %q:\n%s", w, tl)
+		}
+	}
+	before := run(t, dir, "--at", "13", "--state")
+	after := run(t, dir, "--state")
+	if !strings.Contains(before, "quota big gen=1 phase=Ready") || !strings.Contains(after, "quota big gen=1 phase=CapacityExceeded") {
+		t.Fatalf("--at 13 and the end should show big Ready, then CapacityExceeded:\n%s\n---\n%s", before, after)
+	}
+	// By time: the deletion came a minute in.
+	if got := run(t, dir, "--at", t0.Add(30*time.Second).Format(time.RFC3339), "--state"); got != before {
+		t.Fatalf("--at a time before the deletion differs from --at 13")
+	}
+	// The same log always prints the same bytes.
+	if again := run(t, dir); again != tl {
+		t.Fatal("two replays of one log printed different timelines")
+	}
+}
+
+func TestWhatIfHysteresis(t *testing.T) {
+	dir := guideLog(t)
+	// With a 30% band, losing 8 of 32 GPUs (25%) does not lower the mark:
+	// big never leaves Ready and big-team is never frozen.
+	got := run(t, dir, "--capacity-hysteresis-percent", "30")
+	for _, w := range []string{"- ", "big", "CapacityExceeded", "big-team", "Frozen"} {
+		if !strings.Contains(got, w) {
+			t.Errorf("what-if output lacks %q:\n%s", w, got)
+		}
+	}
+	if strings.Contains(got, "\n+ ") {
+		t.Errorf("what-if added transitions it should not:\n%s", got)
+	}
+	if same := run(t, dir, "--capacity-hysteresis-percent", "10"); !strings.Contains(same, "no transition differs") {
+		t.Errorf("replaying with the recorded hysteresis changed something:\n%s", same)
+	}
+}
+
+func TestObjectsAndHistory(t *testing.T) {
+	dir := guideLog(t)
+	objs := run(t, dir, "--objects", "--enrolled-namespaces", "ml")
+	for _, w := range []string{"kind: ClusterQueue", "name: team-beta", "kind: LocalQueue", "namespace: ml"} {
+		if !strings.Contains(objs, w) {
+			t.Errorf("--objects lacks %q", w)
+		}
+	}
+	h := run(t, dir, "--node", "team-beta")
+	if !strings.Contains(h, "AcceleratorQuota team-beta written") || !strings.Contains(h, "-> Ready") {
+		t.Errorf("history:\n%s", h)
+	}
+	js := run(t, dir, "--why", "big-team", "-o", "json")
+	if !strings.Contains(js, `"apiVersion": "replay.ome.io/v1alpha1"`) {
+		t.Errorf("json:\n%s", js)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for args, want := range map[string]string{
+		"":                        "give exactly one event log folder",
+		"d --at yesterday":        "neither a sequence number nor an RFC 3339 time",
+		"d --why a --state":       "separate views",
+		"d -o yaml":               "-o must be text or json",
+		"d --max-tree-depth -1":   "--max-tree-depth must be 0",
+		"d --cover-resources x=0": "must be a positive quantity",
+	} {
+		var out, errOut bytes.Buffer
+		code := Main(strings.Fields(args), &out, &errOut)
+		if code != 2 || !strings.Contains(errOut.String(), want) {
+			t.Errorf("replay %s: exit %d, stderr %q; want 2 and %q", args, code, errOut.String(), want)
+		}
+	}
+	var out, errOut bytes.Buffer
+	if code := Main([]string{t.TempDir() + "/missing"}, &out, &errOut); code != 1 {
+		t.Errorf("a missing folder: exit %d (%s)", code, errOut.String())
+	}
+}

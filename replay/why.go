@@ -1,0 +1,112 @@
+package replay
+
+import (
+	"fmt"
+
+	"ome.io/quota-manager/state"
+)
+
+// Step is one link of an explanation, from the node's state back to the
+// input that caused it.
+type Step struct {
+	Seq  uint64 `json:"seq,omitempty"`
+	Node string `json:"node,omitempty"`
+	What string `json:"what"`
+}
+
+// maxInputs bounds how many capacity inputs one step lists.
+const maxInputs = 10
+
+// Why explains the state the node is in at the end of the replay: the
+// transition that put it there and the event behind it; for a frozen node,
+// the ancestor that froze it, explained in turn; for CapacityExceeded, the
+// high-water mark that fell and the Node inputs that lowered it.
+func (r *Result) Why(node string) ([]Step, error) {
+	return r.why(node, map[string]bool{})
+}
+
+func (r *Result) why(node string, seen map[string]bool) ([]Step, error) {
+	if seen[node] {
+		return nil, nil
+	}
+	seen[node] = true
+	last := -1
+	for i := len(r.Timeline) - 1; i >= 0; i-- {
+		if r.Timeline[i].Node == node {
+			last = i
+			break
+		}
+	}
+	if last < 0 {
+		return nil, fmt.Errorf("node %s has no transition in the log up to event %d: check the name with --state", node, r.Last)
+	}
+	e := r.Timeline[last]
+	what := fmt.Sprintf("%s is %s since #%d", node, e.To, e.Seq)
+	if e.Message != "" && e.To != state.PhaseReady {
+		what += ": " + e.Message
+	}
+	steps := []Step{{Seq: e.Seq, Node: node, What: what}, {Seq: e.Seq, What: "<- " + e.Cause}}
+	nv, exists := r.State.Node(node)
+	if !exists {
+		return steps, nil
+	}
+	switch e.To {
+	case state.PhaseFrozen:
+		if nv.FrozenBy != "" {
+			more, err := r.why(nv.FrozenBy, seen)
+			if err != nil {
+				return steps, err
+			}
+			steps = append(steps, more...)
+		}
+	case state.PhaseCapacityExceeded:
+		for _, v := range nv.Violations {
+			if v.Reason == state.ReasonCapacityExceeded {
+				steps = append(steps, r.markSteps(v.Subject, e.Seq)...)
+			}
+		}
+	}
+	return steps, nil
+}
+
+// markSteps explains the mark of pair as of seq: the last move of the mark
+// at or before seq, and the changes of installed capacity that led to it
+// since the move before.
+func (r *Result) markSteps(pair string, seq uint64) []Step {
+	moves := []int{}
+	for i, c := range r.Capacity {
+		if c.Pair == pair && c.Seq <= seq && c.amounts[1][0] != c.amounts[1][1] {
+			moves = append(moves, i)
+		}
+	}
+	if len(moves) == 0 {
+		return []Step{{What: fmt.Sprintf("<- the high-water mark of %s never moved in the log: the budget is above it", pair)}}
+	}
+	m := r.Capacity[moves[len(moves)-1]]
+	var out []Step
+	dir := "rose"
+	if m.amounts[1][1] < m.amounts[1][0] {
+		dir = "fell"
+	}
+	if m.Seq < seq {
+		out = append(out, Step{What: fmt.Sprintf("<- the budget is above the high-water mark of %s, which %s to %s at #%d", pair, dir, m.HighWaterMark[1], m.Seq)})
+	} else {
+		out = append(out, Step{Seq: m.Seq, What: fmt.Sprintf("<- the high-water mark of %s %s from %s to %s at #%d", pair, dir, m.HighWaterMark[0], m.HighWaterMark[1], m.Seq)})
+	}
+	var since uint64
+	if len(moves) > 1 {
+		since = r.Capacity[moves[len(moves)-2]].Seq
+	}
+	var inputs []Step
+	for _, c := range r.Capacity {
+		if c.Pair != pair || c.Seq <= since || c.Seq > m.Seq || c.amounts[0][0] == c.amounts[0][1] {
+			continue
+		}
+		inputs = append(inputs, Step{Seq: c.Seq, What: fmt.Sprintf("<- installed %s went from %s to %s: %s", pair, c.Installed[0], c.Installed[1], c.Cause)})
+	}
+	if len(inputs) > maxInputs {
+		n := len(inputs) - maxInputs
+		inputs = append(inputs[len(inputs)-maxInputs:], Step{What: fmt.Sprintf("<- and %d earlier changes of installed %s", n, pair)})
+	}
+	return append(out, inputs...)
+}
