@@ -2,8 +2,11 @@ package events
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -39,6 +42,13 @@ type Config struct {
 	// MeasuredResources are the resources counted as accelerators, sorted
 	// and without duplicates.
 	MeasuredResources []string `json:"measuredResources"`
+	// EnrolledNamespaces get a LocalQueue per team (--enrolled-namespaces),
+	// sorted and without duplicates; while empty nothing is written to Kueue.
+	EnrolledNamespaces []string `json:"enrolledNamespaces,omitempty"`
+	// CoverResources are the extra resources every ClusterQueue covers, with
+	// their ceilings (--cover-resources), beside cpu, memory and
+	// ephemeral-storage.
+	CoverResources map[string]resource.Quantity `json:"coverResources,omitempty"`
 }
 
 // DefaultConfig is the configuration in force before any Config event.
@@ -58,6 +68,12 @@ func (c Config) Normalized() Config {
 	out.MeasuredResources = slices.Clone(c.MeasuredResources)
 	slices.Sort(out.MeasuredResources)
 	out.MeasuredResources = slices.Compact(out.MeasuredResources)
+	out.EnrolledNamespaces = slices.Compact(slices.Sorted(slices.Values(c.EnrolledNamespaces)))
+	if len(c.CoverResources) > 0 {
+		out.CoverResources = maps.Clone(c.CoverResources)
+	} else {
+		out.CoverResources = nil
+	}
 	return out
 }
 
@@ -66,7 +82,9 @@ func (c Config) Equal(o Config) bool {
 	return c.MaxTreeDepth == o.MaxTreeDepth &&
 		c.HysteresisPercent == o.HysteresisPercent &&
 		c.ReportInterval.Duration == o.ReportInterval.Duration &&
-		slices.Equal(c.MeasuredResources, o.MeasuredResources)
+		slices.Equal(c.MeasuredResources, o.MeasuredResources) &&
+		slices.Equal(c.EnrolledNamespaces, o.EnrolledNamespaces) &&
+		maps.EqualFunc(c.CoverResources, o.CoverResources, func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })
 }
 
 // Validate reports the first thing wrong with c, saying which flag to fix.
@@ -86,6 +104,19 @@ func (c Config) Validate() error {
 		}
 		if i > 0 && c.MeasuredResources[i-1] >= r {
 			return fmt.Errorf("measured resources must be sorted and unique, but %q follows %q: use Config.Normalized", r, c.MeasuredResources[i-1])
+		}
+	}
+	for i, ns := range c.EnrolledNamespaces {
+		if ns == "" {
+			return fmt.Errorf("enrolled namespace %d is empty: remove it from --enrolled-namespaces", i)
+		}
+		if i > 0 && c.EnrolledNamespaces[i-1] >= ns {
+			return fmt.Errorf("enrolled namespaces must be sorted and unique, but %q follows %q: use Config.Normalized", ns, c.EnrolledNamespaces[i-1])
+		}
+	}
+	for r, q := range c.CoverResources {
+		if r == "" || q.Sign() <= 0 {
+			return fmt.Errorf("cover resource %q has ceiling %s: name a resource and give it a positive ceiling in --cover-resources", r, q.String())
 		}
 	}
 	return nil

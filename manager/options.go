@@ -2,6 +2,7 @@ package manager
 
 import (
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"time"
@@ -11,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"ome.io/quota-manager/events"
-	"ome.io/quota-manager/projector"
 	"ome.io/quota-manager/store"
 )
 
@@ -53,7 +53,12 @@ type Options struct {
 	EventLogMaxAge   time.Duration
 	EventLogSync     string
 
-	// Parsed forms, filled by Validate.
+	// Record runs informers only, to record an event log: no writes, no
+	// Lease, no root (the record subcommand).
+	Record bool
+
+	// Parsed forms, filled by Validate. cover holds only the resources
+	// given, without the defaults.
 	cover map[string]resource.Quantity
 }
 
@@ -135,7 +140,7 @@ func (o *Options) Validate() error {
 			return fmt.Errorf("--capacity-resources: %q is not a resource name: %s", r, strings.Join(errs, "; "))
 		}
 	}
-	o.cover = projector.DefaultCoverResources()
+	o.cover = map[string]resource.Quantity{}
 	keys := make([]string, 0, len(o.CoverResources))
 	for k := range o.CoverResources {
 		keys = append(keys, k)
@@ -195,9 +200,13 @@ func (o *Options) TickInterval() time.Duration {
 // EventsConfig is the part of the options the state depends on.
 func (o *Options) EventsConfig() events.Config {
 	c := events.Config{
-		MaxTreeDepth:      o.MaxTreeDepth,
-		HysteresisPercent: o.HysteresisPercent,
-		MeasuredResources: o.CapacityResources,
+		MaxTreeDepth:       o.MaxTreeDepth,
+		HysteresisPercent:  o.HysteresisPercent,
+		MeasuredResources:  o.CapacityResources,
+		EnrolledNamespaces: o.EnrolledNamespaces,
+	}
+	if len(o.cover) > 0 {
+		c.CoverResources = maps.Clone(o.cover)
 	}
 	c.ReportInterval.Duration = o.ReportInterval
 	return c.Normalized()

@@ -78,6 +78,9 @@ func RestConfig(o *Options) (*rest.Config, error) {
 	}
 	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
 	cfg.UserAgent = "ome-quota-manager"
+	if o.Record {
+		cfg.UserAgent = "ome-quota-manager-record"
+	}
 	return cfg, nil
 }
 
@@ -196,6 +199,22 @@ func (m *Manager) Run(ctx context.Context) error {
 	log.Info("waiting for informer caches")
 	if err := m.inf.waitForSync(ctx.Done()); err != nil {
 		return err
+	}
+	if m.opts.Record {
+		// Informers and the log only: nothing is written, no Lease is held.
+		go func() {
+			if err := sources.RunTicker(ctx, m.stream, m.opts.TickInterval(), time.Now); err != nil && !errors.Is(err, context.Canceled) {
+				errc <- err
+			}
+		}()
+		m.ready.Store(true)
+		log.Info("caches synced; recording", "eventLog", m.opts.EventLog)
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-errc:
+			return err
+		}
 	}
 	// Root is created (or its finalizer restored) in the background: the
 	// webhook may need this replica to be ready before it admits the write.

@@ -7,7 +7,8 @@ import (
 
 // input reads the state into the projection's input; m.mu is held.
 func (m *Manager) input() projector.Input {
-	return projector.FromState(m.st, m.opts.EnrolledNamespaces, m.opts.cover, m.outcomes)
+	c := m.st.Config()
+	return projector.FromState(m.st, c.EnrolledNamespaces, projector.CoverResources(c.CoverResources), m.outcomes)
 }
 
 // publishMetrics rewrites the gauges from one projection input, whole, so

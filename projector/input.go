@@ -66,6 +66,15 @@ type Input struct {
 	Outcomes map[string]Outcome
 }
 
+// CoverResources are the defaults with extra overriding them.
+func CoverResources(extra map[string]resource.Quantity) map[string]resource.Quantity {
+	out := DefaultCoverResources()
+	for k, q := range extra {
+		out[k] = q
+	}
+	return out
+}
+
 // DefaultCoverResources are ceilings far above any cluster's size.
 func DefaultCoverResources() map[string]resource.Quantity {
 	return map[string]resource.Quantity{

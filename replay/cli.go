@@ -12,10 +12,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/yaml"
 
-	"ome.io/quota-manager/projector"
 	"ome.io/quota-manager/state"
 )
 
@@ -64,8 +62,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	depth := fs.Int("max-tree-depth", 0, "what-if: replay with this --max-tree-depth")
 	hyst := fs.Int("capacity-hysteresis-percent", 0, "what-if: replay with this hysteresis")
 	measured := fs.StringSlice("capacity-resources", nil, "what-if: replay measuring these resources")
-	enrolled := fs.StringSlice("enrolled-namespaces", nil, "namespaces whose LocalQueues --objects shows")
-	cover := fs.StringToString("cover-resources", nil, "extra resources every ClusterQueue covers, for --objects")
+	enrolled := fs.StringSlice("enrolled-namespaces", nil, "what-if: replay with these enrolled namespaces (changes --objects)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0
@@ -119,15 +116,14 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		}
 		o.WhatIf.MeasuredResources = *measured
 	}
-	coverQ := projector.DefaultCoverResources()
-	for k, v := range *cover {
-		q, err := resource.ParseQuantity(v)
-		if err != nil || q.Sign() <= 0 {
-			return fail(2, "--cover-resources: the ceiling of %s must be a positive quantity such as 1M, got %q", k, v)
+	if fs.Changed("enrolled-namespaces") {
+		o.WhatIf.EnrolledNamespaces = *enrolled
+		if o.WhatIf.EnrolledNamespaces == nil {
+			o.WhatIf.EnrolledNamespaces = []string{}
 		}
-		coverQ[k] = q
 	}
 	dir := fs.Arg(0)
+	o.Objects = *objects
 	res, err := Run(dir, o)
 	if err != nil {
 		return fail(1, "%v", err)
@@ -158,7 +154,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		dump := res.State.Dump()
 		out, text = map[string]string{"state": dump}, func(w io.Writer) error { _, err := io.WriteString(w, dump); return err }
 	case *objects:
-		objs := projector.Project(projector.FromState(res.State, *enrolled, coverQ, nil))
+		objs := res.Objects()
 		out, text = objs, func(w io.Writer) error { return writeObjects(w, objs) }
 	case !o.WhatIf.IsZero():
 		recorded, err := Run(dir, Options{AtSeq: o.AtSeq, AtTime: o.AtTime})
@@ -251,7 +247,7 @@ func writeHistory(w io.Writer, h History) error {
 	return tw.Flush()
 }
 
-func writeObjects(w io.Writer, out *projector.Output) error {
+func writeObjects(w io.Writer, out Objects) error {
 	for _, group := range []any{out.Cohorts, out.ClusterQueues, out.LocalQueues} {
 		b, err := yaml.Marshal(group)
 		if err != nil {

@@ -18,11 +18,14 @@ type WhatIf struct {
 	MaxTreeDepth      *int
 	HysteresisPercent *int
 	MeasuredResources []string
+	// EnrolledNamespaces changes what --objects shows; it changes no
+	// transition.
+	EnrolledNamespaces []string
 }
 
 // IsZero reports whether nothing is overridden.
 func (w WhatIf) IsZero() bool {
-	return w.MaxTreeDepth == nil && w.HysteresisPercent == nil && w.MeasuredResources == nil
+	return w.MaxTreeDepth == nil && w.HysteresisPercent == nil && w.MeasuredResources == nil && w.EnrolledNamespaces == nil
 }
 
 func (w WhatIf) apply(c events.Config) events.Config {
@@ -35,6 +38,9 @@ func (w WhatIf) apply(c events.Config) events.Config {
 	if w.MeasuredResources != nil {
 		c.MeasuredResources = slices.Clone(w.MeasuredResources)
 	}
+	if w.EnrolledNamespaces != nil {
+		c.EnrolledNamespaces = slices.Clone(w.EnrolledNamespaces)
+	}
 	return c.Normalized()
 }
 
@@ -46,6 +52,10 @@ type Options struct {
 	AtSeq  uint64
 	AtTime time.Time
 	WhatIf WhatIf
+	// Objects tracks the Kueue objects as the manager would have left them
+	// (Result.Objects); it re-projects the tree after every event that can
+	// change them.
+	Objects bool
 }
 
 // Entry is one transition of the timeline, with the event that caused it.
@@ -100,6 +110,8 @@ type Result struct {
 	Problems []store.Problem
 	// Config is the configuration in force at the end, after WhatIf.
 	Config events.Config
+
+	objects map[string]*nodeObjects
 }
 
 // errDone ends a read early once the requested point is passed.
@@ -121,9 +133,13 @@ func Run(dir string, o Options) (*Result, error) {
 			ev.Config = &c
 		}
 		cause := describe(ev)
-		for _, t := range r.State.Apply(ev) {
+		ts := r.State.Apply(ev)
+		for _, t := range ts {
 			r.Timeline = append(r.Timeline, Entry{Seq: ev.Seq, Time: ev.Time.UTC(), Node: t.Node, From: t.From, To: t.To,
 				Reason: t.Reason, Message: t.Message, Cause: cause})
+		}
+		if o.Objects {
+			r.trackObjects(ev, len(ts))
 		}
 		if ev.Kind == events.KindAcceleratorQuota {
 			r.Specs = append(r.Specs, SpecChange{Seq: ev.Seq, Time: ev.Time.UTC(), Node: ev.Key, Op: string(ev.Op), Event: cause})

@@ -36,6 +36,7 @@ func guideLog(t *testing.T) string {
 		t.Fatal(err)
 	}
 	cfg := events.DefaultConfig()
+	cfg.EnrolledNamespaces = []string{"ml"}
 	var evs []events.Event
 	add := func(ev events.Event) { evs = append(evs, ev) }
 	add(events.ConfigChanged(t0, cfg))
@@ -137,11 +138,20 @@ func TestWhatIfHysteresis(t *testing.T) {
 
 func TestObjectsAndHistory(t *testing.T) {
 	dir := guideLog(t)
-	objs := run(t, dir, "--objects", "--enrolled-namespaces", "ml")
+	objs := run(t, dir, "--objects")
 	for _, w := range []string{"kind: ClusterQueue", "name: team-beta", "kind: LocalQueue", "namespace: ml"} {
 		if !strings.Contains(objs, w) {
 			t.Errorf("--objects lacks %q", w)
 		}
+	}
+	// big-team is frozen at the end, and its objects stay as they were.
+	if !strings.Contains(objs, "name: big-team") {
+		t.Errorf("--objects lost the held node big-team:\n%s", objs)
+	}
+	// What if another namespace had been enrolled?
+	other := run(t, dir, "--objects", "--enrolled-namespaces", "serving")
+	if !strings.Contains(other, "namespace: serving") || strings.Contains(other, "namespace: ml\n") {
+		t.Errorf("--objects --enrolled-namespaces serving:\n%s", other)
 	}
 	h := run(t, dir, "--node", "team-beta")
 	if !strings.Contains(h, "AcceleratorQuota team-beta written") || !strings.Contains(h, "-> Ready") {
@@ -155,12 +165,11 @@ func TestObjectsAndHistory(t *testing.T) {
 
 func TestUsageErrors(t *testing.T) {
 	for args, want := range map[string]string{
-		"":                        "give exactly one event log folder",
-		"d --at yesterday":        "neither a sequence number nor an RFC 3339 time",
-		"d --why a --state":       "separate views",
-		"d -o yaml":               "-o must be text or json",
-		"d --max-tree-depth -1":   "--max-tree-depth must be 0",
-		"d --cover-resources x=0": "must be a positive quantity",
+		"":                      "give exactly one event log folder",
+		"d --at yesterday":      "neither a sequence number nor an RFC 3339 time",
+		"d --why a --state":     "separate views",
+		"d -o yaml":             "-o must be text or json",
+		"d --max-tree-depth -1": "--max-tree-depth must be 0",
 	} {
 		var out, errOut bytes.Buffer
 		code := Main(strings.Fields(args), &out, &errOut)

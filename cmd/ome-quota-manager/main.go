@@ -31,9 +31,20 @@ func run(args []string) int {
 	}
 	opts := manager.DefaultOptions()
 	wopts := webhook.DefaultOptions()
-	fs := pflag.NewFlagSet("ome-quota-manager", pflag.ContinueOnError)
+	name := "ome-quota-manager"
+	if len(args) > 0 && args[0] == "record" {
+		// Informers only, into --event-log: the manager's flags that say
+		// what to read and how to measure apply; nothing is written.
+		args, name = args[1:], "ome-quota-manager record"
+		opts.Record, opts.Mode, opts.LeaderElect = true, manager.ModeWorkload, false
+		opts.MetricsAddr, opts.HealthAddr = "0", "0"
+		wopts.Enabled = false
+	}
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
 	opts.AddFlags(fs)
-	wopts.AddFlags(fs)
+	if !opts.Record {
+		wopts.AddFlags(fs)
+	}
 	// -v, --vmodule and --logging-format (text, or json for structured
 	// logs), from Kubernetes' own logging options.
 	logCfg := logsapi.NewLoggingConfiguration()
@@ -47,6 +58,10 @@ func run(args []string) int {
 	}
 	if err := opts.Validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "ome-quota-manager:", err)
+		return 2
+	}
+	if opts.Record && opts.EventLog == "" {
+		fmt.Fprintln(os.Stderr, "ome-quota-manager record: --event-log is required: the folder to record into")
 		return 2
 	}
 	if err := wopts.Validate(); err != nil {
