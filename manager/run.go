@@ -48,9 +48,10 @@ type Manager struct {
 	inf   *informerSet
 
 	stream *events.Stream
-	// log records every event before it is applied (--event-log); nil
-	// records nothing.
+	// log records every event (--event-log) through rec, which encodes and
+	// writes on a goroutine of its own; both nil record nothing.
 	log *store.Log
+	rec *store.Recorder
 
 	mu       sync.Mutex // guards st and outcomes
 	st       *state.State
@@ -148,16 +149,34 @@ func (m *Manager) Run(ctx context.Context) error {
 	defer cancel()
 	errc := make(chan error, 8)
 	m.serve(ctx, errc)
+	// The event log is closed last, once the consumer has stopped handing
+	// it events, so that everything applied is recorded.
+	consumed := make(chan struct{})
+	consuming := false
+	defer func() {
+		cancel()
+		if consuming {
+			<-consumed
+		}
+		var err error
+		if m.rec != nil {
+			err = m.rec.Close()
+		} else if m.log != nil {
+			err = m.log.Close()
+		}
+		if err != nil {
+			log.Error(err, "closing the event log")
+		}
+	}()
 
 	handlers := sources.New(ctx, m.stream, time.Now, func(err error) {
 		log.Error(err, "an input could not be turned into an event")
 	})
 	if m.log != nil {
-		defer func() {
-			if err := m.log.Close(); err != nil {
-				log.Error(err, "closing the event log")
-			}
-		}()
+		m.rec = store.NewRecorder(m.log, 4096, func(ev events.Event, err error) {
+			m.metrics.EventLogErrors.Inc()
+			log.Error(err, "cannot record the event; the recorded log will have a gap here", "seq", ev.Seq)
+		})
 		for _, p := range m.log.Problems() {
 			log.Info("the event log is damaged; replay reports it and goes on", "problem", p.String())
 		}
@@ -194,7 +213,11 @@ func (m *Manager) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	go func() { errc <- m.consume(ctx) }()
+	consuming = true
+	go func() {
+		defer close(consumed)
+		errc <- m.consume(ctx)
+	}()
 	m.inf.start(ctx.Done())
 	log.Info("waiting for informer caches")
 	if err := m.inf.waitForSync(ctx.Done()); err != nil {
@@ -270,14 +293,13 @@ func (m *Manager) markDirty() {
 func (m *Manager) consume(ctx context.Context) error {
 	log := klog.FromContext(ctx)
 	err := m.stream.Consume(ctx, func(ev events.Event) error {
-		// What the state sees is what the log holds: the event is appended
-		// before it is applied. A failed append is logged and counted; the
-		// state still applies the event, and a replay reports the gap.
-		if m.log != nil {
-			if err := m.log.Append(ev); err != nil {
-				m.metrics.EventLogErrors.Inc()
-				log.Error(err, "cannot record the event; the recorded log will have a gap here", "seq", ev.Seq)
-			}
+		// What the state sees is what the log holds: the event is queued
+		// for the log before it is applied, and nothing derived from it is
+		// written to the API server before the log has it (see
+		// projectLoop). A failed append is logged and counted; the state
+		// still applies the event, and a replay reports the gap.
+		if m.rec != nil {
+			m.rec.Record(ev)
 		}
 		m.mu.Lock()
 		transitions := m.st.Apply(ev)
@@ -313,12 +335,18 @@ func (m *Manager) projectLoop(ctx context.Context) {
 		time.Sleep(20 * time.Millisecond)
 		m.mu.Lock()
 		in := m.input()
+		seq := m.st.LastSeq()
 		stray := m.st.Unattributed()
 		m.mu.Unlock()
 		out := projector.Project(in)
 		m.publishMetrics(in, stray)
 		if !m.leader.Load() {
 			continue
+		}
+		if m.rec != nil {
+			// Every event this projection derives from is in the log before
+			// any write it causes leaves the manager.
+			m.rec.Wait(seq)
 		}
 		res := m.applier.ApplyObjects(ctx, out)
 		changed := m.setOutcomes(res.Outcomes)

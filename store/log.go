@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"ome.io/quota-manager/events"
@@ -117,6 +118,7 @@ type Log struct {
 	closed bool
 	stop   chan struct{}
 	done   chan struct{}
+	lock   *os.File // holds the folder's flock while open
 }
 
 // Open opens (creating it if needed) the log in dir. The next event it
@@ -132,11 +134,21 @@ func Open(dir string, o Options) (*Log, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("creating the event log folder: %w", err)
 	}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			lock.Close()
+		}
+	}()
 	segs, err := listSegments(dir)
 	if err != nil {
 		return nil, err
 	}
-	l := &Log{dir: dir, opts: opts, segs: segs, next: 1}
+	l := &Log{dir: dir, opts: opts, segs: segs, next: 1, lock: lock}
 	damaged := false
 	// The last sequence number: from the newest segment that holds a
 	// readable event.
@@ -191,6 +203,7 @@ func Open(dir string, o Options) (*Log, error) {
 		l.stop, l.done = make(chan struct{}), make(chan struct{})
 		go l.flusher()
 	}
+	ok = true
 	return l, nil
 }
 
@@ -378,6 +391,7 @@ func (l *Log) Close() error {
 		return nil
 	}
 	l.closed = true
+	defer l.lock.Close() // releases the flock
 	if l.f == nil {
 		return nil
 	}
@@ -386,4 +400,25 @@ func (l *Log) Close() error {
 		err = cerr
 	}
 	return err
+}
+
+// lockName is the file whose flock marks a folder as open for writing.
+const lockName = "LOCK"
+
+// lockDir takes an exclusive, non-blocking flock on dir's lock file, so
+// that two processes never append to one log. The kernel releases it when
+// the process dies.
+func lockDir(dir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, 0o640)
+	if err != nil {
+		return nil, fmt.Errorf("opening the event log's lock file: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("another process is writing the event log in %s: give each replica its own folder", dir)
+		}
+		return nil, fmt.Errorf("locking the event log in %s: %w", dir, err)
+	}
+	return f, nil
 }

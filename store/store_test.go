@@ -358,3 +358,20 @@ func TestSyncPolicies(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+func TestOneWriterPerFolder(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(dir, small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(dir, small); err == nil || !strings.Contains(err.Error(), "another process is writing the event log") {
+		t.Fatalf("a second writer: %v", err)
+	}
+	l.Close()
+	l2, err := Open(dir, small)
+	if err != nil {
+		t.Fatalf("after Close the folder must open again: %v", err)
+	}
+	l2.Close()
+}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -110,7 +111,9 @@ func TestGuide(t *testing.T) {
 	_, err := kq.ResourceFlavors().Create(ctx, localcluster.A100Flavor(), metav1.CreateOptions{})
 	require.NoError(t, err)
 
-	m1 := startManager(t, "m1")
+	// m1 records its events; m3 continues the same log after m1 is killed.
+	eventLog := filepath.Join(t.TempDir(), "events")
+	m1 := startManager(t, "m1", "--event-log="+eventLog)
 
 	t.Run("root is created", func(t *testing.T) {
 		kubectlEquals(t, 30*time.Second, "NAME ROLE PARENT\nroot Cohort <none>",
@@ -270,6 +273,10 @@ Materialized=True Admitted: enforcement objects match this node's budget`,
 		}
 	})
 
+	t.Run("the recorded log explains the freeze", func(t *testing.T) {
+		checkFreezeExplained(t, eventLog)
+	})
+
 	t.Run("deleting a team sweeps its objects, even frozen", func(t *testing.T) {
 		require.NoError(t, aqs.Delete(ctx, "big-team", metav1.DeleteOptions{}))
 		eventually(t, 30*time.Second, func() string {
@@ -385,7 +392,7 @@ Materialized=True Admitted: enforcement objects match this node's budget`,
 		})
 
 		t.Run("SIGTERM releases the lease", func(t *testing.T) {
-			m3 := startManager(t, "m3")
+			m3 := startManager(t, "m3", "--event-log="+eventLog)
 			stopped := time.Now()
 			m2.Stop()
 			require.Equal(t, 0, m2.ExitCode(), "a SIGTERM must end the manager cleanly")
@@ -419,6 +426,8 @@ Materialized=True Admitted: enforcement objects match this node's budget`,
 			t.Run("a namespace no longer enrolled loses its LocalQueues", func(t *testing.T) {
 				require.NoError(t, cluster.EnsureNamespace(ctx, "ml-batch"))
 				m3.Stop()
+				// m3 continued m1's log after m1 was killed: no gap.
+				checkContinuous(t, eventLog, 2)
 				m4 := startManager(t, "m4", "--enrolled-namespaces=ml-serving,ml-batch")
 				eventually(t, 30*time.Second, func() string {
 					lqs, err := kq.LocalQueues("ml-batch").List(ctx, metav1.ListOptions{})

@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"ome.io/quota-manager/api/v1beta1/aqclient"
@@ -14,10 +16,29 @@ var (
 	aqs     *aqclient.Client
 	// managerBin is the ome-quota-manager binary, built once for the package.
 	managerBin string
+	// auditLog is the API server's audit log: every request but reads.
+	auditLog string
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(localcluster.RunTests(m, localcluster.Options{Kueue: true}, true, func(ctx context.Context, p *localcluster.TestPackage) (err error) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "ome-e2e-audit-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	policy := filepath.Join(dir, "policy.yaml")
+	auditLog = filepath.Join(dir, "audit.log")
+	if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	opts := localcluster.Options{Kueue: true, APIServerArgs: map[string]string{"audit-policy-file": policy, "audit-log-path": auditLog}}
+	return localcluster.RunTests(m, opts, true, func(ctx context.Context, p *localcluster.TestPackage) (err error) {
 		cluster, managerBin = p.Cluster, p.ManagerBin
 		if aqs, err = aqclient.New(p.Cluster.Config); err != nil {
 			return err
@@ -28,5 +49,5 @@ func TestMain(m *testing.M) {
 			}
 		}
 		return nil
-	}))
+	})
 }

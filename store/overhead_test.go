@@ -1,0 +1,95 @@
+package store
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"ome.io/quota-manager/api/v1beta1/aqtest"
+	"ome.io/quota-manager/events"
+	"ome.io/quota-manager/state"
+)
+
+// overheadEvents are a busy cluster's inputs: Node status updates, budget
+// changes and ClusterQueue usage, over a 50-team tree and 1,000 Nodes.
+func overheadEvents(n int) []events.Event {
+	var out []events.Event
+	add := func(ev events.Event) { ev.Seq = uint64(len(out) + 1); out = append(out, ev) }
+	add(events.ConfigChanged(t0, events.DefaultConfig()))
+	add(events.FlavorUpserted(t0, &events.Flavor{Name: "a100", NodeLabels: map[string]string{"gpu.product": "a100"}}))
+	add(events.QuotaUpserted(t0, &events.Quota{Name: "root", Spec: aqtest.Root().Obj().Spec}))
+	for i := 0; i < 50; i++ {
+		team := aqtest.Team(fmt.Sprintf("team-%d", i), "root").Budget("nvidia.com/gpu", "a100", "8").Obj()
+		add(events.QuotaUpserted(t0, &events.Quota{Name: team.Name, Generation: 1, Spec: team.Spec}))
+	}
+	add(events.Tick(t0))
+	for i := 0; len(out) < n; i++ {
+		at := t0.Add(time.Duration(i) * time.Millisecond)
+		switch i % 10 {
+		case 0:
+			team := aqtest.Team(fmt.Sprintf("team-%d", i%50), "root").Budget("nvidia.com/gpu", "a100", fmt.Sprint(1+i%8)).Obj()
+			add(events.QuotaUpserted(at, &events.Quota{Name: team.Name, Generation: int64(i), Spec: team.Spec}))
+		case 1, 2, 3:
+			add(events.QueueUpserted(at, &events.Queue{Name: fmt.Sprintf("team-%d", i%50), Managed: true, Usage: []events.Usage{{
+				Resource: "nvidia.com/gpu", Flavor: "a100", Admitted: resource.MustParse(fmt.Sprint(i % 8))}}}))
+		default:
+			node := sample(uint64(i%9 + 1)).Node
+			node.Name = fmt.Sprintf("gpu-node-%d", i%1000)
+			node.Ready = i%7 != 0
+			add(events.NodeUpserted(at, node))
+		}
+	}
+	return out
+}
+
+// BenchmarkRecordOverhead compares the reducer applying a busy cluster's
+// events alone with the same reducer when each event is first appended to
+// a log (SyncInterval, the default): the cost of recording on the
+// consumer's path.
+func BenchmarkRecordOverhead(b *testing.B) {
+	evs := overheadEvents(20_000)
+	b.Run("ApplyOnly", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			st := state.New()
+			for _, ev := range evs {
+				st.Apply(ev)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(evs)), "ns/event")
+	})
+	b.Run("RecordThenApply", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			l, err := Open(b.TempDir(), Options{MaxBytes: -1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			rec := NewRecorder(l, 4096, func(_ events.Event, err error) { b.Error(err) })
+			st := state.New()
+			for _, ev := range evs {
+				rec.Record(ev)
+				st.Apply(ev)
+			}
+			rec.Close()
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(evs)), "ns/event")
+	})
+	b.Run("AppendThenApply", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			l, err := Open(b.TempDir(), Options{MaxBytes: -1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			st := state.New()
+			for _, ev := range evs {
+				if err := l.Append(ev); err != nil {
+					b.Fatal(err)
+				}
+				st.Apply(ev)
+			}
+			l.Close()
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(evs)), "ns/event")
+	})
+}

@@ -1,0 +1,268 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1beta1 "ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/events"
+	"ome.io/quota-manager/store"
+)
+
+// auditPolicy logs every request but reads, so that the audit log lists
+// the writes of each client by user agent.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: None
+  verbs: ["get", "list", "watch"]
+- level: Metadata
+`
+
+// replayCmd runs "ome-quota-manager replay" and returns its standard output.
+func replayCmd(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(managerBin, append([]string{"replay"}, args...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "replay %v: %s", args, stderr.String())
+	return string(out)
+}
+
+// replayJSON runs replay with -o json and decodes its items into v.
+func replayJSON(t *testing.T, v any, args ...string) {
+	t.Helper()
+	var rep struct {
+		APIVersion string          `json:"apiVersion"`
+		Items      json.RawMessage `json:"items"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(replayCmd(t, append(args, "-o", "json")...)), &rep))
+	require.Equal(t, "replay.ome.io/v1alpha1", rep.APIVersion)
+	require.NoError(t, json.Unmarshal(rep.Items, v))
+}
+
+// checkFreezeExplained replays the log that the manager is recording and
+// checks that it explains big-team's freeze by the Node deletion, and that
+// its objects are the ones in the API server.
+func checkFreezeExplained(t *testing.T, dir string) {
+	var timeline []struct {
+		Seq   uint64 `json:"seq"`
+		Node  string `json:"node"`
+		To    string `json:"to"`
+		Cause string `json:"cause"`
+	}
+	replayJSON(t, &timeline, dir)
+	var at uint64
+	for _, e := range timeline {
+		if e.Node == "big" && e.To == "CapacityExceeded" {
+			at = e.Seq
+			require.Contains(t, e.Cause, "Node gpu-node-4 deleted")
+		}
+	}
+	require.NotZero(t, at, "the timeline has no transition of big to CapacityExceeded: %+v", timeline)
+
+	why := replayCmd(t, dir, "--why", "big-team")
+	for _, want := range []string{
+		fmt.Sprintf("big-team is Frozen since #%d", at),
+		fmt.Sprintf("big is CapacityExceeded since #%d", at),
+		"the high-water mark of nvidia.com/gpu@a100 fell from 32 to 24",
+		"Node gpu-node-4 deleted",
+	} {
+		require.Contains(t, why, want, "replay --why big-team")
+	}
+	before := replayCmd(t, dir, "--at", strconv.FormatUint(at-1, 10), "--state")
+	after := replayCmd(t, dir, "--at", strconv.FormatUint(at, 10), "--state")
+	require.Regexp(t, `quota big gen=\d+ phase=Ready`, before)
+	require.Regexp(t, `quota big gen=\d+ phase=CapacityExceeded`, after)
+	require.Regexp(t, `quota big-team gen=\d+ phase=Frozen`, after)
+
+	// The objects a replay says the manager leaves are the ones it wrote:
+	// every field the projector sets is in the stored object, for the held
+	// big-team too, and no managed object is missing or extra.
+	var objs struct {
+		Cohorts       []map[string]any `json:"cohorts"`
+		ClusterQueues []map[string]any `json:"clusterQueues"`
+		LocalQueues   []map[string]any `json:"localQueues"`
+	}
+	replayJSON(t, &objs, dir, "--objects")
+	ctx := context.Background()
+	kq := cluster.Kueue.KueueV1beta2()
+	sel := metav1.ListOptions{LabelSelector: v1beta1.ManagedByLabel + "=" + v1beta1.ManagedByValue}
+	live := map[string]any{}
+	cohorts, err := kq.Cohorts().List(ctx, sel)
+	require.NoError(t, err)
+	for _, o := range cohorts.Items {
+		live["Cohort/"+o.Name] = o
+	}
+	cqs, err := kq.ClusterQueues().List(ctx, sel)
+	require.NoError(t, err)
+	for _, o := range cqs.Items {
+		live["ClusterQueue/"+o.Name] = o
+	}
+	lqs, err := kq.LocalQueues("").List(ctx, sel)
+	require.NoError(t, err)
+	for _, o := range lqs.Items {
+		live["LocalQueue/"+o.Namespace+"/"+o.Name] = o
+	}
+	replayed := map[string]map[string]any{}
+	for kind, list := range map[string][]map[string]any{"Cohort": objs.Cohorts, "ClusterQueue": objs.ClusterQueues, "LocalQueue": objs.LocalQueues} {
+		for _, o := range list {
+			md := o["metadata"].(map[string]any)
+			key := kind + "/" + md["name"].(string)
+			if ns, ok := md["namespace"].(string); ok {
+				key = kind + "/" + ns + "/" + md["name"].(string)
+			}
+			replayed[key] = o
+		}
+	}
+	require.Contains(t, replayed, "ClusterQueue/big-team", "the held team's objects are part of what the manager leaves")
+	keys := func(m any) []string {
+		var out []string
+		switch m := m.(type) {
+		case map[string]any:
+			for k := range m {
+				out = append(out, k)
+			}
+		case map[string]map[string]any:
+			for k := range m {
+				out = append(out, k)
+			}
+		}
+		return out
+	}
+	require.ElementsMatch(t, keys(live), keys(replayed))
+	for key, want := range replayed {
+		b, err := json.Marshal(live[key])
+		require.NoError(t, err)
+		var got map[string]any
+		require.NoError(t, json.Unmarshal(b, &got))
+		delete(want, "status")
+		if path := subset(want, got, key); path != "" {
+			t.Errorf("replay --objects and the API server differ: %s", path)
+		}
+	}
+}
+
+// subset returns "" when every field of want is in got with the same
+// value, else the path of the first difference.
+func subset(want, got any, path string) string {
+	switch w := want.(type) {
+	case map[string]any:
+		g, ok := got.(map[string]any)
+		if !ok {
+			return fmt.Sprintf("%s: want an object, got %v", path, got)
+		}
+		for k, v := range w {
+			if p := subset(v, g[k], path+"."+k); p != "" {
+				return p
+			}
+		}
+	case []any:
+		g, ok := got.([]any)
+		if !ok || len(g) != len(w) {
+			return fmt.Sprintf("%s: want %v, got %v", path, w, got)
+		}
+		for i := range w {
+			if p := subset(w[i], g[i], fmt.Sprintf("%s[%d]", path, i)); p != "" {
+				return p
+			}
+		}
+	default:
+		if fmt.Sprint(want) != fmt.Sprint(got) {
+			return fmt.Sprintf("%s: want %v, got %v", path, want, got)
+		}
+	}
+	return ""
+}
+
+// checkContinuous reads a log written by several starts of the manager in
+// one folder: every event is there, numbered with no gap, and each start
+// left its marker.
+func checkContinuous(t *testing.T, dir string, starts int) {
+	var prev uint64
+	var markers []string
+	rep, err := store.Read(dir, 0, func(ev events.Event) error {
+		if prev != 0 && ev.Seq != prev+1 {
+			return fmt.Errorf("event %d follows %d", ev.Seq, prev)
+		}
+		prev = ev.Seq
+		if ev.Kind == events.KindStart {
+			markers = append(markers, ev.Start.Identity)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Empty(t, rep.Problems)
+	require.Equal(t, uint64(1), rep.First)
+	require.Len(t, markers, starts, "start markers: %v", markers)
+}
+
+// TestRecord records the cluster with "ome-quota-manager record" while the
+// tree exists, replays what it wrote, and reads the API server's audit log
+// for any write the recorder made.
+func TestRecord(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "recorded")
+	logFile := filepath.Join(t.TempDir(), "record.log")
+	f, err := os.Create(logFile)
+	require.NoError(t, err)
+	cmd := exec.Command(managerBin, "record", "--kubeconfig="+cluster.Kubeconfig, "--event-log="+dir,
+		"--enrolled-namespaces=ml-serving", "--capacity-report-interval=1s")
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	require.NoError(t, cmd.Start())
+	eventually(t, 30*time.Second, func() string {
+		out, err := exec.Command(managerBin, "replay", dir).Output()
+		if err != nil || !strings.Contains(string(out), "team-beta") || !strings.Contains(string(out), "timer tick") {
+			return fmt.Sprintf("the recorded log has no transition of team-beta after a tick yet: %v\n%s", err, out)
+		}
+		return ""
+	})
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, cmd.Wait(), "record did not exit cleanly")
+	f.Close()
+
+	tl := replayCmd(t, dir)
+	require.Contains(t, tl, "team-beta")
+	require.Contains(t, tl, "Ready")
+	require.Contains(t, replayCmd(t, dir, "--state"), "entry nvidia.com/gpu@a100")
+
+	// The audit log lists every write; none came from the recorder, while
+	// the manager's own writes are there, so the log does record writes.
+	af, err := os.Open(auditLog)
+	require.NoError(t, err)
+	defer af.Close()
+	sc := bufio.NewScanner(af)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	var managerWrites int
+	for sc.Scan() {
+		var ev struct {
+			Verb       string `json:"verb"`
+			UserAgent  string `json:"userAgent"`
+			RequestURI string `json:"requestURI"`
+		}
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &ev))
+		if strings.HasPrefix(ev.UserAgent, "ome-quota-manager-record") {
+			t.Errorf("the recorder wrote: %s %s", ev.Verb, ev.RequestURI)
+		}
+		if strings.HasPrefix(ev.UserAgent, "ome-quota-manager/") || ev.UserAgent == "ome-quota-manager" {
+			managerWrites++
+		}
+	}
+	require.NoError(t, sc.Err())
+	require.Greater(t, managerWrites, 0, "the audit log holds no write of the manager: is auditing on?")
+}
