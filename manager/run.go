@@ -221,6 +221,9 @@ func (m *Manager) Run(ctx context.Context) error {
 	m.inf.start(ctx.Done())
 	log.Info("waiting for informer caches")
 	if err := m.inf.waitForSync(ctx.Done()); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped before the caches synced: a clean stop
+		}
 		return err
 	}
 	if m.opts.Record {
