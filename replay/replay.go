@@ -70,8 +70,9 @@ type Entry struct {
 	Cause   string       `json:"cause"`
 }
 
-// CapacityChange is a change of one pair's figures on root, with the event
-// that caused it.
+// CapacityChange is a change of one pair's installed capacity or
+// high-water mark on root, with the event that caused it (allocatable is
+// reported as it stood then).
 type CapacityChange struct {
 	Seq           uint64    `json:"seq"`
 	Time          time.Time `json:"time"`
@@ -132,19 +133,25 @@ func Run(dir string, o Options) (*Result, error) {
 			c := o.WhatIf.apply(*ev.Config)
 			ev.Config = &c
 		}
-		cause := describe(ev)
+		var cause string
+		causeOf := func() string {
+			if cause == "" {
+				cause = describe(ev)
+			}
+			return cause
+		}
 		ts := r.State.Apply(ev)
 		for _, t := range ts {
 			r.Timeline = append(r.Timeline, Entry{Seq: ev.Seq, Time: ev.Time.UTC(), Node: t.Node, From: t.From, To: t.To,
-				Reason: t.Reason, Message: t.Message, Cause: cause})
+				Reason: t.Reason, Message: t.Message, Cause: causeOf()})
 		}
 		if o.Objects {
 			r.trackObjects(ev, len(ts))
 		}
 		if ev.Kind == events.KindAcceleratorQuota {
-			r.Specs = append(r.Specs, SpecChange{Seq: ev.Seq, Time: ev.Time.UTC(), Node: ev.Key, Op: string(ev.Op), Event: cause})
+			r.Specs = append(r.Specs, SpecChange{Seq: ev.Seq, Time: ev.Time.UTC(), Node: ev.Key, Op: string(ev.Op), Event: causeOf()})
 		}
-		prev = r.capacityChanges(ev, cause, prev)
+		prev = r.capacityChanges(ev, causeOf, prev)
 		r.Events++
 		r.Last, r.LastTime = ev.Seq, ev.Time.UTC()
 		return nil
@@ -161,20 +168,28 @@ func Run(dir string, o Options) (*Result, error) {
 }
 
 // capacityChanges records the pairs whose figures the event changed.
-func (r *Result) capacityChanges(ev events.Event, cause string, prev map[state.Pair]state.CapacityEntry) map[state.Pair]state.CapacityEntry {
+func (r *Result) capacityChanges(ev events.Event, cause func() string, prev map[state.Pair]state.CapacityEntry) map[state.Pair]state.CapacityEntry {
+	switch ev.Kind {
+	case events.KindAcceleratorQuota, events.KindClusterQueue, events.KindStart:
+		if ev.Key != "root" {
+			return prev // cannot move capacity
+		}
+	}
 	cur := r.State.Capacity()
 	next := make(map[state.Pair]state.CapacityEntry, len(cur))
 	for _, c := range cur {
 		next[c.Pair] = c
 		p, ok := prev[c.Pair]
-		if ok && p.Installed == c.Installed && p.HighWaterMark == c.HighWaterMark && p.Allocatable == c.Allocatable {
+		// Allocatable alone (a node cordoned or NotReady) moves no mark:
+		// the history keeps what explains marks, installed and the mark.
+		if ok && p.Installed == c.Installed && p.HighWaterMark == c.HighWaterMark {
 			continue
 		}
-		r.Capacity = append(r.Capacity, change(ev, cause, c.Pair, p, c))
+		r.Capacity = append(r.Capacity, change(ev, cause(), c.Pair, p, c))
 	}
 	for pair, p := range prev {
 		if _, ok := next[pair]; !ok {
-			r.Capacity = append(r.Capacity, change(ev, cause, pair, p, state.CapacityEntry{Pair: pair}))
+			r.Capacity = append(r.Capacity, change(ev, cause(), pair, p, state.CapacityEntry{Pair: pair}))
 		}
 	}
 	return next
