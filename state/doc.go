@@ -87,9 +87,9 @@
 //     resource, when the Node matches no flavor; it follows Node and flavor
 //     events at once.
 //   - Amounts are int64 milli-units. A budget amount above MaxAmount
-//     (10^12 units) breaks BudgetInvalid, so no message prints a clamped
-//     figure as if it were exact; capacity read from a Node is clamped to
-//     MaxAmount.
+//     (10^12 units) breaks BudgetInvalid and its nominal adds nothing to
+//     its parent's children total, so every figure a message prints is
+//     exact; capacity read from a Node is clamped to MaxAmount.
 //
 // # State machines
 //
