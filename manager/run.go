@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -52,9 +53,14 @@ type Manager struct {
 	st       *state.State
 	outcomes map[string]projector.Outcome
 
-	dirty      chan struct{}
-	leader     atomic.Bool
-	ready      atomic.Bool
+	dirty  chan struct{}
+	leader atomic.Bool
+	ready  atomic.Bool
+	// stateSynced is set once the state has applied the Synced marker:
+	// it holds every object listed at start.
+	stateSynced atomic.Bool
+	// startup says what the replica waits for while it starts.
+	startup atomic.Pointer[string]
 	applier    *apply.Applier
 	extraReady []func() error
 }
@@ -138,31 +144,42 @@ func (m *Manager) Run(ctx context.Context) error {
 		return err
 	}
 	kq := m.inf.kueue.Kueue().V1beta2()
-	for _, reg := range []func() error{
-		func() error { _, err := m.inf.aq.AddEventHandler(handlers.Quotas()); return err },
-		func() error {
-			_, err := m.inf.core.Core().V1().Nodes().Informer().AddEventHandler(handlers.Nodes())
-			return err
-		},
-		func() error {
-			_, err := kq.ResourceFlavors().Informer().AddEventHandler(handlers.Flavors())
-			return err
-		},
-		func() error {
-			_, err := kq.ClusterQueues().Informer().AddEventHandler(handlers.ClusterQueues())
-			return err
-		},
-		func() error { _, err := kq.Cohorts().Informer().AddEventHandler(m.kick()); return err },
-		func() error { _, err := kq.LocalQueues().Informer().AddEventHandler(m.kick()); return err },
+	// The registrations of the handlers that publish events: the Synced
+	// marker waits until each has handled its informer's initial list.
+	var regs []cache.ResourceEventHandlerRegistration
+	for _, h := range []struct {
+		inf cache.SharedIndexInformer
+		h   cache.ResourceEventHandler
+	}{
+		{m.inf.aq, handlers.Quotas()},
+		{m.inf.core.Core().V1().Nodes().Informer(), handlers.Nodes()},
+		{kq.ResourceFlavors().Informer(), handlers.Flavors()},
+		{kq.ClusterQueues().Informer(), handlers.ClusterQueues()},
+		{kq.Cohorts().Informer(), m.kick()},
+		{kq.LocalQueues().Informer(), m.kick()},
 	} {
-		if err := reg(); err != nil {
+		reg, err := h.inf.AddEventHandler(h.h)
+		if err != nil {
 			return err
 		}
+		regs = append(regs, reg)
 	}
 	go func() { errc <- m.consume(ctx) }()
+	// Informers on a resource the API server does not serve would retry
+	// their lists with a growing backoff (46 s to recover once Kueue's
+	// CRDs appeared): wait for the APIs first, naming what is missing.
+	m.waitForAPIs(ctx)
+	if ctx.Err() != nil {
+		return nil
+	}
 	m.inf.start(ctx.Done())
+	m.setStartup("loading the cluster: the informer caches have not synced yet")
 	log.Info("waiting for informer caches")
 	if err := m.inf.waitForSync(ctx.Done()); err != nil {
+		return err
+	}
+	m.setStartup("loading the cluster: the informers' initial lists are not all in the state yet")
+	if err := sources.PublishSynced(ctx, m.stream, time.Now, regs...); err != nil {
 		return err
 	}
 	// Root is created (or its finalizer restored) in the background: the
@@ -222,6 +239,9 @@ func (m *Manager) consume(ctx context.Context) error {
 		m.mu.Lock()
 		transitions := m.st.Apply(ev)
 		m.mu.Unlock()
+		if ev.Kind == events.KindSynced {
+			m.stateSynced.Store(true)
+		}
 		m.metrics.Events.WithLabelValues(string(ev.Kind)).Inc()
 		m.metrics.StreamDepth.Set(float64(m.stream.Len()))
 		m.metrics.EventLag.Observe(time.Since(ev.Time).Seconds())
@@ -276,8 +296,12 @@ func (m *Manager) projectLoop(ctx context.Context) {
 		if res.Writes > 0 || len(res.Errors) > 0 {
 			log.V(1).Info("materialized", "writes", res.Writes, "confirmed", res.Confirmed, "swept", res.Swept, "errors", len(res.Errors))
 		}
-		if len(res.Errors) > 0 {
+		switch {
+		case len(res.Errors) > 0:
 			retry = time.After(2 * time.Second)
+		case !res.RetryAt.IsZero():
+			// A write refused for good is retried when its backoff ends.
+			retry = time.After(time.Until(res.RetryAt))
 		}
 	}
 }
@@ -425,8 +449,8 @@ func (m *Manager) serve(ctx context.Context, errc chan<- error) {
 func (m *Manager) healthRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !m.ready.Load() {
-			http.Error(w, "informer caches not synced yet", http.StatusServiceUnavailable)
+		if err := m.NotReady(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		for _, f := range m.extraReady {

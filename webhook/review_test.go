@@ -122,7 +122,14 @@ func TestReview(t *testing.T) {
 			body:     reviewOf(t, admissionv1.Create, "team-x", aqtest.Team("team-x", "root").Obj(), nil, false),
 			reviewer: &Reviewer{Inputs: guideReviewer().Inputs, Synced: func() bool { return false }},
 			want: reviewWant{HTTPStatus: 200, UID: "uid-1", Code: 503, Verdict: VerdictUnavailable,
-				Message: "still loading the cluster's flavors and capacity"},
+				Message: "this replica of the quota manager is not ready, so it cannot judge the write: it is loading the cluster's flavors and capacity"},
+		},
+		"not ready, with the cause /readyz prints": {
+			body: reviewOf(t, admissionv1.Create, "team-x", aqtest.Team("team-x", "root").Obj(), nil, false),
+			reviewer: &Reviewer{Inputs: guideReviewer().Inputs, Synced: func() bool { return false },
+				NotReady: func() error { return errors.New("Kueue's CRDs are missing: install Kueue") }},
+			want: reviewWant{HTTPStatus: 200, UID: "uid-1", Code: 503, Verdict: VerdictUnavailable,
+				Message: "this replica of the quota manager is not ready, so it cannot judge the write: Kueue's CRDs are missing: install Kueue"},
 		},
 		"root while not synced": {
 			body:     reviewOf(t, admissionv1.Create, "root", aqtest.Root().Obj(), nil, false),
