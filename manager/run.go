@@ -60,7 +60,7 @@ type Manager struct {
 	// it holds every object listed at start.
 	stateSynced atomic.Bool
 	// startup says what the replica waits for while it starts.
-	startup atomic.Pointer[string]
+	startup    atomic.Pointer[string]
 	applier    *apply.Applier
 	extraReady []func() error
 }
