@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
@@ -40,6 +41,7 @@ import (
 // Manager is one running replica.
 type Manager struct {
 	opts    *Options
+	cfg     *rest.Config
 	metrics *metrics.Metrics
 
 	kube  kubernetes.Interface
@@ -85,7 +87,7 @@ func RestConfig(o *Options) (*rest.Config, error) {
 
 // New builds a manager; nothing runs until Run.
 func New(o *Options, cfg *rest.Config) (*Manager, error) {
-	m := &Manager{opts: o, metrics: metrics.New(), st: state.New(), outcomes: map[string]projector.Outcome{}, dirty: make(chan struct{}, 1)}
+	m := &Manager{opts: o, cfg: cfg, metrics: metrics.New(), st: state.New(), outcomes: map[string]projector.Outcome{}, dirty: make(chan struct{}, 1)}
 	var err error
 	if m.kube, err = kubernetes.NewForConfig(cfg); err != nil {
 		return nil, err
@@ -134,7 +136,9 @@ func (m *Manager) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 8)
-	m.serve(ctx, errc)
+	if err := m.serve(ctx, errc); err != nil {
+		return err
+	}
 
 	handlers := sources.New(ctx, m.stream, time.Now, func(err error) {
 		log.Error(err, "an input could not be turned into an event")
@@ -362,13 +366,9 @@ func (m *Manager) ensureRoot(ctx context.Context) {
 
 // lead campaigns for the Lease; while held, this replica applies.
 func (m *Manager) lead(ctx context.Context) error {
-	id := m.opts.Identity
-	if id == "" {
-		h, err := os.Hostname()
-		if err != nil {
-			return err
-		}
-		id = h
+	id, err := m.opts.LeaderIdentity()
+	if err != nil {
+		return err
 	}
 	ns := m.opts.LeaseNamespace
 	if ns == "" {
@@ -414,15 +414,22 @@ func (m *Manager) becomeLeader(ctx context.Context) {
 	m.markDirty()
 }
 
-// serve runs the metrics and health endpoints.
-func (m *Manager) serve(ctx context.Context, errc chan<- error) {
-	start := func(addr string, h http.Handler) {
+// serve runs the metrics and health endpoints. /metrics is HTTPS with
+// delegated authentication and authorization unless --metrics-secure=false.
+func (m *Manager) serve(ctx context.Context, errc chan<- error) error {
+	start := func(addr string, h http.Handler, tlsCfg *tls.Config) {
 		if addr == "" || addr == "0" {
 			return
 		}
-		srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 10 * time.Second}
+		srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsCfg}
 		go func() {
-			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			var err error
+			if tlsCfg != nil {
+				err = srv.ListenAndServeTLS("", "")
+			} else {
+				err = srv.ListenAndServe()
+			}
+			if err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errc <- fmt.Errorf("serving on %s: %w", addr, err)
 			}
 		}()
@@ -433,17 +440,29 @@ func (m *Manager) serve(ctx context.Context, errc chan<- error) {
 			_ = srv.Shutdown(sctx)
 		}()
 	}
+	var metricsHandler http.Handler = promhttp.HandlerFor(m.metrics.Registry, promhttp.HandlerOpts{})
+	var tlsCfg *tls.Config
+	if m.opts.MetricsSecure && m.opts.MetricsAddr != "" && m.opts.MetricsAddr != "0" {
+		var err error
+		if metricsHandler, err = secureMetrics(ctx, m.cfg, metricsHandler); err != nil {
+			return err
+		}
+		if tlsCfg, err = metricsTLS(ctx, m.opts.MetricsCertDir, m.opts.MetricsAddr); err != nil {
+			return err
+		}
+	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(m.metrics.Registry, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", metricsHandler)
 	if m.opts.HealthAddr == m.opts.MetricsAddr {
 		m.healthRoutes(mux)
-		start(m.opts.MetricsAddr, mux)
-		return
+		start(m.opts.MetricsAddr, mux, tlsCfg)
+		return nil
 	}
-	start(m.opts.MetricsAddr, mux)
+	start(m.opts.MetricsAddr, mux, tlsCfg)
 	hmux := http.NewServeMux()
 	m.healthRoutes(hmux)
-	start(m.opts.HealthAddr, hmux)
+	start(m.opts.HealthAddr, hmux, nil)
+	return nil
 }
 
 func (m *Manager) healthRoutes(mux *http.ServeMux) {
