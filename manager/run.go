@@ -184,6 +184,9 @@ func (m *Manager) Run(ctx context.Context) error {
 	}
 	m.setStartup("loading the cluster: the informers' initial lists are not all in the state yet")
 	if err := sources.PublishSynced(ctx, m.stream, time.Now, regs...); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while starting
+		}
 		return err
 	}
 	// Root is created (or its finalizer restored) in the background: the
