@@ -22,6 +22,9 @@ const (
 	ModeManagement = "management"
 )
 
+// maxCoverResources bounds the cover resources, defaults included.
+const maxCoverResources = 16
+
 // Options are the manager's flags.
 type Options struct {
 	Mode               string
@@ -143,6 +146,15 @@ func (o *Options) Validate() error {
 			return fmt.Errorf("--cover-resources: the ceiling of %s must be a positive quantity such as 1M, got %q", k, o.CoverResources[k])
 		}
 		o.cover[k] = q
+	}
+	// A team's ClusterQueue has one resource group covering its budgeted
+	// resources (at most 16, the CRD's limit on budgets) and the cover
+	// resources, on each budgeted flavor (at most 16). Kueue v0.17 refuses
+	// a group of more than 512 flavor-resource combinations, so at most 16
+	// cover resources keep 16 x (16 + 16) within it.
+	if len(o.cover) > maxCoverResources {
+		return fmt.Errorf("--cover-resources: %d cover resources with cpu, memory and ephemeral-storage, but at most %d fit: Kueue refuses a ClusterQueue resource group of more than 512 flavor-resource combinations, and a team may budget 16 resources on 16 flavors",
+			len(o.cover), maxCoverResources)
 	}
 	if o.HysteresisPercent < 0 || o.HysteresisPercent > 100 {
 		return fmt.Errorf("--capacity-hysteresis-percent must be between 0 and 100, got %d", o.HysteresisPercent)
