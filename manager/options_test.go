@@ -25,6 +25,8 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		"negative report":      {[]string{"--mode=workload", "--capacity-report-interval=-1s"}, "--capacity-report-interval must not be negative"},
 		"zero resync":          {[]string{"--mode=workload", "--resync-interval=0s"}, "--resync-interval must be positive"},
 		"cert dir, plain HTTP": {[]string{"--mode=workload", "--metrics-secure=false", "--metrics-cert-dir=/certs"}, "--metrics-cert-dir=/certs is set but --metrics-secure=false serves plain HTTP"},
+		"too many covers":      {[]string{"--mode=workload", "--cover-resources=a/1=1,a/2=1,a/3=1,a/4=1,a/5=1,a/6=1,a/7=1,a/8=1,a/9=1,a/10=1,a/11=1,a/12=1,a/13=1,a/14=1"}, "--cover-resources: 17 cover resources with cpu, memory and ephemeral-storage, but at most 16 fit"},
+		"thirteen covers":      {[]string{"--mode=workload", "--cover-resources=a/1=1,a/2=1,a/3=1,a/4=1,a/5=1,a/6=1,a/7=1,a/8=1,a/9=1,a/10=1,a/11=1,a/12=1,a/13=1"}, ""},
 		"lease timings":        {[]string{"--mode=workload", "--leader-election-lease-duration=5s", "--leader-election-renew-deadline=10s"}, "--leader-election-lease-duration (5s) must exceed --leader-election-renew-deadline (10s)"},
 	}
 	for name, tc := range cases {
