@@ -132,7 +132,8 @@ func TestFirstCapacityReportHoldsEveryNode(t *testing.T) {
 	}
 }
 
-// TestMissingKueueCRDs: Kueue's CRDs are missing when the manager starts.
+// TestMissingKueueCRDs: Kueue's CRDs that the manager watches are missing
+// when it starts.
 // The replica is not ready, and /readyz, the log and the webhook's refusal
 // name the missing API group and resources and say what to do; the
 // refusal is a denial kubectl prints, not "the server is currently unable
@@ -146,11 +147,13 @@ func TestMissingKueueCRDs(t *testing.T) {
 	all, err := crds.List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	var kueueCRDs []apiextensionsv1.CustomResourceDefinition
+	watched := map[string]bool{"clusterqueues": true, "cohorts": true, "localqueues": true, "resourceflavors": true}
 	for _, c := range all.Items {
-		if c.Spec.Group == kueuev1beta2.GroupVersion.Group {
+		if c.Spec.Group == kueuev1beta2.GroupVersion.Group && watched[c.Spec.Names.Plural] {
 			kueueCRDs = append(kueueCRDs, c)
 		}
 	}
+	require.Len(t, kueueCRDs, len(watched))
 	require.NotEmpty(t, kueueCRDs)
 	restore := func() {
 		for _, c := range kueueCRDs {
@@ -166,10 +169,10 @@ func TestMissingKueueCRDs(t *testing.T) {
 		require.NoError(t, crds.Delete(ctx, c.Name, metav1.DeleteOptions{}))
 	}
 	t.Cleanup(restore)
-	testutil.Eventually(t, 30*time.Second, func() string {
+	testutil.Eventually(t, 90*time.Second, func() string {
 		for _, c := range kueueCRDs {
-			if _, err := crds.Get(ctx, c.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-				return "CRD " + c.Name + " still there"
+			if got, err := crds.Get(ctx, c.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return fmt.Sprintf("CRD %s still there: %v, deleted at %v, finalizers %v", c.Name, err, got.DeletionTimestamp, got.Finalizers)
 			}
 		}
 		return ""
