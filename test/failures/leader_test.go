@@ -23,7 +23,7 @@ func TestTwoReplicasOnOneHostOneLeader(t *testing.T) {
 	host, err := os.Hostname()
 	require.NoError(t, err)
 	const lease = "one-host"
-	flags := []string{"--leader-election-identity=", "--leader-election-id=" + lease,
+	flags := []string{"--webhook=false", "--leader-election-identity=", "--leader-election-id=" + lease,
 		"--leader-election-lease-duration=4s", "--leader-election-renew-deadline=3s", "--leader-election-retry-period=500ms"}
 	a := launch(t, "host-replica-a", flags...)
 	b := launch(t, "host-replica-b", flags...)

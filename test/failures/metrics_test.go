@@ -77,7 +77,7 @@ func TestMetricsNeedAuthorizedToken(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "tls.crt"), crt, 0o600))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "tls.key"), key, 0o600))
-	m := launch(t, "secure-metrics", "--metrics-secure=true", "--metrics-cert-dir="+dir)
+	m := launch(t, "secure-metrics", "--webhook=false", "--metrics-secure=true", "--metrics-cert-dir="+dir)
 
 	// No token: 401, over TLS with the given certificate.
 	var state *tls.ConnectionState
@@ -102,7 +102,7 @@ func TestMetricsNeedAuthorizedToken(t *testing.T) {
 	token := tr.Status.Token
 	code, body, _ := scrape(t, m, token)
 	require.Equal(t, http.StatusForbidden, code, body)
-	require.Contains(t, body, "system:serviceaccount:ome:"+sa)
+	require.Contains(t, body, "Forbidden: system:serviceaccount:ome:"+sa+" may not get /metrics")
 	code, _, _ = scrape(t, m, "not-a-token")
 	require.Equal(t, http.StatusUnauthorized, code)
 

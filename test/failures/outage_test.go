@@ -165,7 +165,7 @@ func TestAPIServerOutage(t *testing.T) {
 	})
 
 	p := startProxy(t, apiserverAddr(t))
-	m := launch(t, "outage", "--kubeconfig="+kubeconfigVia(t, p), "--leader-elect=false")
+	m := launch(t, "outage", "--webhook=false", "--kubeconfig="+kubeconfigVia(t, p), "--leader-elect=false")
 	testutil.Eventually(t, 60*time.Second, func() string {
 		if got := rootMark(ctx, "nvidia.com/gpu", flavor); got != "8" {
 			return "mark on root: " + got

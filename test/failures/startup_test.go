@@ -103,7 +103,7 @@ func TestFirstCapacityReportHoldsEveryNode(t *testing.T) {
 	require.NoError(t, err)
 	defer w.Stop()
 
-	launch(t, "many-nodes")
+	launch(t, "many-nodes", "--webhook=false")
 	want := resource.MustParse(fmt.Sprint(8 * manyNodes))
 	timeout := time.After(2 * time.Minute)
 	reports := 0
