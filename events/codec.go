@@ -9,9 +9,19 @@ import (
 )
 
 // SchemaVersion is the version of the encoding this build writes, and the
-// newest it reads. Bump it whenever an encoded event changes shape; teach
-// Unmarshal to upgrade older versions, never to guess at newer ones.
-const SchemaVersion = 1
+// newest it reads. Bump it whenever an encoded event changes shape or a new
+// kind appears (an older reader would refuse it as unknown); teach the
+// decoder to upgrade older versions, never to guess at newer ones.
+//
+// Versions:
+//   - 1: the first.
+//   - 2: adds the Synced kind. In version 1 the first Tick marked the
+//     informers' initial lists as delivered; the Decoder upgrades a
+//     version 1 log by reading its first Tick as Synced.
+const SchemaVersion = 2
+
+// oldestVersion is the oldest schema version this build reads.
+const oldestVersion = 1
 
 // VersionError is a line written with a schema version this build cannot
 // read.
@@ -46,32 +56,43 @@ func Marshal(ev Event) ([]byte, error) {
 	return json.Marshal(wire{V: SchemaVersion, Event: ev})
 }
 
-// Unmarshal decodes one encoded event. It refuses a line of another schema
-// version with a *VersionError, fields this version does not know, and an
-// event that Validate refuses.
+// Unmarshal decodes one encoded event. It refuses a line of a schema
+// version it does not read with a *VersionError, fields its version does
+// not know, and an event that Validate refuses. A line of an older version
+// is returned as written: upgrading a version 1 log needs the whole log,
+// which the Decoder reads.
 func Unmarshal(line []byte) (Event, error) {
+	ev, _, err := unmarshal(line)
+	return ev, err
+}
+
+func unmarshal(line []byte) (Event, int, error) {
 	var probe struct {
 		V *int `json:"v"`
 	}
 	if err := json.Unmarshal(line, &probe); err != nil {
-		return Event{}, fmt.Errorf("not an encoded event: %w", err)
+		return Event{}, 0, fmt.Errorf("not an encoded event: %w", err)
 	}
 	if probe.V == nil {
-		return Event{}, &VersionError{}
+		return Event{}, 0, &VersionError{}
 	}
-	if *probe.V != SchemaVersion {
-		return Event{}, &VersionError{Version: *probe.V}
+	v := *probe.V
+	if v < oldestVersion || v > SchemaVersion {
+		return Event{}, 0, &VersionError{Version: v}
 	}
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.DisallowUnknownFields()
 	var w wire
 	if err := dec.Decode(&w); err != nil {
-		return Event{}, fmt.Errorf("schema version %d event does not decode: %w", SchemaVersion, err)
+		return Event{}, 0, fmt.Errorf("schema version %d event does not decode: %w", v, err)
+	}
+	if v < 2 && w.Event.Kind == KindSynced {
+		return Event{}, 0, fmt.Errorf("event #%d has kind %s, which schema version %d did not have: the log is corrupt", w.Event.Seq, KindSynced, v)
 	}
 	if err := w.Event.Validate(); err != nil {
-		return Event{}, err
+		return Event{}, 0, err
 	}
-	return w.Event, nil
+	return w.Event, v, nil
 }
 
 // Encoder writes events as JSON lines.
@@ -93,10 +114,13 @@ func (e *Encoder) Encode(ev Event) error {
 	return err
 }
 
-// Decoder reads events written by an Encoder.
+// Decoder reads events written by an Encoder, upgrading older versions.
 type Decoder struct {
 	r    *bufio.Reader
 	line int
+	// v1Ticked is whether a version 1 Tick was read: the first one is
+	// read as Synced.
+	v1Ticked bool
 }
 
 // NewDecoder returns a decoder reading from r.
@@ -118,9 +142,13 @@ func (d *Decoder) Decode() (Event, error) {
 			}
 			continue
 		}
-		ev, derr := Unmarshal(b)
+		ev, v, derr := unmarshal(b)
 		if derr != nil {
 			return Event{}, fmt.Errorf("event log line %d: %w", d.line, derr)
+		}
+		if v == 1 && ev.Kind == KindTick && !d.v1Ticked {
+			d.v1Ticked = true
+			ev.Kind = KindSynced
 		}
 		return ev, nil
 	}

@@ -99,7 +99,7 @@ func TestEncodingIsPinned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"v":1,"seq":7,"time":"2026-10-05T09:41:12Z","kind":"Node","op":"upsert","key":"n1","node":{"name":"n1","labels":{"a":"1","b":"2"},"capacity":{"nvidia.com/gpu":"8"},"ready":true,"unschedulable":true}}`
+	want := `{"v":2,"seq":7,"time":"2026-10-05T09:41:12Z","kind":"Node","op":"upsert","key":"n1","node":{"name":"n1","labels":{"a":"1","b":"2"},"capacity":{"nvidia.com/gpu":"8"},"ready":true,"unschedulable":true}}`
 	if string(b) != want {
 		t.Errorf("got  %s\nwant %s", b, want)
 	}
@@ -112,20 +112,22 @@ func TestDecodeRefuses(t *testing.T) {
 		want    string
 	}{
 		"newer version": {
-			line: `{"v":2,"seq":1,"kind":"Tick","time":"2026-10-05T09:41:12Z","shiny":true}`, version: 2,
-			want: "schema version 2, newer than 1, the newest this build reads: read the log with the ome-quota-manager version that wrote it, or a newer one",
+			line: `{"v":3,"seq":1,"kind":"Tick","time":"2026-10-05T09:41:12Z","shiny":true}`, version: 3,
+			want: "schema version 3, newer than 2, the newest this build reads: read the log with the ome-quota-manager version that wrote it, or a newer one",
 		},
-		"no version":      {line: `{"seq":1,"kind":"Tick"}`, version: 0, want: `no schema version (field "v")`},
-		"version zero":    {line: `{"v":0,"seq":1,"kind":"Tick"}`, version: 0, want: `no schema version`},
-		"unknown field":   {line: `{"v":1,"seq":1,"kind":"Tick","time":"2026-10-05T09:41:12Z","extra":1}`, version: -1, want: `unknown field "extra"`},
-		"not json":        {line: `hello`, version: -1, want: "not an encoded event"},
-		"reserved kind":   {line: `{"v":1,"seq":1,"kind":"ResourceSlice","time":"2026-10-05T09:41:12Z"}`, version: -1, want: "reserved for DRA capacity"},
-		"unknown kind":    {line: `{"v":1,"seq":1,"kind":"Pod","time":"2026-10-05T09:41:12Z"}`, version: -1, want: `unknown kind "Pod"`},
-		"key mismatch":    {line: `{"v":1,"seq":1,"kind":"ResourceFlavor","op":"upsert","key":"a","flavor":{"name":"b"},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: `key "a" but its payload names "b"`},
-		"missing payload": {line: `{"v":1,"seq":1,"kind":"Node","op":"upsert","key":"a","time":"2026-10-05T09:41:12Z"}`, version: -1, want: `exactly one payload, "node"`},
-		"bad quantity":    {line: `{"v":1,"seq":1,"kind":"Node","op":"upsert","key":"a","node":{"name":"a","capacity":{"x":"lots"},"ready":true},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "does not decode"},
-		"bad config":      {line: `{"v":1,"seq":1,"kind":"Config","config":{"maxTreeDepth":-1,"hysteresisPercent":10,"reportInterval":"1m","measuredResources":[]},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "fix --max-tree-depth"},
-		"two values":      {line: `{"v":1,"seq":1,"kind":"Tick","time":"2026-10-05T09:41:12Z"}{}`, version: -1, want: "after top-level value"},
+		"synced in version 1": {line: `{"v":1,"seq":1,"kind":"Synced","time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 1 did not have"},
+		"synced payload":      {line: `{"v":2,"seq":1,"kind":"Synced","time":"2026-10-05T09:41:12Z","failure":{"reason":"x"}}`, version: -1, want: "a synced marker carries none"},
+		"no version":          {line: `{"seq":1,"kind":"Tick"}`, version: 0, want: `no schema version (field "v")`},
+		"version zero":        {line: `{"v":0,"seq":1,"kind":"Tick"}`, version: 0, want: `no schema version`},
+		"unknown field":       {line: `{"v":1,"seq":1,"kind":"Tick","time":"2026-10-05T09:41:12Z","extra":1}`, version: -1, want: `unknown field "extra"`},
+		"not json":            {line: `hello`, version: -1, want: "not an encoded event"},
+		"reserved kind":       {line: `{"v":1,"seq":1,"kind":"ResourceSlice","time":"2026-10-05T09:41:12Z"}`, version: -1, want: "reserved for DRA capacity"},
+		"unknown kind":        {line: `{"v":1,"seq":1,"kind":"Pod","time":"2026-10-05T09:41:12Z"}`, version: -1, want: `unknown kind "Pod"`},
+		"key mismatch":        {line: `{"v":1,"seq":1,"kind":"ResourceFlavor","op":"upsert","key":"a","flavor":{"name":"b"},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: `key "a" but its payload names "b"`},
+		"missing payload":     {line: `{"v":1,"seq":1,"kind":"Node","op":"upsert","key":"a","time":"2026-10-05T09:41:12Z"}`, version: -1, want: `exactly one payload, "node"`},
+		"bad quantity":        {line: `{"v":1,"seq":1,"kind":"Node","op":"upsert","key":"a","node":{"name":"a","capacity":{"x":"lots"},"ready":true},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "does not decode"},
+		"bad config":          {line: `{"v":1,"seq":1,"kind":"Config","config":{"maxTreeDepth":-1,"hysteresisPercent":10,"reportInterval":"1m","measuredResources":[]},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "fix --max-tree-depth"},
+		"two values":          {line: `{"v":1,"seq":1,"kind":"Tick","time":"2026-10-05T09:41:12Z"}{}`, version: -1, want: "after top-level value"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -144,8 +146,42 @@ func TestDecodeRefuses(t *testing.T) {
 	}
 }
 
+// A version 1 log had no Synced: its first Tick marked the informers'
+// initial lists as delivered. The decoder reads it so; later Ticks stay
+// Ticks, and a version 2 Tick is never upgraded.
+func TestDecodeUpgradesVersion1(t *testing.T) {
+	log := `{"v":1,"seq":1,"time":"2026-10-05T09:41:12Z","kind":"Node","op":"upsert","key":"n1","node":{"name":"n1","ready":true}}
+{"v":1,"seq":2,"time":"2026-10-05T09:41:13Z","kind":"Tick"}
+{"v":1,"seq":3,"time":"2026-10-05T09:42:13Z","kind":"Tick"}
+{"v":2,"seq":4,"time":"2026-10-05T09:43:13Z","kind":"Tick"}
+`
+	dec := NewDecoder(strings.NewReader(log))
+	var got []string
+	for {
+		ev, err := dec.Decode()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, ev.String())
+	}
+	want := []string{"#1 Node upsert n1", "#2 Synced", "#3 Tick", "#4 Tick"}
+	if strings.Join(got, ", ") != strings.Join(want, ", ") {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	var b bytes.Buffer
+	if err := NewEncoder(&b).Encode(Event{Seq: 2, Time: time.Date(2026, 10, 5, 9, 41, 13, 0, time.UTC), Kind: KindSynced}); err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"v":2,"seq":2,"time":"2026-10-05T09:41:13Z","kind":"Synced"}` + "\n"; b.String() != want {
+		t.Errorf("encoded %q, want %q", b.String(), want)
+	}
+}
+
 func TestDecodeLastLineWithoutNewline(t *testing.T) {
-	dec := NewDecoder(strings.NewReader(`{"v":1,"seq":4,"time":"2026-10-05T09:41:12Z","kind":"Tick"}`))
+	dec := NewDecoder(strings.NewReader(`{"v":2,"seq":4,"time":"2026-10-05T09:41:12Z","kind":"Tick"}`))
 	ev, err := dec.Decode()
 	if err != nil || ev.Seq != 4 || ev.Kind != KindTick {
 		t.Fatalf("got %v, %v", ev, err)

@@ -13,7 +13,9 @@ import (
 type Kind string
 
 // Kinds of event. DeviceClass and ResourceSlice are reserved for DRA
-// capacity: schema version 1 does not produce or read them.
+// capacity: no schema version produces or reads them yet. Adding a kind
+// changes what a reader must understand, so it bumps SchemaVersion (see
+// codec.go); Synced came with version 2.
 const (
 	KindAcceleratorQuota Kind = "AcceleratorQuota"
 	KindNode             Kind = "Node"
@@ -22,6 +24,7 @@ const (
 	KindTick             Kind = "Tick"
 	KindConfig           Kind = "Config"
 	KindMeasureFailed    Kind = "MeasureFailed"
+	KindSynced           Kind = "Synced"
 	// KindStart marks a start of the manager in a recorded log: which build
 	// ran, with which flags. The state does not read it.
 	KindStart         Kind = "Start"
@@ -166,12 +169,20 @@ func Deleted(t time.Time, kind Kind, name string) Event {
 }
 
 // Tick is the timer: a measurement that finds the capacity stamps a report
-// interval old writes them anew. The shell sends the first Tick as soon as
-// its informers have synced, and then one per interval: until the first
-// Tick the state takes no measurement, so that the partial view of an
-// informer's initial list cannot lower a high-water mark.
+// interval old writes them anew. A Tick before Synced measures nothing.
 func Tick(t time.Time) Event {
 	return Event{Time: t, Kind: KindTick}
+}
+
+// Synced marks the point in the stream where every informer's initial list
+// has been delivered: each object the API server listed at start is in an
+// event before it. The shell publishes it once, when every event handler
+// reports its initial list handled. Until it the state takes no
+// measurement, so that the partial view of an initial list (a third of the
+// Nodes) can neither lower a high-water mark nor be reported on root; the
+// first measurement is taken when it is applied.
+func Synced(t time.Time) Event {
+	return Event{Time: t, Kind: KindSynced}
 }
 
 // ConfigChanged is the configuration in force from t on.
@@ -266,13 +277,15 @@ func (e *Event) Validate() error {
 			return fmt.Errorf("%s upsert event #%d has key %q but its payload names %q: they must agree", e.Kind, e.Seq, e.Key, name)
 		}
 		return nil
-	case KindTick, KindConfig, KindMeasureFailed, KindStart:
+	case KindTick, KindSynced, KindConfig, KindMeasureFailed, KindStart:
 		if e.Op != "" || e.Key != "" {
 			return fmt.Errorf("%s event #%d has an op or a key: only object events carry them", e.Kind, e.Seq)
 		}
 		switch {
 		case e.Kind == KindTick && count != 0:
 			return fmt.Errorf("tick event #%d carries a %s payload: a tick carries none", e.Seq, first)
+		case e.Kind == KindSynced && count != 0:
+			return fmt.Errorf("synced event #%d carries a %s payload: a synced marker carries none", e.Seq, first)
 		case e.Kind == KindConfig && (count != 1 || first != "config"):
 			return fmt.Errorf("config event #%d must carry exactly one payload, %q", e.Seq, "config")
 		case e.Kind == KindMeasureFailed && (count != 1 || first != "failure"):

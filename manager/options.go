@@ -3,12 +3,14 @@ package manager
 import (
 	"fmt"
 	"maps"
+	"os"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"ome.io/quota-manager/events"
@@ -20,6 +22,9 @@ const (
 	ModeWorkload   = "workload"
 	ModeManagement = "management"
 )
+
+// maxCoverResources bounds the cover resources, defaults included.
+const maxCoverResources = 16
 
 // Options are the manager's flags.
 type Options struct {
@@ -33,6 +38,8 @@ type Options struct {
 	ResyncInterval     time.Duration
 	MaxTreeDepth       int
 	MetricsAddr        string
+	MetricsSecure      bool
+	MetricsCertDir     string
 	HealthAddr         string
 	ApplyWorkers       int
 	KubeAPIQPS         float32
@@ -72,6 +79,7 @@ func DefaultOptions() *Options {
 		ResyncInterval:     10 * time.Minute,
 		MaxTreeDepth:       events.DefaultMaxTreeDepth,
 		MetricsAddr:        ":8080",
+		MetricsSecure:      true,
 		HealthAddr:         ":8081",
 		ApplyWorkers:       16,
 		KubeAPIQPS:         200,
@@ -98,6 +106,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.ResyncInterval, "resync-interval", o.ResyncInterval, "how often to measure and re-apply even when nothing changed")
 	fs.IntVar(&o.MaxTreeDepth, "max-tree-depth", o.MaxTreeDepth, "deepest a node may sit below root, in edges; 0 turns the check off")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "address of the Prometheus /metrics endpoint; 0 turns it off")
+	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure, "serve /metrics over HTTPS, to scrapers whose bearer token the API server authenticates (TokenReview) and allows to get the non-resource URL /metrics (SubjectAccessReview); false serves plain HTTP to anyone, for local use")
+	fs.StringVar(&o.MetricsCertDir, "metrics-cert-dir", o.MetricsCertDir, "folder holding tls.crt and tls.key for the metrics endpoint, reloaded when they change; empty means a self-signed certificate made in memory at start")
 	fs.StringVar(&o.HealthAddr, "health-probe-bind-address", o.HealthAddr, "address of /healthz and /readyz; 0 turns them off")
 	fs.IntVar(&o.ApplyWorkers, "apply-workers", o.ApplyWorkers, "writes to the API server in flight at once")
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "client-side request rate to the API server")
@@ -108,7 +118,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", o.LeaseDuration, "how long a lease holds without renewal")
 	fs.DurationVar(&o.LeaseRenewDeadline, "leader-election-renew-deadline", o.LeaseRenewDeadline, "how long the leader keeps retrying to renew before it gives up")
 	fs.DurationVar(&o.LeaseRetryPeriod, "leader-election-retry-period", o.LeaseRetryPeriod, "how often candidates try to acquire or renew")
-	fs.StringVar(&o.Identity, "leader-election-identity", o.Identity, "this replica's name in the Lease; empty means the hostname")
+	fs.StringVar(&o.Identity, "leader-election-identity", o.Identity, "this replica's name in the Lease; empty means the hostname plus a random suffix, unique per process")
 	fs.StringVar(&o.EventLog, "event-log", o.EventLog, "folder of the recorded event log, for 'ome-quota-manager replay'; empty records nothing")
 	fs.Int64Var(&o.EventLogMaxBytes, "event-log-max-bytes", o.EventLogMaxBytes, "remove the oldest segments of the event log beyond this many bytes; negative keeps everything")
 	fs.DurationVar(&o.EventLogMaxAge, "event-log-max-age", o.EventLogMaxAge, "remove segments of the event log last written longer ago than this; 0 keeps them")
@@ -156,6 +166,15 @@ func (o *Options) Validate() error {
 		}
 		o.cover[k] = q
 	}
+	// A team's ClusterQueue has one resource group covering its budgeted
+	// resources (at most 16, the CRD's limit on budgets) and the cover
+	// resources, on each budgeted flavor (at most 16). Kueue v0.17 refuses
+	// a group of more than 512 flavor-resource combinations, so at most 16
+	// cover resources keep 16 x (16 + 16) within it.
+	if len(o.cover) > maxCoverResources {
+		return fmt.Errorf("--cover-resources: %d cover resources with cpu, memory and ephemeral-storage, but at most %d fit: Kueue refuses a ClusterQueue resource group of more than 512 flavor-resource combinations, and a team may budget 16 resources on 16 flavors",
+			len(o.cover), maxCoverResources)
+	}
 	if o.HysteresisPercent < 0 || o.HysteresisPercent > 100 {
 		return fmt.Errorf("--capacity-hysteresis-percent must be between 0 and 100, got %d", o.HysteresisPercent)
 	}
@@ -167,6 +186,9 @@ func (o *Options) Validate() error {
 	}
 	if o.MaxTreeDepth < 0 {
 		return fmt.Errorf("--max-tree-depth must be 0 (no limit) or more, got %d", o.MaxTreeDepth)
+	}
+	if o.MetricsCertDir != "" && !o.MetricsSecure {
+		return fmt.Errorf("--metrics-cert-dir=%s is set but --metrics-secure=false serves plain HTTP: drop one of them", o.MetricsCertDir)
 	}
 	if o.ApplyWorkers < 1 {
 		return fmt.Errorf("--apply-workers must be at least 1, got %d", o.ApplyWorkers)
@@ -186,6 +208,21 @@ func (o *Options) Validate() error {
 		}
 	}
 	return nil
+}
+
+// LeaderIdentity is this replica's name in the Lease: --leader-election-identity,
+// or the hostname, an underscore and a random UUID, as Kubernetes' own
+// controllers do. Two processes on one host (or two pods with one
+// hostname) must never hold the Lease as the same holder, or both lead.
+func (o *Options) LeaderIdentity() (string, error) {
+	if o.Identity != "" {
+		return o.Identity, nil
+	}
+	h, err := os.Hostname()
+	if err != nil {
+		return "", fmt.Errorf("no --leader-election-identity and no hostname to build one from: %w", err)
+	}
+	return h + "_" + string(uuid.NewUUID()), nil
 }
 
 // TickInterval is how often the timer measures: the smaller of the resync

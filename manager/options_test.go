@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -12,18 +13,21 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		args []string
 		want string // "" means valid
 	}{
-		"valid":               {[]string{"--mode=workload"}, ""},
-		"mode missing":        {nil, "--mode is required"},
-		"mode unknown":        {[]string{"--mode=fleet"}, `--mode must be "workload" or "management", got "fleet"`},
-		"management refused":  {[]string{"--mode=management"}, "--mode=management is not built yet"},
-		"bad namespace":       {[]string{"--mode=workload", "--enrolled-namespaces=ML_Serving"}, `--enrolled-namespaces: "ML_Serving" is not a namespace name`},
-		"no resources":        {[]string{"--mode=workload", "--capacity-resources="}, "--capacity-resources must name at least one resource"},
-		"bad cover ceiling":   {[]string{"--mode=workload", "--cover-resources=rdma/x=lots"}, "--cover-resources: the ceiling of rdma/x must be a positive quantity"},
-		"hysteresis too high": {[]string{"--mode=workload", "--capacity-hysteresis-percent=150"}, "--capacity-hysteresis-percent must be between 0 and 100"},
-		"negative depth":      {[]string{"--mode=workload", "--max-tree-depth=-1"}, "--max-tree-depth must be 0"},
-		"negative report":     {[]string{"--mode=workload", "--capacity-report-interval=-1s"}, "--capacity-report-interval must not be negative"},
-		"zero resync":         {[]string{"--mode=workload", "--resync-interval=0s"}, "--resync-interval must be positive"},
-		"lease timings":       {[]string{"--mode=workload", "--leader-election-lease-duration=5s", "--leader-election-renew-deadline=10s"}, "--leader-election-lease-duration (5s) must exceed --leader-election-renew-deadline (10s)"},
+		"valid":                {[]string{"--mode=workload"}, ""},
+		"mode missing":         {nil, "--mode is required"},
+		"mode unknown":         {[]string{"--mode=fleet"}, `--mode must be "workload" or "management", got "fleet"`},
+		"management refused":   {[]string{"--mode=management"}, "--mode=management is not built yet"},
+		"bad namespace":        {[]string{"--mode=workload", "--enrolled-namespaces=ML_Serving"}, `--enrolled-namespaces: "ML_Serving" is not a namespace name`},
+		"no resources":         {[]string{"--mode=workload", "--capacity-resources="}, "--capacity-resources must name at least one resource"},
+		"bad cover ceiling":    {[]string{"--mode=workload", "--cover-resources=rdma/x=lots"}, "--cover-resources: the ceiling of rdma/x must be a positive quantity"},
+		"hysteresis too high":  {[]string{"--mode=workload", "--capacity-hysteresis-percent=150"}, "--capacity-hysteresis-percent must be between 0 and 100"},
+		"negative depth":       {[]string{"--mode=workload", "--max-tree-depth=-1"}, "--max-tree-depth must be 0"},
+		"negative report":      {[]string{"--mode=workload", "--capacity-report-interval=-1s"}, "--capacity-report-interval must not be negative"},
+		"zero resync":          {[]string{"--mode=workload", "--resync-interval=0s"}, "--resync-interval must be positive"},
+		"cert dir, plain HTTP": {[]string{"--mode=workload", "--metrics-secure=false", "--metrics-cert-dir=/certs"}, "--metrics-cert-dir=/certs is set but --metrics-secure=false serves plain HTTP"},
+		"too many covers":      {[]string{"--mode=workload", "--cover-resources=a/1=1,a/2=1,a/3=1,a/4=1,a/5=1,a/6=1,a/7=1,a/8=1,a/9=1,a/10=1,a/11=1,a/12=1,a/13=1,a/14=1"}, "--cover-resources: 17 cover resources with cpu, memory and ephemeral-storage, but at most 16 fit"},
+		"thirteen covers":      {[]string{"--mode=workload", "--cover-resources=a/1=1,a/2=1,a/3=1,a/4=1,a/5=1,a/6=1,a/7=1,a/8=1,a/9=1,a/10=1,a/11=1,a/12=1,a/13=1"}, ""},
+		"lease timings":        {[]string{"--mode=workload", "--leader-election-lease-duration=5s", "--leader-election-renew-deadline=10s"}, "--leader-election-lease-duration (5s) must exceed --leader-election-renew-deadline (10s)"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -52,5 +56,27 @@ func TestTickInterval(t *testing.T) {
 	o.ReportInterval = 0
 	if got := o.TickInterval(); got.String() != "10m0s" {
 		t.Errorf("tick with reporting off %s, want the resync interval 10m", got)
+	}
+}
+
+// Two replicas on one host must not hold the Lease as one holder: the
+// default identity is the hostname plus a random suffix, new per process.
+func TestLeaderIdentity(t *testing.T) {
+	host, err := os.Hostname()
+	if err != nil {
+		t.Skip("no hostname")
+	}
+	o := DefaultOptions()
+	a, err := o.LeaderIdentity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := o.LeaderIdentity()
+	if a == b || !strings.HasPrefix(a, host+"_") || len(a) <= len(host)+1 {
+		t.Errorf("identities %q and %q: want %q, an underscore and a random suffix, different each time", a, b, host)
+	}
+	o.Identity = "replica-a"
+	if id, _ := o.LeaderIdentity(); id != "replica-a" {
+		t.Errorf("--leader-election-identity=replica-a gave %q", id)
 	}
 }

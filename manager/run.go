@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -40,6 +42,7 @@ import (
 // Manager is one running replica.
 type Manager struct {
 	opts    *Options
+	cfg     *rest.Config
 	metrics *metrics.Metrics
 
 	kube  kubernetes.Interface
@@ -57,9 +60,14 @@ type Manager struct {
 	st       *state.State
 	outcomes map[string]projector.Outcome
 
-	dirty      chan struct{}
-	leader     atomic.Bool
-	ready      atomic.Bool
+	dirty  chan struct{}
+	leader atomic.Bool
+	ready  atomic.Bool
+	// stateSynced is set once the state has applied the Synced marker:
+	// it holds every object listed at start.
+	stateSynced atomic.Bool
+	// startup says what the replica waits for while it starts.
+	startup    atomic.Pointer[string]
 	applier    *apply.Applier
 	extraReady []func() error
 }
@@ -87,7 +95,7 @@ func RestConfig(o *Options) (*rest.Config, error) {
 
 // New builds a manager; nothing runs until Run.
 func New(o *Options, cfg *rest.Config) (*Manager, error) {
-	m := &Manager{opts: o, metrics: metrics.New(), st: state.New(), outcomes: map[string]projector.Outcome{}, dirty: make(chan struct{}, 1)}
+	m := &Manager{opts: o, cfg: cfg, metrics: metrics.New(), st: state.New(), outcomes: map[string]projector.Outcome{}, dirty: make(chan struct{}, 1)}
 	var err error
 	if m.kube, err = kubernetes.NewForConfig(cfg); err != nil {
 		return nil, err
@@ -148,7 +156,9 @@ func (m *Manager) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 8)
-	m.serve(ctx, errc)
+	if err := m.serve(ctx, errc); err != nil {
+		return err
+	}
 	// The event log is closed last, once the consumer has stopped handing
 	// it events, so that everything applied is recorded.
 	consumed := make(chan struct{})
@@ -192,37 +202,51 @@ func (m *Manager) Run(ctx context.Context) error {
 		return err
 	}
 	kq := m.inf.kueue.Kueue().V1beta2()
-	for _, reg := range []func() error{
-		func() error { _, err := m.inf.aq.AddEventHandler(handlers.Quotas()); return err },
-		func() error {
-			_, err := m.inf.core.Core().V1().Nodes().Informer().AddEventHandler(handlers.Nodes())
-			return err
-		},
-		func() error {
-			_, err := kq.ResourceFlavors().Informer().AddEventHandler(handlers.Flavors())
-			return err
-		},
-		func() error {
-			_, err := kq.ClusterQueues().Informer().AddEventHandler(handlers.ClusterQueues())
-			return err
-		},
-		func() error { _, err := kq.Cohorts().Informer().AddEventHandler(m.kick()); return err },
-		func() error { _, err := kq.LocalQueues().Informer().AddEventHandler(m.kick()); return err },
+	// The registrations of the handlers that publish events: the Synced
+	// marker waits until each has handled its informer's initial list.
+	var regs []cache.ResourceEventHandlerRegistration
+	for _, h := range []struct {
+		inf cache.SharedIndexInformer
+		h   cache.ResourceEventHandler
+	}{
+		{m.inf.aq, handlers.Quotas()},
+		{m.inf.core.Core().V1().Nodes().Informer(), handlers.Nodes()},
+		{kq.ResourceFlavors().Informer(), handlers.Flavors()},
+		{kq.ClusterQueues().Informer(), handlers.ClusterQueues()},
+		{kq.Cohorts().Informer(), m.kick()},
+		{kq.LocalQueues().Informer(), m.kick()},
 	} {
-		if err := reg(); err != nil {
+		reg, err := h.inf.AddEventHandler(h.h)
+		if err != nil {
 			return err
 		}
+		regs = append(regs, reg)
 	}
 	consuming = true
 	go func() {
 		defer close(consumed)
 		errc <- m.consume(ctx)
 	}()
+	// Informers on a resource the API server does not serve would retry
+	// their lists with a growing backoff (46 s to recover once Kueue's
+	// CRDs appeared): wait for the APIs first, naming what is missing.
+	m.waitForAPIs(ctx)
+	if ctx.Err() != nil {
+		return nil
+	}
 	m.inf.start(ctx.Done())
+	m.setStartup("loading the cluster: the informer caches have not synced yet")
 	log.Info("waiting for informer caches")
 	if err := m.inf.waitForSync(ctx.Done()); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped before the caches synced: a clean stop
+		}
+		return err
+	}
+	m.setStartup("loading the cluster: the informers' initial lists are not all in the state yet")
+	if err := sources.PublishSynced(ctx, m.stream, time.Now, regs...); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while starting
 		}
 		return err
 	}
@@ -307,6 +331,9 @@ func (m *Manager) consume(ctx context.Context) error {
 		m.mu.Lock()
 		transitions := m.st.Apply(ev)
 		m.mu.Unlock()
+		if ev.Kind == events.KindSynced {
+			m.stateSynced.Store(true)
+		}
 		m.metrics.Events.WithLabelValues(string(ev.Kind)).Inc()
 		m.metrics.StreamDepth.Set(float64(m.stream.Len()))
 		m.metrics.EventLag.Observe(time.Since(ev.Time).Seconds())
@@ -367,8 +394,12 @@ func (m *Manager) projectLoop(ctx context.Context) {
 		if res.Writes > 0 || len(res.Errors) > 0 {
 			log.V(1).Info("materialized", "writes", res.Writes, "confirmed", res.Confirmed, "swept", res.Swept, "errors", len(res.Errors))
 		}
-		if len(res.Errors) > 0 {
+		switch {
+		case len(res.Errors) > 0:
 			retry = time.After(2 * time.Second)
+		case !res.RetryAt.IsZero():
+			// A write refused for good is retried when its backoff ends.
+			retry = time.After(time.Until(res.RetryAt))
 		}
 	}
 }
@@ -429,13 +460,9 @@ func (m *Manager) ensureRoot(ctx context.Context) {
 
 // lead campaigns for the Lease; while held, this replica applies.
 func (m *Manager) lead(ctx context.Context) error {
-	id := m.opts.Identity
-	if id == "" {
-		h, err := os.Hostname()
-		if err != nil {
-			return err
-		}
-		id = h
+	id, err := m.opts.LeaderIdentity()
+	if err != nil {
+		return err
 	}
 	ns := m.opts.LeaseNamespace
 	if ns == "" {
@@ -481,15 +508,22 @@ func (m *Manager) becomeLeader(ctx context.Context) {
 	m.markDirty()
 }
 
-// serve runs the metrics and health endpoints.
-func (m *Manager) serve(ctx context.Context, errc chan<- error) {
-	start := func(addr string, h http.Handler) {
+// serve runs the metrics and health endpoints. /metrics is HTTPS with
+// delegated authentication and authorization unless --metrics-secure=false.
+func (m *Manager) serve(ctx context.Context, errc chan<- error) error {
+	start := func(addr string, h http.Handler, tlsCfg *tls.Config) {
 		if addr == "" || addr == "0" {
 			return
 		}
-		srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 10 * time.Second}
+		srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsCfg}
 		go func() {
-			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			var err error
+			if tlsCfg != nil {
+				err = srv.ListenAndServeTLS("", "")
+			} else {
+				err = srv.ListenAndServe()
+			}
+			if err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errc <- fmt.Errorf("serving on %s: %w", addr, err)
 			}
 		}()
@@ -500,24 +534,36 @@ func (m *Manager) serve(ctx context.Context, errc chan<- error) {
 			_ = srv.Shutdown(sctx)
 		}()
 	}
+	var metricsHandler http.Handler = promhttp.HandlerFor(m.metrics.Registry, promhttp.HandlerOpts{})
+	var tlsCfg *tls.Config
+	if m.opts.MetricsSecure && m.opts.MetricsAddr != "" && m.opts.MetricsAddr != "0" {
+		var err error
+		if metricsHandler, err = secureMetrics(ctx, m.cfg, metricsHandler); err != nil {
+			return err
+		}
+		if tlsCfg, err = metricsTLS(ctx, m.opts.MetricsCertDir, m.opts.MetricsAddr); err != nil {
+			return err
+		}
+	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(m.metrics.Registry, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", metricsHandler)
 	if m.opts.HealthAddr == m.opts.MetricsAddr {
 		m.healthRoutes(mux)
-		start(m.opts.MetricsAddr, mux)
-		return
+		start(m.opts.MetricsAddr, mux, tlsCfg)
+		return nil
 	}
-	start(m.opts.MetricsAddr, mux)
+	start(m.opts.MetricsAddr, mux, tlsCfg)
 	hmux := http.NewServeMux()
 	m.healthRoutes(hmux)
-	start(m.opts.HealthAddr, hmux)
+	start(m.opts.HealthAddr, hmux, nil)
+	return nil
 }
 
 func (m *Manager) healthRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !m.ready.Load() {
-			http.Error(w, "informer caches not synced yet", http.StatusServiceUnavailable)
+		if err := m.NotReady(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		for _, f := range m.extraReady {

@@ -44,6 +44,7 @@ func guideLog(t *testing.T) string {
 	for i := 1; i <= 4; i++ {
 		add(events.NodeUpserted(t0, gpuNode(fmt.Sprintf("gpu-node-%d", i))))
 	}
+	add(events.Synced(t0.Add(time.Second)))
 	add(events.Tick(t0.Add(time.Second)))
 	for _, aq := range []*v1beta1.AcceleratorQuota{
 		aqtest.Root().Obj(),
@@ -82,11 +83,11 @@ func TestWhyNamesTheNodeDeletion(t *testing.T) {
 	dir := guideLog(t)
 	got := run(t, dir, "--why", "big-team")
 	want := []string{
-		"big-team is Frozen since #14",
-		"<- #14 Node gpu-node-3 deleted",
-		"big is CapacityExceeded since #14",
-		"<- the high-water mark of nvidia.com/gpu@a100 fell from 32 to 24 at #14",
-		"<- installed nvidia.com/gpu@a100 went from 32 to 24: #14 Node gpu-node-3 deleted",
+		"big-team is Frozen since #15",
+		"<- #15 Node gpu-node-3 deleted",
+		"big is CapacityExceeded since #15",
+		"<- the high-water mark of nvidia.com/gpu@a100 fell from 32 to 24 at #15",
+		"<- installed nvidia.com/gpu@a100 went from 32 to 24: #15 Node gpu-node-3 deleted",
 	}
 	for _, w := range want {
 		if !strings.Contains(got, w) {
@@ -98,19 +99,19 @@ func TestWhyNamesTheNodeDeletion(t *testing.T) {
 func TestTimelineAndAt(t *testing.T) {
 	dir := guideLog(t)
 	tl := run(t, dir)
-	for _, w := range []string{"big-team", "Ready", "CapacityExceeded", "#14 Node gpu-node-3 deleted"} {
+	for _, w := range []string{"big-team", "Ready", "CapacityExceeded", "#15 Node gpu-node-3 deleted"} {
 		if !strings.Contains(tl, w) {
 			t.Errorf("timeline lacks %q:\n%s", w, tl)
 		}
 	}
-	before := run(t, dir, "--at", "13", "--state")
+	before := run(t, dir, "--at", "14", "--state")
 	after := run(t, dir, "--state")
 	if !strings.Contains(before, "quota big gen=1 phase=Ready") || !strings.Contains(after, "quota big gen=1 phase=CapacityExceeded") {
-		t.Fatalf("--at 13 and the end should show big Ready, then CapacityExceeded:\n%s\n---\n%s", before, after)
+		t.Fatalf("--at 14 and the end should show big Ready, then CapacityExceeded:\n%s\n---\n%s", before, after)
 	}
 	// By time: the deletion came a minute in.
 	if got := run(t, dir, "--at", t0.Add(30*time.Second).Format(time.RFC3339), "--state"); got != before {
-		t.Fatalf("--at a time before the deletion differs from --at 13")
+		t.Fatalf("--at a time before the deletion differs from --at 14")
 	}
 	// The same log always prints the same bytes.
 	if again := run(t, dir); again != tl {

@@ -2,6 +2,7 @@ package state
 
 import (
 	"cmp"
+	"strconv"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -12,9 +13,11 @@ import (
 // that sums and comparisons are exact integer arithmetic.
 type Amount int64
 
-// MaxAmount is the largest amount read from any one quantity (one trillion
-// units); larger ones are clamped to it, and negative ones read as 0. Sums
-// of up to 9,000 clamped amounts still fit in an Amount.
+// MaxAmount is the largest amount read from any one quantity (10^12 units,
+// "1T"); larger ones are clamped to it, and negative ones read as 0. Sums
+// of up to 9,000 clamped amounts still fit in an Amount. A budget amount
+// above it breaks BudgetInvalid, so the rules never compare or print a
+// clamped budget as if it were exact.
 const MaxAmount Amount = 1_000_000_000_000_000
 
 var maxQuantity = resource.NewMilliQuantity(int64(MaxAmount), resource.DecimalSI)
@@ -63,11 +66,21 @@ func (p Pair) Compare(o Pair) int {
 // Budget is what the rules read of one of a node's budgets.
 type Budget struct {
 	Pair
+	// Nominal is the budget's nominal; 0 when one of its amounts is
+	// Oversized, so that an amount the manager cannot count exactly adds
+	// nothing to its parent's children total (the node itself reports
+	// BudgetInvalid) and every total a message prints is exact.
 	Nominal Amount
 	// BorrowingLimit and LendingLimit say whether those team-only amounts
 	// are set.
 	BorrowingLimit bool
 	LendingLimit   bool
+	// LendingAboveNominal is whether lendingLimit is set above nominal,
+	// compared exactly.
+	LendingAboveNominal bool
+	// Oversized names the first amount above MaxAmount, as written
+	// ("nominal 1e30"); "" when there is none.
+	Oversized string
 }
 
 // BudgetsOf reads a spec's budgets, sorted by pair.
@@ -77,15 +90,52 @@ func BudgetsOf(spec *v1beta1.AcceleratorQuotaSpec) []Budget {
 	}
 	out := make([]Budget, 0, len(spec.Budgets))
 	for _, b := range spec.Budgets {
-		out = append(out, Budget{
-			Pair:           Pair{Resource: b.ResourceName, Flavor: b.ResourceFlavor},
-			Nominal:        AmountOf(b.Nominal),
-			BorrowingLimit: b.BorrowingLimit != nil,
-			LendingLimit:   b.LendingLimit != nil,
-		})
+		ob := Budget{
+			Pair:                Pair{Resource: b.ResourceName, Flavor: b.ResourceFlavor},
+			Nominal:             AmountOf(b.Nominal),
+			BorrowingLimit:      b.BorrowingLimit != nil,
+			LendingLimit:        b.LendingLimit != nil,
+			LendingAboveNominal: b.LendingLimit != nil && b.LendingLimit.Cmp(b.Nominal) > 0,
+			Oversized:           oversized(&b),
+		}
+		if ob.Oversized != "" {
+			ob.Nominal = 0
+		}
+		out = append(out, ob)
 	}
 	sortBudgets(out)
 	return out
+}
+
+// oversized names the first of a budget's amounts above MaxAmount.
+func oversized(b *v1beta1.Budget) string {
+	for _, f := range []struct {
+		name string
+		q    *resource.Quantity
+	}{{"nominal", &b.Nominal}, {"borrowingLimit", b.BorrowingLimit}, {"lendingLimit", b.LendingLimit}} {
+		if f.q != nil && f.q.Cmp(*maxQuantity) > 0 {
+			return f.name + " " + exactString(f.q)
+		}
+	}
+	return ""
+}
+
+// exactString writes a large quantity exactly: as digits with a decimal
+// exponent ("1e30") when it is whole, else as a decimal. Quantity.String
+// is not exact beyond int64 (it prints 10^39 as "1").
+func exactString(q *resource.Quantity) string {
+	d := q.AsDec()
+	digits, exp := d.UnscaledBig().String(), -int(d.Scale())
+	for len(digits) > 1 && digits[len(digits)-1] == '0' {
+		digits, exp = digits[:len(digits)-1], exp+1
+	}
+	if exp < 0 {
+		return d.String()
+	}
+	if exp == 0 {
+		return digits
+	}
+	return digits + "e" + strconv.Itoa(exp)
 }
 
 func sortBudgets(b []Budget) {

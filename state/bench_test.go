@@ -25,7 +25,7 @@ func benchCluster(b *testing.B, nodes int) *State {
 	for i := range nodes {
 		evs = append(evs, events.NodeUpserted(t0, benchNode(i, false)))
 	}
-	evs = append(evs, events.Tick(t0))
+	evs = append(evs, events.Synced(t0))
 	evs = append(evs,
 		quota("root", spec(v1beta1.RoleCohort)),
 		quota("ml-research", spec(v1beta1.RoleCohort, under("root"), budget("nvidia.com/gpu", "p0", "24"))),

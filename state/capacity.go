@@ -39,6 +39,9 @@ type entry struct {
 	allocatable Amount
 	mark        Amount
 	observedAt  time.Time
+	// seeded is a mark read back from root's status that no node of this
+	// run has confirmed yet: no node has listed the pair's resource since.
+	seeded bool
 }
 
 func amounts(in map[string]resource.Quantity) map[string]Amount {
@@ -217,7 +220,9 @@ func (s *State) recount() {
 // moves its mark by the hysteresis rule; a pair that no node lists (its
 // last node gone, its flavor deleted, its resource no longer measured)
 // keeps its mark, at allocatable 0, and its entry is dropped only when that
-// mark is 0. An entry whose figures change is stamped now; with a report
+// mark is 0. The exception is a mark read back from root's status for a
+// measured pair (flavor and resource known) that no node has listed since
+// start: nothing stands behind it, so the first measurement lowers it to 0. An entry whose figures change is stamped now; with a report
 // interval, so is every entry whose stamp is that old.
 func (s *State) measure() {
 	for _, r := range s.cfg.MeasuredResources {
@@ -252,8 +257,17 @@ func (s *State) measurePair(p Pair) {
 		s.entries[p] = e
 	}
 	mark := e.mark
-	if t.carriers > 0 {
+	switch {
+	case t.carriers > 0:
 		mark = nextMark(e.mark, t.installed, s.cfg.HysteresisPercent)
+		e.seeded = false
+	case e.seeded:
+		// A mark read back at start for a pair that nothing installed
+		// backs: the pair is measured (its flavor exists and its resource
+		// is counted) at zero, which is below any band, so the mark falls
+		// to zero. Only a pool that loses its last node while this run
+		// watches keeps its mark.
+		mark, e.seeded = 0, false
 	}
 	if t.allocatable == e.allocatable && mark == e.mark {
 		return
@@ -294,6 +308,7 @@ func (s *State) seed(stored []v1beta1.CapacityStatus) {
 			allocatable: AmountOf(c.Allocatable),
 			mark:        AmountOf(c.HighWaterMark),
 			observedAt:  c.ObservedAt.Time,
+			seeded:      true,
 		}
 	}
 	for p, e := range s.entries {
@@ -378,7 +393,7 @@ func (s *State) CapacityStatus() []v1beta1.CapacityStatus {
 // CapacityNeedsWrite reports whether root's stored status.capacity differs
 // from CapacityStatus: a figure changed, or a measurement restamped entries
 // a report interval old. It is false until the first measurement (the
-// first Tick) and while root does not exist. Writing the status brings back
+// Synced event) and while root does not exist. Writing the status brings back
 // an AcceleratorQuota event for root that makes it false again.
 func (s *State) CapacityNeedsWrite() bool {
 	if !s.synced || !s.rootSeen {
@@ -399,7 +414,9 @@ func (s *State) CapacityNeedsWrite() bool {
 	return false
 }
 
-// Synced reports whether the first measurement (the first Tick) happened.
+// Synced reports whether the Synced event, and with it the first
+// measurement, was applied: the state holds every object the informers
+// listed at start.
 func (s *State) Synced() bool { return s.synced }
 
 // LastMeasureFailure is when the last measurement failed and why; a zero

@@ -213,6 +213,7 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 //	     [priority-tier=N] [gen=N] [status=RES:FLAVOR:ALLOC:MARK[@TIME] ...]
 //	cq NAME [unmanaged] [usage=RES:FLAVOR:ADMITTED:RESERVED:BORROWED ...]
 //	delete aq|node|flavor|cq NAME
+//	synced
 //	tick
 //	fail REASON...
 func (h *harness) parseEvent(f []string) (events.Event, error) {
@@ -222,6 +223,8 @@ func (h *harness) parseEvent(f []string) (events.Event, error) {
 		return k, v
 	}
 	switch f[0] {
+	case "synced":
+		return events.Synced(now), nil
 	case "tick":
 		return events.Tick(now), nil
 	case "fail":

@@ -63,26 +63,33 @@
 //     on a Config event and on a Tick; not on a ResourceFlavor event (as the
 //     guide says, a new flavor appears with the next measurement) and not
 //     on a status write.
-//     Nothing is measured before the first Tick, which the shell sends once
-//     its informers have synced: until then the marks are those read back
-//     from root's status, and the partial view of the initial lists lowers
-//     nothing.
+//     Nothing is measured before the Synced event, which the shell sends
+//     once every informer's initial list has gone through its handler into
+//     the stream; a Tick before it measures nothing. Until then the marks
+//     are those read back from root's status, and the partial view of the
+//     initial lists lowers nothing and is never reported.
 //   - A pair is measured while some matching Node lists the resource in its
 //     capacity or allocatable, even at 0 (a restarting device plugin reports
 //     0: that is a reading). A pair no Node lists keeps its mark, at
 //     allocatable 0; its entry is dropped only when that mark is 0 and the
-//     pair is no longer a measured resource on an existing flavor.
+//     pair is no longer a measured resource on an existing flavor. A mark
+//     read back from root's status is kept that way only once a Node of
+//     this run has listed the pair: a measured pair that no Node lists at
+//     the first measurement has zero installed, below any band, and its
+//     read-back mark falls to 0.
 //   - observedAt is per entry, in whole seconds: an entry whose figures
 //     change is stamped at the event's time, and a measurement restamps
 //     every entry (kept ones included) whose stamp is a report interval
 //     old. A MeasureFailed event restamps nothing.
-//   - Root's status after the first Tick is the state's own output: it is
+//   - Root's status after Synced is the state's own output: it is
 //     not read back again, only compared (CapacityNeedsWrite).
 //   - Unattributed capacity is a Node's installed amount of a measured
 //     resource, when the Node matches no flavor; it follows Node and flavor
 //     events at once.
-//   - Amounts are int64 milli-units, each quantity read clamped to
-//     MaxAmount.
+//   - Amounts are int64 milli-units. A budget amount above MaxAmount
+//     (10^12 units) breaks BudgetInvalid and its nominal adds nothing to
+//     its parent's children total, so every figure a message prints is
+//     exact; capacity read from a Node is clamped to MaxAmount.
 //
 // # State machines
 //

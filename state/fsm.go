@@ -23,6 +23,7 @@ const (
 	PhaseUnreachable         Phase = Phase(ReasonUnreachable)
 	PhaseNodeKindInvalid     Phase = Phase(ReasonNodeKindInvalid)
 	PhaseDepthExceeded       Phase = Phase(ReasonDepthExceeded)
+	PhaseBudgetInvalid       Phase = Phase(ReasonBudgetInvalid)
 	PhaseFlavorMissing       Phase = Phase(ReasonFlavorMissing)
 	PhaseContainmentViolated Phase = Phase(ReasonContainmentViolated)
 	PhaseCapacityExceeded    Phase = Phase(ReasonCapacityExceeded)
@@ -32,7 +33,7 @@ const (
 // livePhases are the phases a node can be in while it exists.
 var livePhases = []Phase{
 	PhasePending, PhaseReady, PhaseFrozen, PhaseParentMissing, PhaseParentCycle, PhaseUnreachable,
-	PhaseNodeKindInvalid, PhaseDepthExceeded, PhaseFlavorMissing, PhaseContainmentViolated, PhaseCapacityExceeded,
+	PhaseNodeKindInvalid, PhaseDepthExceeded, PhaseBudgetInvalid, PhaseFlavorMissing, PhaseContainmentViolated, PhaseCapacityExceeded,
 }
 
 // Transition is a node's move from one phase to another, with the reason

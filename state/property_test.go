@@ -171,7 +171,7 @@ func genEvents(data []byte) []events.Event {
 		case 7:
 			ev = events.Deleted(clock, events.KindResourceFlavor, oneOf(s, fuzzFlavors...))
 		case 8:
-			ev = events.Tick(clock)
+			ev = oneOf(s, events.Tick(clock), events.Synced(clock))
 		case 9:
 			cfg := events.Config{
 				MaxTreeDepth: s.pick(4), HysteresisPercent: oneOf(s, 0, 10, 25, 50),

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	"ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/events"
 )
@@ -22,6 +24,7 @@ const (
 	ReasonUnreachable         Reason = "Unreachable"
 	ReasonNodeKindInvalid     Reason = "NodeKindInvalid"
 	ReasonDepthExceeded       Reason = "DepthExceeded"
+	ReasonBudgetInvalid       Reason = "BudgetInvalid"
 	ReasonFlavorMissing       Reason = "FlavorMissing"
 	ReasonContainmentViolated Reason = "ContainmentViolated"
 	ReasonCapacityExceeded    Reason = "CapacityExceeded"
@@ -31,12 +34,12 @@ const (
 // Precedence is the order in which a node's violations are reported, and so
 // which one is its primary reason when it breaks several rules: where the
 // node sits in the tree first (its parent chain, then its kind, then its
-// depth), then its budgets (a missing flavor before the amounts checked on
-// it). A node that breaks a rule itself reports that rule even when an
+// depth), then its budgets (an amount no one can use, then a missing
+// flavor, before the amounts checked on them). A node that breaks a rule itself reports that rule even when an
 // ancestor is broken too: its own fault is the one it can fix.
 var Precedence = []Reason{
 	ReasonParentMissing, ReasonParentCycle, ReasonUnreachable, ReasonNodeKindInvalid,
-	ReasonDepthExceeded, ReasonFlavorMissing, ReasonContainmentViolated, ReasonCapacityExceeded,
+	ReasonDepthExceeded, ReasonBudgetInvalid, ReasonFlavorMissing, ReasonContainmentViolated, ReasonCapacityExceeded,
 }
 
 // Messages of a healthy node's conditions, as the guide prints them.
@@ -53,7 +56,8 @@ type Violation struct {
 	Reason Reason
 	// Subject says what in the node breaks it: a budget's pair
 	// ("nvidia.com/gpu@a100"), a field ("parentRef", "priorityTier",
-	// "nvidia.com/gpu@a100.borrowingLimit", "budgets", "role", "parent"), or
+	// "nvidia.com/gpu@a100.borrowingLimit", "nvidia.com/gpu@a100.nominal",
+	// "budgets", "role", "parent"), or
 	// "" when the node as a whole does (DepthExceeded, Unreachable).
 	Subject string
 	Message string
@@ -181,7 +185,7 @@ type Facts struct {
 // A rule appends the violations of one node to dst. The rule book lists
 // them in Precedence order.
 var ruleBook = [...]func(dst []Violation, f *Facts, env Env) []Violation{
-	CheckParent, CheckKind, CheckDepth, CheckFlavors, CheckContainment, CheckCapacity,
+	CheckParent, CheckKind, CheckDepth, CheckBudgets, CheckFlavors, CheckContainment, CheckCapacity,
 }
 
 // EvaluateNode appends every violation of one node to dst, in Precedence
@@ -271,6 +275,43 @@ func CheckDepth(dst []Violation, f *Facts, env Env) []Violation {
 	return dst
 }
 
+// CheckBudgets is BudgetInvalid: an amount above MaxAmount, which the
+// manager cannot count exactly; and, on a team, what Kueue v0.17's own
+// ClusterQueue validation would refuse in the ClusterQueue projected from
+// it, so that the node is frozen with a clear message instead of being
+// written and refused forever: a lendingLimit above nominal, and a resource
+// name that is not a qualified name (Kueue checks it as a label key; the
+// CRD's pattern lets a name part longer than 63 characters through).
+// Kueue's other limits on what is projected hold by construction: the
+// CRD allows at most 16 budgets, limits are written only with a cohort,
+// and amounts are never negative.
+func CheckBudgets(dst []Violation, f *Facts, _ Env) []Violation {
+	team := f.Spec.Role == v1beta1.RoleClusterQueue
+	for _, b := range f.Budgets {
+		if b.Oversized != "" {
+			field, _, _ := strings.Cut(b.Oversized, " ")
+			dst = append(dst, Violation{f.Name, ReasonBudgetInvalid, b.Pair.String() + "." + field, fmt.Sprintf(
+				"budget %s on %s: %s is above %s (10^12), the largest amount the quota manager counts: lower it",
+				b.Resource, b.Flavor, b.Oversized, MaxAmount)})
+			continue
+		}
+		if !team {
+			continue
+		}
+		if errs := validation.IsQualifiedName(b.Resource); len(errs) > 0 {
+			dst = append(dst, Violation{f.Name, ReasonBudgetInvalid, b.Pair.String() + ".resourceName", fmt.Sprintf(
+				"budget %s on %s: Kueue refuses the resource name in a ClusterQueue (%s): fix spec.budgets' resourceName",
+				b.Resource, b.Flavor, strings.Join(errs, "; "))})
+		}
+		if b.LendingAboveNominal {
+			dst = append(dst, Violation{f.Name, ReasonBudgetInvalid, b.Pair.String() + ".lendingLimit", fmt.Sprintf(
+				"budget %s on %s: lendingLimit is above nominal %s, and Kueue refuses a ClusterQueue that lends more than its nominal quota: lower lendingLimit to at most %s, or remove it to lend all of it",
+				b.Resource, b.Flavor, b.Nominal, b.Nominal)})
+		}
+	}
+	return dst
+}
+
 // CheckFlavors is FlavorMissing: a budget names a ResourceFlavor that does
 // not exist.
 func CheckFlavors(dst []Violation, f *Facts, env Env) []Violation {
@@ -292,6 +333,9 @@ func CheckContainment(dst []Violation, f *Facts, env Env) []Violation {
 		return dst
 	}
 	for _, b := range f.Budgets {
+		if b.Oversized != "" {
+			continue // BudgetInvalid says what to fix first
+		}
 		if total := env.ChildTotal(f.Name, b.Pair); total > b.Nominal {
 			dst = append(dst, Violation{f.Name, ReasonContainmentViolated, b.Pair.String(), fmt.Sprintf(
 				"%s: budget %s on %s is %s but its children total %s", f.Name, b.Resource, b.Flavor, b.Nominal, total)})
@@ -305,7 +349,7 @@ func CheckContainment(dst []Violation, f *Facts, env Env) []Violation {
 // missing flavor is not checked: FlavorMissing says what to fix first.
 func CheckCapacity(dst []Violation, f *Facts, env Env) []Violation {
 	for _, b := range f.Budgets {
-		if !env.FlavorExists(b.Flavor) {
+		if !env.FlavorExists(b.Flavor) || b.Oversized != "" {
 			continue
 		}
 		if mark := env.HighWaterMark(b.Pair); b.Nominal > mark {

@@ -152,9 +152,13 @@ func (s *State) Apply(ev events.Event) []Transition {
 		}
 	case events.KindConfig:
 		s.setConfig(*ev.Config)
-	case events.KindTick:
+	case events.KindSynced:
 		s.synced = true
 		s.measure()
+	case events.KindTick:
+		if s.synced {
+			s.measure()
+		}
 	case events.KindMeasureFailed:
 		s.failedAt, s.failure = s.now, ev.Failure.Reason
 	}

@@ -38,7 +38,7 @@ func guideState(t *testing.T) *State {
 	for _, n := range []string{"n1", "n2", "n3", "n4"} {
 		evs = append(evs, events.NodeUpserted(t0, &events.Node{Name: n, Labels: map[string]string{"gpu": "a100"}, Capacity: gpu, Allocatable: gpu, Ready: true}))
 	}
-	evs = append(evs, events.Tick(t0))
+	evs = append(evs, events.Synced(t0))
 	tree := guideTree()
 	for _, name := range []string{"root", "ml-research", "team-alpha", "team-beta"} {
 		evs = append(evs, quota(name, tree[name]))

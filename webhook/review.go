@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	stdjson "encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -33,6 +34,15 @@ type Reviewer struct {
 	// Synced reports whether the state holds the cluster's flavors and
 	// capacity yet. Until it does, only writes of root are judged.
 	Synced func() bool
+	// NotReady says why the replica is not ready (what /readyz prints):
+	// the refusal of a write it cannot judge yet carries it. May be nil.
+	NotReady func() error
+}
+
+// notReady is the refusal of a write that this replica cannot judge,
+// carrying the cause and the fix that /readyz prints.
+func notReady(cause error) string {
+	return fmt.Sprintf("this replica of the quota manager is not ready, so it cannot judge the write: %v", cause)
 }
 
 // Result is the answer to one HTTP request.
@@ -68,6 +78,20 @@ func (r *Reviewer) Review(ctx context.Context, body []byte) Result {
 	res := r.judge(ctx, req)
 	res.Review.Response.UID = req.UID
 	res.HTTPStatus = http.StatusOK
+	return res
+}
+
+// Refuse answers an AdmissionReview with a denial (code 503) carrying msg,
+// without judging it; a body without a request uid gets a 503 of its own.
+func (r *Reviewer) Refuse(body []byte, msg string) Result {
+	var rev admissionv1.AdmissionReview
+	if err := json.Unmarshal(body, &rev); err != nil || rev.Request == nil || rev.Request.UID == "" {
+		return badStatus("", http.StatusServiceUnavailable, msg)
+	}
+	res := answer(Verdict{Code: http.StatusServiceUnavailable, Message: msg})
+	res.Review.Response.UID = rev.Request.UID
+	res.HTTPStatus = http.StatusOK
+	res.Operation, res.Verdict = string(rev.Request.Operation), VerdictUnavailable
 	return res
 }
 
@@ -133,7 +157,13 @@ func (r *Reviewer) judge(ctx context.Context, req *admissionv1.AdmissionRequest)
 		return res
 	}
 	if name != v1beta1.RootName && r.Synced != nil && !r.Synced() {
-		return unavailable("the quota manager is still loading the cluster's flavors and capacity and cannot judge this write yet: retry in a few seconds")
+		cause := errors.New("it is loading the cluster's flavors and capacity: retry in a few seconds")
+		if r.NotReady != nil {
+			if err := r.NotReady(); err != nil {
+				cause = err
+			}
+		}
+		return unavailable(notReady(cause))
 	}
 	in, err := r.Inputs(ctx)
 	if err != nil {

@@ -122,7 +122,14 @@ func TestReview(t *testing.T) {
 			body:     reviewOf(t, admissionv1.Create, "team-x", aqtest.Team("team-x", "root").Obj(), nil, false),
 			reviewer: &Reviewer{Inputs: guideReviewer().Inputs, Synced: func() bool { return false }},
 			want: reviewWant{HTTPStatus: 200, UID: "uid-1", Code: 503, Verdict: VerdictUnavailable,
-				Message: "still loading the cluster's flavors and capacity"},
+				Message: "this replica of the quota manager is not ready, so it cannot judge the write: it is loading the cluster's flavors and capacity"},
+		},
+		"not ready, with the cause /readyz prints": {
+			body: reviewOf(t, admissionv1.Create, "team-x", aqtest.Team("team-x", "root").Obj(), nil, false),
+			reviewer: &Reviewer{Inputs: guideReviewer().Inputs, Synced: func() bool { return false },
+				NotReady: func() error { return errors.New("Kueue's CRDs are missing: install Kueue") }},
+			want: reviewWant{HTTPStatus: 200, UID: "uid-1", Code: 503, Verdict: VerdictUnavailable,
+				Message: "this replica of the quota manager is not ready, so it cannot judge the write: Kueue's CRDs are missing: install Kueue"},
 		},
 		"root while not synced": {
 			body:     reviewOf(t, admissionv1.Create, "root", aqtest.Root().Obj(), nil, false),
@@ -179,9 +186,9 @@ func TestReview(t *testing.T) {
 			body: []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"ome.io","version":"v1beta1","kind":"AcceleratorQuota"},"operation":"CREATE","name":"x","object":{"spec":{"role":"ClusterQueue","parentRef":{"name":"root"},"budgets":[{"resourceName":"nvidia.com/gpu","resourceFlavor":"a100","nominal":"1","lendingLimit":"1e-999999999"}]}}}}`),
 			want: reviewWant{HTTPStatus: 200, UID: "u", Code: 400, Verdict: VerdictMalformed, Message: "budget nvidia.com/gpu on a100: lendingLimit is too long"},
 		},
-		"forty digits are read, clamped, and above capacity": {
+		"forty digits are read, and refused above the largest amount": {
 			body: []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"ome.io","version":"v1beta1","kind":"AcceleratorQuota"},"operation":"CREATE","name":"x","object":{"spec":{"role":"ClusterQueue","parentRef":{"name":"root"},"budgets":[{"resourceName":"nvidia.com/gpu","resourceFlavor":"a100","nominal":1000000000000000000000000000000000000000}]}}}}`),
-			want: reviewWant{HTTPStatus: 200, UID: "u", Allowed: true, Warnings: 1, Verdict: VerdictWarned},
+			want: reviewWant{HTTPStatus: 200, UID: "u", Code: 403, Verdict: VerdictDenied, Message: "x: budget nvidia.com/gpu on a100: nominal 1e39 is above 1T (10^12), the largest amount the quota manager counts: lower it"},
 		},
 		"sixty-five characters": {
 			body: []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"ome.io","version":"v1beta1","kind":"AcceleratorQuota"},"operation":"CREATE","name":"x","object":{"spec":{"role":"ClusterQueue","parentRef":{"name":"root"},"budgets":[{"resourceName":"nvidia.com/gpu","resourceFlavor":"a100","nominal":"0.` + strings.Repeat("0", 62) + `1"}]}}}}`),
@@ -191,9 +198,9 @@ func TestReview(t *testing.T) {
 			body: []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"ome.io","version":"v1beta1","kind":"AcceleratorQuota"},"operation":"CREATE","name":"x","object":{"spec":{"role":"ClusterQueue","parentRef":{"name":"root"},"budgets":[{"resourceName":"nvidia.com/gpu","resourceFlavor":"a100","nominal":"1e-999999999","Nominal":"1"}]}}}}`),
 			want: reviewWant{HTTPStatus: 200, UID: "u", Code: 400, Verdict: VerdictMalformed, Message: "nominal is too long"},
 		},
-		"an exa of GPUs is read, and above capacity": {
+		"an exa of GPUs is read, and refused above the largest amount": {
 			body: []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"ome.io","version":"v1beta1","kind":"AcceleratorQuota"},"operation":"CREATE","name":"x","object":{"spec":{"role":"ClusterQueue","parentRef":{"name":"root"},"budgets":[{"resourceName":"nvidia.com/gpu","resourceFlavor":"a100","nominal":"1E"}]}}}}`),
-			want: reviewWant{HTTPStatus: 200, UID: "u", Allowed: true, Warnings: 1, Verdict: VerdictWarned},
+			want: reviewWant{HTTPStatus: 200, UID: "u", Code: 403, Verdict: VerdictDenied, Message: "x: budget nvidia.com/gpu on a100: nominal 1e18 is above 1T (10^12), the largest amount the quota manager counts: lower it"},
 		},
 		"a delete without a name": {
 			body: []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"ome.io","version":"v1beta1","kind":"AcceleratorQuota"},"operation":"DELETE"}}`),

@@ -64,9 +64,13 @@ func New(opts *Options, cfg *rest.Config, st StateReader, m *metrics.Metrics) (*
 	if err != nil {
 		return nil, err
 	}
+	reviewer := &Reviewer{Inputs: LiveInputs(aqs, st), Synced: st.Synced}
+	if nr, ok := st.(interface{ NotReady() error }); ok {
+		reviewer.NotReady = nr.NotReady
+	}
 	return &Server{
 		opts:     opts,
-		reviewer: &Reviewer{Inputs: LiveInputs(aqs, st), Synced: st.Synced},
+		reviewer: reviewer,
 		certs:    NewCerts(kube, opts),
 		metrics:  m,
 	}, nil
@@ -212,9 +216,16 @@ func (s *Server) serveReview(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case s.certs.Serving() != nil:
 		// A connection made while there was a certificate outlives it:
-		// refuse on it too, and close it, so that writes fail closed.
+		// refuse on it too, and close it, so that writes fail closed. The
+		// refusal is an AdmissionReview with the cause and the fix: a bare
+		// 503 reaches kubectl as "the server is currently unable to
+		// handle the request".
 		w.Header().Set("Connection", "close")
-		res = badStatus("", http.StatusServiceUnavailable, s.certs.Serving().Error())
+		cause := s.certs.Serving()
+		res = badStatus("", http.StatusServiceUnavailable, cause.Error())
+		if body, err := readBody(w, r); err == nil {
+			res = s.reviewer.Refuse(body, notReady(cause))
+		}
 		res.Verdict = VerdictUnavailable
 	case r.Method != http.MethodPost:
 		res = badStatus("", http.StatusMethodNotAllowed, fmt.Sprintf("method %s: POST an AdmissionReview", r.Method))

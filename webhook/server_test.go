@@ -124,14 +124,23 @@ func TestTLS(t *testing.T) {
 	if _, err := post(tls.VersionTLS12, tls.VersionTLS13); err == nil {
 		t.Error("served without a certificate")
 	}
-	// A connection made before is refused too, and closed.
+	// A connection made before is refused too, and closed. The refusal is
+	// a denial that carries the cause and the fix, not a bare 503, which
+	// kubectl would print as "the server is currently unable to handle
+	// the request".
 	resp, err = postWith(kept)
 	if err != nil {
 		t.Fatal(err)
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusServiceUnavailable || !resp.Close || !strings.Contains(string(b), "does not exist") {
+	var rev admissionv1.AdmissionReview
+	if err := json.Unmarshal(b, &rev); err != nil || rev.Response == nil || rev.Response.Result == nil {
+		t.Fatalf("on a kept connection without a certificate: %d %s: not an AdmissionReview response (%v)", resp.StatusCode, b, err)
+	}
+	if r := rev.Response; resp.StatusCode != http.StatusOK || !resp.Close || r.Allowed || r.UID != "uid-1" || r.Result.Code != http.StatusServiceUnavailable ||
+		!strings.Contains(r.Result.Message, "this replica of the quota manager is not ready, so it cannot judge the write: webhook: Secret ome/ome-quota-manager-webhook-cert does not exist") ||
+		!strings.Contains(r.Result.Message, "To recover, recreate the Secret empty") {
 		t.Errorf("on a kept connection without a certificate: %d (close %v) %s", resp.StatusCode, resp.Close, b)
 	}
 	if err := s.certs.Ready(); err == nil || !strings.Contains(err.Error(), "does not exist") {

@@ -9,7 +9,8 @@
 // unchanged (a Node heartbeat, a status write of our own conditions) is
 // dropped, so it neither fills the log nor wakes the reducer.
 //
-// [RunTicker] publishes the timer ticks, and [PublishConfig] the
-// configuration, so that every input of the state arrives through the same
-// stream.
+// [RunTicker] publishes the timer ticks, [PublishConfig] the
+// configuration, and [PublishSynced] the marker that every informer's
+// initial list has been handled, so that every input of the state arrives
+// through the same stream.
 package sources

@@ -195,9 +195,9 @@ func QueueOf(cq *kueue.ClusterQueue) *events.Queue {
 	return out
 }
 
-// RunTicker publishes a Tick at once (call it when the informers have
-// synced: the first Tick starts the measuring) and then one every interval,
-// until ctx is done. It returns ctx's error, or the first publish error.
+// RunTicker publishes a Tick at once and then one every interval, until ctx
+// is done. It returns ctx's error, or the first publish error. Ticks
+// measure only after the Synced marker (see PublishSynced).
 func RunTicker(ctx context.Context, pub events.Publisher, every time.Duration, now func() time.Time) error {
 	ticker := time.NewTicker(every)
 	defer ticker.Stop()
@@ -211,6 +211,25 @@ func RunTicker(ctx context.Context, pub events.Publisher, every time.Duration, n
 		case <-ticker.C:
 		}
 	}
+}
+
+// PublishSynced waits until every handler registration has handled its
+// informer's initial list (ResourceEventHandlerRegistration.HasSynced: each
+// listed object has gone through the handler, and so into the stream), then
+// publishes the Synced marker. Every object listed at start is therefore in
+// an event before it. It returns ctx's error if ctx ends first.
+func PublishSynced(ctx context.Context, pub events.Publisher, now func() time.Time, regs ...cache.ResourceEventHandlerRegistration) error {
+	synced := make([]cache.InformerSynced, len(regs))
+	for i, r := range regs {
+		synced[i] = r.HasSynced
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return fmt.Errorf("the informers' initial lists were not all handled: %w", context.Cause(ctx))
+	}
+	if _, err := pub.Publish(ctx, events.Synced(now())); err != nil {
+		return fmt.Errorf("cannot publish the synced marker: %w", err)
+	}
+	return nil
 }
 
 // PublishConfig publishes the configuration in force, normalized. The shell

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -297,5 +298,40 @@ func TestPublishConfig(t *testing.T) {
 	cfg.HysteresisPercent = 200
 	if err := PublishConfig(context.Background(), rec, cfg, t0); err == nil || !strings.Contains(err.Error(), "--capacity-hysteresis-percent") {
 		t.Errorf("got %v, want a refusal naming the flag", err)
+	}
+}
+
+// registration is a handler registration whose initial list the test
+// declares handled.
+type registration struct{ synced atomic.Bool }
+
+func (r *registration) HasSynced() bool { return r.synced.Load() }
+
+// PublishSynced waits for every registration before the marker.
+func TestPublishSynced(t *testing.T) {
+	rec := &recorder{}
+	a, b := &registration{}, &registration{}
+	a.synced.Store(true)
+	done := make(chan error)
+	go func() { done <- PublishSynced(context.Background(), rec, func() time.Time { return t0 }, a, b) }()
+	select {
+	case err := <-done:
+		t.Fatalf("published before every initial list was handled: %v, %v", err, rec.summary())
+	case <-time.After(300 * time.Millisecond):
+	}
+	if got := rec.summary(); len(got) != 0 {
+		t.Fatalf("published %v before the handlers synced", got)
+	}
+	b.synced.Store(true)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"#0 Synced"}, rec.summary()); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := PublishSynced(ctx, rec, time.Now, &registration{}); err == nil {
+		t.Error("returned nil though its context ended before the handlers synced")
 	}
 }

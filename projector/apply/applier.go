@@ -53,6 +53,27 @@ type Applier struct {
 	// the object is confirmed without decoding the cached copy again. Only
 	// the projection goroutine uses it.
 	seen, nextSeen map[string]seenAt
+
+	// backoff holds, per object, a write that failed with an error that
+	// retrying will not heal (the API server or a webhook refused the
+	// object itself). Until its time comes the same desired object is not
+	// sent again; each new refusal doubles the wait, up to MaxBackoff. A
+	// different desired object, or the object found in place, ends it.
+	backoffMu sync.Mutex
+	backoff   map[string]*refusal
+}
+
+// Backoff of a write refused for a reason retrying does not heal.
+const (
+	FirstBackoff = 2 * time.Second
+	MaxBackoff   = 5 * time.Minute
+)
+
+type refusal struct {
+	hash  uint64
+	delay time.Duration
+	until time.Time
+	err   error
 }
 
 type seenAt struct {
@@ -69,11 +90,24 @@ type Result struct {
 	Writes, Confirmed, Swept int
 	// Errors are the writes that failed, each naming its object.
 	Errors []error
+	// RetryAt is the earliest time a write held back by its backoff may
+	// be sent again; zero when none is held back.
+	RetryAt time.Time
+}
+
+func (r *Result) retryAt(t time.Time) {
+	if r.RetryAt.IsZero() || t.Before(r.RetryAt) {
+		r.RetryAt = t
+	}
 }
 
 type write struct {
 	kind, node, name string
-	do               func(context.Context) error
+	// key and hash identify the object and its desired content, for the
+	// backoff of a write refused for good.
+	key  string
+	hash uint64
+	do   func(context.Context) error
 }
 
 // ApplyObjects brings the Kueue objects to the projection, when it
@@ -181,13 +215,74 @@ func (a *Applier) decide(res *Result, kind, ns, name, node string, desired, cach
 		res.setOutcome(node, conflict(kind, ns, name))
 		return write{}, false
 	}
-	if exists && a.matches(kind+"/"+joinName(ns, name), desired, cached) {
+	key := kind + "/" + joinName(ns, name)
+	if exists && a.matches(key, desired, cached) {
+		a.forgive(key)
 		res.Confirmed++
 		a.Metrics.Applied.WithLabelValues(kind).Inc()
 		res.setOutcome(node, projector.Outcome{Kind: projector.OutcomeApplied})
 		return write{}, false
 	}
-	return write{kind: kind, node: node, name: joinName(ns, name)}, true
+	w := write{kind: kind, node: node, name: joinName(ns, name), key: key, hash: hashOf(desired)}
+	if r := a.heldBack(w); r != nil {
+		res.setOutcome(node, projector.Outcome{Kind: projector.OutcomeFailed, Message: backoffMessage(r)})
+		res.retryAt(r.until)
+		return write{}, false
+	}
+	return w, true
+}
+
+// hashOf hashes a desired object's JSON form.
+func hashOf(desired any) uint64 {
+	data, err := json.Marshal(desired)
+	if err != nil {
+		return 0
+	}
+	h := fnv.New64a()
+	_, _ = h.Write(data)
+	return h.Sum64()
+}
+
+// heldBack returns the refusal that holds back w: the same object, with
+// the same desired content, refused for good less than its delay ago.
+func (a *Applier) heldBack(w write) *refusal {
+	a.backoffMu.Lock()
+	defer a.backoffMu.Unlock()
+	r := a.backoff[w.key]
+	if r == nil || r.hash != w.hash || !a.Now().Before(r.until) {
+		return nil
+	}
+	return r
+}
+
+// refused records a write refused for good, doubling its delay.
+func (a *Applier) refused(w write, err error) *refusal {
+	a.backoffMu.Lock()
+	defer a.backoffMu.Unlock()
+	if a.backoff == nil {
+		a.backoff = map[string]*refusal{}
+	}
+	r := a.backoff[w.key]
+	if r == nil || r.hash != w.hash {
+		r = &refusal{hash: w.hash}
+		a.backoff[w.key] = r
+	}
+	r.delay = min(max(2*r.delay, FirstBackoff), MaxBackoff)
+	r.until, r.err = a.Now().Add(r.delay), err
+	return r
+}
+
+// forgive ends the backoff of an object written or found in place.
+func (a *Applier) forgive(key string) {
+	a.backoffMu.Lock()
+	defer a.backoffMu.Unlock()
+	delete(a.backoff, key)
+}
+
+// backoffMessage is Materialized's message for a write held back.
+func backoffMessage(r *refusal) string {
+	return fmt.Sprintf("%v; retrying will not fix this, so the manager retries it with exponential backoff (every %s now, at most every %s) until the object changes: fix the cause",
+		r.err, r.delay, MaxBackoff)
 }
 
 // matches reports whether the cached object already holds every field of
@@ -343,10 +438,21 @@ func (a *Applier) run(ctx context.Context, ws []write, res *Result) {
 				if err != nil {
 					a.Metrics.WriteErrors.WithLabelValues(w.kind, verb).Inc()
 					err = fmt.Errorf("%s %s: %w", w.kind, w.name, err)
-					res.Errors = append(res.Errors, err)
-					res.setOutcome(w.node, projector.Outcome{Kind: projector.OutcomeFailed, Message: err.Error()})
-					klog.FromContext(ctx).Error(err, "write failed; the next pass retries it", "kind", w.kind, "name", w.name)
+					msg := err.Error()
+					if w.key != "" && permanent(err) {
+						r := a.refused(w, err)
+						msg = backoffMessage(r)
+						res.retryAt(r.until)
+						klog.FromContext(ctx).Error(err, "write refused; retrying will not fix it, so it is retried with backoff", "kind", w.kind, "name", w.name, "retryIn", r.delay)
+					} else {
+						res.Errors = append(res.Errors, err)
+						klog.FromContext(ctx).Error(err, "write failed; the next pass retries it", "kind", w.kind, "name", w.name)
+					}
+					res.setOutcome(w.node, projector.Outcome{Kind: projector.OutcomeFailed, Message: msg})
 				} else if w.kind != "status" {
+					if w.key != "" {
+						a.forgive(w.key)
+					}
 					a.Metrics.Applied.WithLabelValues(w.kind).Inc()
 					res.setOutcome(w.node, projector.Outcome{Kind: projector.OutcomeApplied})
 				}
@@ -362,6 +468,14 @@ func (a *Applier) run(ctx context.Context, ws []write, res *Result) {
 	}
 	close(jobs)
 	wg.Wait()
+}
+
+// permanent reports whether a failed write was refused for the object
+// itself (invalid, forbidden by a webhook or RBAC, a bad request): sending
+// the same object again gets the same answer.
+func permanent(err error) bool {
+	return apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) ||
+		apierrors.IsRequestEntityTooLargeError(err) || apierrors.IsMethodNotSupported(err)
 }
 
 func retriable(err error) bool {

@@ -39,6 +39,7 @@ func run(args []string) error {
 	if len(args) == 0 {
 		return usage()
 	}
+	defer ownTerminal()()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	switch args[0] {
@@ -74,9 +75,21 @@ func run(args []string) error {
 		return err
 	}
 	defer func() {
-		fmt.Fprintln(os.Stderr, "stopping and removing", c.Dir)
-		_ = c.Stop()
+		fmt.Fprintln(os.Stderr, "\nstopping the local control plane...")
+		err := c.Stop()
 		_ = os.Remove(*out)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "localcluster: stopping:", err)
+			return
+		}
+		what := "etcd and kube-apiserver"
+		if *withKueue {
+			what += ", Kueue"
+		}
+		if *demo && *withKueue {
+			what += ", ome-quota-manager"
+		}
+		fmt.Fprintf(os.Stderr, "stopped %s; removed %s (their data, certificates and logs) and %s\n", what, c.Dir, *out)
 	}()
 	if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
 		return err
@@ -97,8 +110,11 @@ func run(args []string) error {
 			if m != nil {
 				defer m.Stop() // before the control plane goes
 			}
-			if err != nil {
+			if err != nil && ctx.Err() == nil {
 				return err
+			}
+			if ctx.Err() != nil {
+				return nil // Ctrl-C during the demo: a clean stop
 			}
 		}
 	}
@@ -109,5 +125,6 @@ func run(args []string) error {
 	}
 	fmt.Println("Press Ctrl-C to stop it; its files are removed then.")
 	<-ctx.Done()
+	stop() // a second Ctrl-C during the clean-up stops at once
 	return nil
 }

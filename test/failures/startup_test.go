@@ -1,0 +1,240 @@
+package failures
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/watch"
+	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	v1beta1 "ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/api/v1beta1/aqclient"
+	"ome.io/quota-manager/test/localcluster"
+	"ome.io/quota-manager/test/testutil"
+)
+
+// manyNodes is enough Nodes that the informer's initial list takes the
+// event handler a while after the cache reports synced.
+const manyNodes = 3000
+
+func launch(t *testing.T, name string, extra ...string) *localcluster.Manager {
+	t.Helper()
+	m, err := cluster.LaunchManager(context.Background(), managerBin, name, t.TempDir(), extra...)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		m.Stop()
+		if t.Failed() {
+			t.Logf("--- %s log (last lines) ---\n%s", m.Name, m.Tail(40))
+		}
+	})
+	return m
+}
+
+func readyz(t *testing.T, m *localcluster.Manager) (int, string) {
+	t.Helper()
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", m.HealthPort))
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestFirstCapacityReportHoldsEveryNode: with thousands of Nodes, the
+// first capacity that the manager writes on root already counts all of
+// them. The informer cache reports synced before its event handler has
+// turned every listed Node into an event; the Synced marker waits for the
+// handlers, so no measurement sees a part of the list.
+func TestFirstCapacityReportHoldsEveryNode(t *testing.T) {
+	ctx := context.Background()
+	const flavor = "many"
+	labels := map[string]string{"example.com/pool": flavor}
+	_, err := cluster.Kueue.KueueV1beta2().ResourceFlavors().Create(ctx, &kueuev1beta2.ResourceFlavor{
+		ObjectMeta: metav1.ObjectMeta{Name: flavor}, Spec: kueuev1beta2.ResourceFlavorSpec{NodeLabels: labels}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = cluster.Kueue.KueueV1beta2().ResourceFlavors().Delete(context.Background(), flavor, metav1.DeleteOptions{})
+		_ = cluster.Kube.CoreV1().Nodes().DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "example.com/pool=" + flavor})
+	})
+	start := time.Now()
+	names := make(chan string)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var failed error
+	for range 16 {
+		wg.Go(func() {
+			for name := range names {
+				n := localcluster.FakeNode{Name: name, Labels: labels, Capacity: map[corev1.ResourceName]string{"nvidia.com/gpu": "8"}}
+				if _, err := localcluster.ApplyNode(ctx, cluster.Kube, n); err != nil {
+					mu.Lock()
+					failed = err
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for i := range manyNodes {
+		names <- fmt.Sprintf("many-%04d", i)
+	}
+	close(names)
+	wg.Wait()
+	require.NoError(t, failed)
+	t.Logf("created %d Nodes in %s", manyNodes, time.Since(start).Round(time.Millisecond))
+
+	aqs, err := aqclient.New(cluster.Config)
+	require.NoError(t, err)
+	w, err := aqs.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + v1beta1.RootName})
+	require.NoError(t, err)
+	defer w.Stop()
+
+	launch(t, "many-nodes", "--webhook=false")
+	want := resource.MustParse(fmt.Sprint(8 * manyNodes))
+	timeout := time.After(2 * time.Minute)
+	reports := 0
+	for {
+		select {
+		case <-timeout:
+			t.Fatalf("root reported no capacity on %s within 2 minutes", flavor)
+		case ev, ok := <-w.ResultChan():
+			require.True(t, ok, "the watch on root ended")
+			if ev.Type != watch.Added && ev.Type != watch.Modified {
+				continue
+			}
+			root, err := aqclient.FromUnstructured(ev.Object.(*unstructured.Unstructured))
+			require.NoError(t, err)
+			for _, c := range root.Status.Capacity {
+				if c.ResourceName != "nvidia.com/gpu" || c.ResourceFlavor != flavor {
+					continue
+				}
+				reports++
+				require.Zero(t, want.Cmp(c.Allocatable), "the first capacity report on root counts %s of %s allocatable GPUs: it measured a part of the initial list", c.Allocatable.String(), want.String())
+				require.Zero(t, want.Cmp(c.HighWaterMark), "the first high-water mark on root is %s, want %s", c.HighWaterMark.String(), want.String())
+				t.Logf("first report on root: %s allocatable, mark %s", c.Allocatable.String(), c.HighWaterMark.String())
+				return
+			}
+		}
+	}
+}
+
+// TestMissingKueueCRDs: Kueue's CRDs that the manager watches are missing
+// when it starts.
+// The replica is not ready, and /readyz, the log and the webhook's refusal
+// name the missing API group and resources and say what to do; the
+// refusal is a denial kubectl prints, not "the server is currently unable
+// to handle the request". Once the CRDs appear, the replica is ready
+// within seconds.
+func TestMissingKueueCRDs(t *testing.T) {
+	ctx := context.Background()
+	ext, err := apiextensions.NewForConfig(cluster.Config)
+	require.NoError(t, err)
+	crds := ext.ApiextensionsV1().CustomResourceDefinitions()
+	all, err := crds.List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	var kueueCRDs []apiextensionsv1.CustomResourceDefinition
+	watched := map[string]bool{"clusterqueues": true, "cohorts": true, "localqueues": true, "resourceflavors": true}
+	for _, c := range all.Items {
+		if c.Spec.Group == kueuev1beta2.GroupVersion.Group && watched[c.Spec.Names.Plural] {
+			kueueCRDs = append(kueueCRDs, c)
+		}
+	}
+	require.Len(t, kueueCRDs, len(watched))
+	require.NotEmpty(t, kueueCRDs)
+	restore := func() {
+		for _, c := range kueueCRDs {
+			c := c.DeepCopy()
+			c.ObjectMeta = metav1.ObjectMeta{Name: c.Name, Labels: c.Labels, Annotations: c.Annotations}
+			c.Status = apiextensionsv1.CustomResourceDefinitionStatus{}
+			if _, err := crds.Create(context.Background(), c, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+				t.Errorf("recreating CRD %s: %v", c.Name, err)
+			}
+		}
+	}
+	for _, c := range kueueCRDs {
+		require.NoError(t, crds.Delete(ctx, c.Name, metav1.DeleteOptions{}))
+	}
+	t.Cleanup(restore)
+	testutil.Eventually(t, 90*time.Second, func() string {
+		for _, c := range kueueCRDs {
+			if got, err := crds.Get(ctx, c.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return fmt.Sprintf("CRD %s still there: %v, deleted at %v, finalizers %v", c.Name, err, got.DeletionTimestamp, got.Finalizers)
+			}
+		}
+		return ""
+	})
+
+	port, err := localcluster.FreePort()
+	require.NoError(t, err)
+	require.NoError(t, cluster.InstallWebhook(ctx, port))
+	t.Cleanup(func() {
+		_ = cluster.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(context.Background(), "ome-quota-manager.ome.io", metav1.DeleteOptions{})
+	})
+	m := launch(t, "no-kueue-crds", localcluster.WebhookFlags(port)...)
+
+	const missing = "Kueue's CRDs are missing: the API server does not serve kueue.x-k8s.io/v1beta2 clusterqueues, cohorts, localqueues, resourceflavors; install Kueue v0.17 or newer"
+	testutil.Eventually(t, 30*time.Second, func() string {
+		if code, body := readyz(t, m); code != http.StatusServiceUnavailable || !strings.Contains(body, missing) {
+			return fmt.Sprintf("/readyz %d: %s", code, body)
+		}
+		return ""
+	})
+	logged, err := os.ReadFile(m.Log)
+	require.NoError(t, err)
+	require.Contains(t, string(logged), missing, "the log names the missing CRDs")
+
+	// A write reaches the webhook, whose TLS works: the denial carries the
+	// cause and the fix.
+	team := "apiVersion: ome.io/v1beta1\nkind: AcceleratorQuota\nmetadata:\n  name: crds-missing-team\nspec:\n  role: Cohort\n  parentRef:\n    name: root\n"
+	f := t.TempDir() + "/team.yaml"
+	require.NoError(t, os.WriteFile(f, []byte(team), 0o600))
+	testutil.Eventually(t, 30*time.Second, func() string {
+		_, stderr, err := cluster.KubectlOutput(ctx, "create", "-f", f)
+		if err == nil {
+			return "the write was admitted by a replica that is not ready"
+		}
+		if !strings.Contains(stderr, `admission webhook "acceleratorquota.ome-quota-manager.validator" denied the request: this replica of the quota manager is not ready, so it cannot judge the write: `+missing) {
+			return "kubectl: " + stderr
+		}
+		return ""
+	})
+	_, stderr, _ := cluster.KubectlOutput(ctx, "create", "-f", f)
+	require.NotContains(t, stderr, "the server is currently unable to handle the request")
+	t.Logf("kubectl prints: %s", strings.TrimSpace(stderr))
+
+	// The CRDs appear: the replica starts within seconds.
+	restore()
+	appeared := time.Now()
+	testutil.Eventually(t, 20*time.Second, func() string {
+		if code, body := readyz(t, m); code != http.StatusOK {
+			return fmt.Sprintf("/readyz %d: %s", code, body)
+		}
+		return ""
+	})
+	t.Logf("ready %s after Kueue's CRDs were created", time.Since(appeared).Round(100*time.Millisecond))
+	_, _, err = cluster.KubectlOutput(ctx, "create", "-f", f)
+	require.NoError(t, err, "the ready replica admits the write")
+	require.NoError(t, aqDelete(ctx, "crds-missing-team"))
+}
+
+func aqDelete(ctx context.Context, name string) error {
+	aqs, err := aqclient.New(cluster.Config)
+	if err != nil {
+		return err
+	}
+	return aqs.Delete(ctx, name, metav1.DeleteOptions{})
+}
