@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"ome.io/quota-manager/events"
+	"ome.io/quota-manager/projector"
 	"ome.io/quota-manager/store"
 )
 
@@ -171,9 +172,9 @@ func (o *Options) Validate() error {
 	// resources, on each budgeted flavor (at most 16). Kueue v0.17 refuses
 	// a group of more than 512 flavor-resource combinations, so at most 16
 	// cover resources keep 16 x (16 + 16) within it.
-	if len(o.cover) > maxCoverResources {
+	if n := len(projector.CoverResources(o.cover)); n > maxCoverResources {
 		return fmt.Errorf("--cover-resources: %d cover resources with cpu, memory and ephemeral-storage, but at most %d fit: Kueue refuses a ClusterQueue resource group of more than 512 flavor-resource combinations, and a team may budget 16 resources on 16 flavors",
-			len(o.cover), maxCoverResources)
+			n, maxCoverResources)
 	}
 	if o.HysteresisPercent < 0 || o.HysteresisPercent > 100 {
 		return fmt.Errorf("--capacity-hysteresis-percent must be between 0 and 100, got %d", o.HysteresisPercent)
