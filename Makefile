@@ -24,6 +24,7 @@ demo: tools
 generate:
 	$(GO) tool controller-gen object crd:crdVersions=v1 paths=./api/... output:crd:dir=config/crd
 	$(GO) run ./hack/boundquantities config/crd/ome.io_acceleratorquotas.yaml
+	cp config/crd/ome.io_acceleratorquotas.yaml charts/ome-quota-manager/files/
 
 ## lint: gofmt and go vet.
 lint:

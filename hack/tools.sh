@@ -34,10 +34,11 @@ build() {
 if [ "${1:-}" = helm ]; then
   # Its own key and its own parent folder ($cache/helm), so neither this
   # binary nor its version ever changes the control plane's key below.
-  hkey=$( { go env GOVERSION GOOS GOARCH; echo "$layout"; cat "$root"/tools/helm/go.mod "$root"/tools/helm/go.sum; } | sha256sum | cut -c1-16)
+  helm_version=$(cd "$root/tools/helm" && go list -m -f '{{.Version}}' helm.sh/helm/v4)
+  hkey=$( { go env GOVERSION GOOS GOARCH; echo "$layout $helm_version"; cat "$root"/tools/helm/go.mod "$root"/tools/helm/go.sum; } | sha256sum | cut -c1-16)
   dir="$cache/helm/$hkey"
   mkdir -p "$dir"
-  build helm helm helm.sh/helm/v4/cmd/helm
+  build helm helm helm.sh/helm/v4/cmd/helm "-s -w -X helm.sh/helm/v4/internal/version.version=$helm_version"
   if [ -f "$dir.tmp/helm" ]; then mv "$dir.tmp/helm" "$dir/helm"; fi
   rmdir "$dir.tmp" 2>/dev/null || true
   find "$cache/helm" -mindepth 1 -maxdepth 1 -type d ! -name "$hkey" ! -name "$hkey.tmp" -exec rm -rf {} + 2>/dev/null || true
