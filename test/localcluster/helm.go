@@ -1,14 +1,10 @@
 package localcluster
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 )
 
 // HelmEnv names the environment variable that points at an already built
@@ -25,21 +21,9 @@ func EnsureHelm(ctx context.Context) (string, error) {
 		}
 		return p, nil
 	}
-	root, err := RepoRoot()
-	if err != nil {
-		return "", err
-	}
-	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "tools.sh"), "helm")
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
+	last, err := runTools(ctx, "helm")
 	if err != nil {
 		return "", fmt.Errorf("building helm (hack/tools.sh helm) failed: %w; its output above says why", err)
-	}
-	var last string
-	for sc := bufio.NewScanner(bytes.NewReader(out)); sc.Scan(); {
-		if line := strings.TrimSpace(sc.Text()); line != "" {
-			last = line
-		}
 	}
 	p := filepath.Join(last, "helm")
 	if _, err := os.Stat(p); err != nil {
