@@ -17,10 +17,14 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 
+	v1beta1 "ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/test/localcluster"
 	"ome.io/quota-manager/test/testutil"
 )
@@ -54,7 +58,7 @@ func vwcExists(ctx context.Context, t *testing.T) bool {
 // cluster, as the apiserver validated and stored it.
 func allAccepted(t *testing.T, w *workdir) {
 	t.Helper()
-	manifest := w.helm("helm get manifest ome-quota-manager -n ome")
+	manifest := w.helm(t, "helm get manifest ome-quota-manager -n ome")
 	out := mustKubectl(t, manifest, "get", "-f", "-", "-o", "name")
 	kinds := regexp.MustCompile(`(?m)^kind: (\w+)`).FindAllString(manifest, -1)
 	require.Len(t, strings.Split(strings.TrimSpace(out), "\n"), len(kinds), "every object of the manifest exists:\n%s", out)
@@ -80,8 +84,8 @@ func TestGuideHelmCommands(t *testing.T) {
 	w := newWorkdir(t)
 
 	t.Run("install, client-side apply", func(t *testing.T) {
-		w.values("install.yaml")
-		out := w.helm(installClientSide)
+		w.values(t, "install.yaml")
+		out := w.helm(t, installClientSide)
 		require.Contains(t, out, "STATUS: deployed")
 		require.Contains(t, out, "NOTE: this release does not install the AcceleratorQuota CRD")
 		require.Equal(t, "Update", applyOperation(ctx, t))
@@ -90,7 +94,7 @@ func TestGuideHelmCommands(t *testing.T) {
 	})
 
 	t.Run("uninstall keeps the Secret", func(t *testing.T) {
-		out := w.helm(uninstall)
+		out := w.helm(t, uninstall)
 		require.Contains(t, out, "These resources were kept due to the resource policy:\n[Secret] "+secret)
 		require.Contains(t, out, `release "ome-quota-manager" uninstalled`)
 		_, err := cluster.Kube.CoreV1().Secrets(ns).Get(ctx, secret, metav1.GetOptions{})
@@ -101,23 +105,23 @@ func TestGuideHelmCommands(t *testing.T) {
 	})
 
 	t.Run("install, server-side apply, adopting the kept Secret", func(t *testing.T) {
-		out := w.helm(installServerSide)
+		out := w.helm(t, installServerSide)
 		require.Contains(t, out, "STATUS: deployed")
 		require.Equal(t, "Apply", applyOperation(ctx, t))
 		allAccepted(t, w)
 	})
 
 	t.Run("upgrade: hysteresisPercent 0", func(t *testing.T) {
-		w.values("hysteresis-0.yaml")
-		out := w.helm(upgrade)
+		w.values(t, "hysteresis-0.yaml")
+		out := w.helm(t, upgrade)
 		require.Contains(t, out, `Release "ome-quota-manager" has been upgraded.`)
 		require.Contains(t, getDeployment(ctx, t).Spec.Template.Spec.Containers[0].Args, "--capacity-hysteresis-percent=0")
 		allAccepted(t, w)
 	})
 
 	t.Run("upgrade: webhook disabled removes the ValidatingWebhookConfiguration", func(t *testing.T) {
-		w.values("webhook-disabled.yaml")
-		out := w.helm(upgrade)
+		w.values(t, "webhook-disabled.yaml")
+		out := w.helm(t, upgrade)
 		require.Contains(t, out, `Release "ome-quota-manager" has been upgraded.`)
 		require.False(t, vwcExists(ctx, t))
 		require.Contains(t, getDeployment(ctx, t).Spec.Template.Spec.Containers[0].Args, "--webhook=false")
@@ -128,8 +132,8 @@ func TestGuideHelmCommands(t *testing.T) {
 
 	t.Run("upgrade: webhook enabled restores it, and the Secret when it was deleted", func(t *testing.T) {
 		require.NoError(t, cluster.Kube.CoreV1().Secrets(ns).Delete(ctx, secret, metav1.DeleteOptions{}))
-		w.values("install.yaml")
-		out := w.helm(upgrade)
+		w.values(t, "install.yaml")
+		out := w.helm(t, upgrade)
 		require.Contains(t, out, `Release "ome-quota-manager" has been upgraded.`)
 		require.True(t, vwcExists(ctx, t))
 		s, err := cluster.Kube.CoreV1().Secrets(ns).Get(ctx, secret, metav1.GetOptions{})
@@ -145,7 +149,7 @@ func TestGuideHelmCommands(t *testing.T) {
 	})
 
 	t.Run("uninstall", func(t *testing.T) {
-		out := w.helm(uninstall)
+		out := w.helm(t, uninstall)
 		require.Contains(t, out, "[Secret] "+secret)
 		require.Contains(t, out, `release "ome-quota-manager" uninstalled`)
 		s, err := cluster.Kube.CoreV1().Secrets(ns).Get(ctx, secret, metav1.GetOptions{})
@@ -355,22 +359,28 @@ func usersAndRoles(ctx context.Context, t *testing.T) {
 	aggregate(ctx, t)
 	out := mustKubectl(t, "", "--as=alice", "get", "aq", "-o", "name")
 	require.Contains(t, out, "acceleratorquota.ome.io/team-beta")
-	_, stderr, err = kubectl(t, readSample(t, "quota-tree.yaml"), "--as=alice", "apply", "-f", "-")
-	require.Error(t, err)
-	require.Contains(t, stderr, "forbidden")
+	beta6 := strings.Replace(readSample(t, "quota-tree.yaml"), `nominal: "8"`, `nominal: "6"`, 1)
+	_, stderr, err = kubectl(t, beta6, "--as=alice", "apply", "-f", "-")
+	require.Error(t, err, "view reads, it does not write")
+	require.Contains(t, stderr, `User "alice" cannot patch resource "acceleratorquotas"`)
 
 	out = mustKubectl(t, guideAdminRole, "apply", "-f", "-")
 	require.Equal(t, "clusterrole.rbac.authorization.k8s.io/accelerator-quota-admin created\n"+
 		"clusterrolebinding.rbac.authorization.k8s.io/accelerator-quota-admin created", strings.TrimSpace(out))
 	bob := []string{"--as=bob", "--as-group=quota-admins"}
-	beta6 := strings.Replace(readSample(t, "quota-tree.yaml"), `nominal: "8"`, `nominal: "6"`, 1)
 	out = mustKubectl(t, beta6, append(bob, "apply", "-f", "-")...)
 	require.Contains(t, out, "acceleratorquota.ome.io/team-beta configured")
 	out = mustKubectl(t, readSample(t, "quota-tree.yaml"), append(bob, "apply", "-f", "-")...)
 	require.Contains(t, out, "acceleratorquota.ome.io/team-beta configured")
-	_, stderr, err = kubectl(t, "", append(bob, "patch", "aq", "team-beta", "--subresource=status", "--type=merge", "-p", `{"status":{"nominal":"1"}}`)...)
-	require.Error(t, err)
-	require.Contains(t, stderr, `User "bob" cannot patch resource "acceleratorquotas/status" in API group "ome.io"`)
+	// kubectl patch --subresource=status reads the status first, which bob
+	// may not either; send the patch itself as bob.
+	cfg := rest.CopyConfig(cluster.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "bob", Groups: []string{"quota-admins"}}
+	dc, err := dynamic.NewForConfig(cfg)
+	require.NoError(t, err)
+	_, err = dc.Resource(v1beta1.Resource).Patch(ctx, "team-beta", types.MergePatchType, []byte(`{"status":{"nominal":"1"}}`), metav1.PatchOptions{}, "status")
+	require.True(t, apierrors.IsForbidden(err), "%v", err)
+	require.Contains(t, err.Error(), `User "bob" cannot patch resource "acceleratorquotas/status" in API group "ome.io"`)
 }
 
 // The guide's "Let a group manage quotas".

@@ -27,7 +27,6 @@ const (
 // workdir is a folder laid out like the guide's OME checkout: ./charts is
 // this repository's, quota-values.yaml the file the guide edits.
 type workdir struct {
-	t   *testing.T
 	dir string
 	env []string
 }
@@ -38,7 +37,7 @@ func newWorkdir(t *testing.T) *workdir {
 	dir := t.TempDir()
 	require.NoError(t, os.Symlink(filepath.Join(root, "charts"), filepath.Join(dir, "charts")))
 	home := t.TempDir()
-	return &workdir{t: t, dir: dir, env: []string{
+	return &workdir{dir: dir, env: []string{
 		"KUBECONFIG=" + cluster.Kubeconfig,
 		"HELM_CACHE_HOME=" + filepath.Join(home, "cache"),
 		"HELM_CONFIG_HOME=" + filepath.Join(home, "config"),
@@ -48,24 +47,24 @@ func newWorkdir(t *testing.T) *workdir {
 
 // values writes the guide's values file of that name (from the chart
 // tests' testdata) as quota-values.yaml.
-func (w *workdir) values(name string) {
+func (w *workdir) values(t *testing.T, name string) {
 	root, err := localcluster.RepoRoot()
-	require.NoError(w.t, err)
+	require.NoError(t, err)
 	data, err := os.ReadFile(filepath.Join(root, "test", "chart", "testdata", name))
-	require.NoError(w.t, err)
-	require.NoError(w.t, os.WriteFile(filepath.Join(w.dir, "quota-values.yaml"), data, 0o644))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(w.dir, "quota-values.yaml"), data, 0o644))
 }
 
 // helm runs a guide command line (it has no quoted words) with the built
 // binary and returns its combined output; it must succeed.
-func (w *workdir) helm(line string) string {
-	w.t.Helper()
+func (w *workdir) helm(t *testing.T, line string) string {
+	t.Helper()
 	args := strings.Fields(line)
-	require.Equal(w.t, "helm", args[0])
+	require.Equal(t, "helm", args[0])
 	cmd := exec.Command(helmBin, args[1:]...)
 	cmd.Dir, cmd.Env = w.dir, append(os.Environ(), w.env...)
 	out, err := cmd.CombinedOutput()
-	require.NoError(w.t, err, "%s:\n%s", line, out)
+	require.NoError(t, err, "%s:\n%s", line, out)
 	return string(out)
 }
 
