@@ -144,6 +144,27 @@ func TestGuideHelmCommands(t *testing.T) {
 		allAccepted(t, w)
 	})
 
+	t.Run("upgrade: the optional NetworkPolicy is accepted", func(t *testing.T) {
+		w.helm(t, upgrade+" --set quotaManager.networkPolicy.enabled=true --set quotaManager.networkPolicy.apiServerCIDRs={10.0.0.0/24}")
+		_, err := cluster.Kube.NetworkingV1().NetworkPolicies(ns).Get(ctx, "ome-quota-manager", metav1.GetOptions{})
+		require.NoError(t, err)
+		allAccepted(t, w)
+	})
+
+	t.Run("crd.install=true fails Helm's ownership check when something else installed the CRD", func(t *testing.T) {
+		out := w.helmFails(t, upgrade+" --set quotaManager.crd.install=true")
+		require.Contains(t, out, `CustomResourceDefinition "acceleratorquotas.ome.io"`)
+		require.Contains(t, out, "exists and cannot be imported into the current release")
+	})
+
+	t.Run("upgrade back to the guide's values", func(t *testing.T) {
+		w.helm(t, upgrade)
+		_, err := cluster.Kube.NetworkingV1().NetworkPolicies(ns).Get(ctx, "ome-quota-manager", metav1.GetOptions{})
+		require.True(t, apierrors.IsNotFound(err), "%v", err)
+		require.Contains(t, w.helm(t, "helm status ome-quota-manager -n ome"), "STATUS: deployed")
+		allAccepted(t, w)
+	})
+
 	t.Run("the Deployment as two processes with the chart's ServiceAccount", func(t *testing.T) {
 		runReplicas(ctx, t)
 	})
@@ -292,6 +313,13 @@ team-beta     ClusterQueue   ml-research   True    True`)
 		_, stderr, err := kubectl(t, alpha20, "apply", "-f", "-")
 		require.Error(t, err)
 		require.True(t, strings.HasSuffix(strings.TrimSpace(stderr), denialEnd), stderr)
+	})
+
+	t.Run("admission answers a server dry run", func(t *testing.T) {
+		out := mustKubectl(t, readSample(t, "quota-tree.yaml"), "apply", "-f", "-", "--dry-run=server")
+		require.Equal(t, "acceleratorquota.ome.io/ml-research unchanged (server dry run)\n"+
+			"acceleratorquota.ome.io/team-alpha unchanged (server dry run)\n"+
+			"acceleratorquota.ome.io/team-beta unchanged (server dry run)", strings.TrimSpace(out))
 	})
 
 	t.Run("who may read and write the tree", func(t *testing.T) { usersAndRoles(ctx, t) })

@@ -59,13 +59,26 @@ func (w *workdir) values(t *testing.T, name string) {
 // binary and returns its combined output; it must succeed.
 func (w *workdir) helm(t *testing.T, line string) string {
 	t.Helper()
+	out, err := w.run(t, line)
+	require.NoError(t, err, "%s:\n%s", line, out)
+	return out
+}
+
+// helmFails runs a command line that must fail, and returns its output.
+func (w *workdir) helmFails(t *testing.T, line string) string {
+	t.Helper()
+	out, err := w.run(t, line)
+	require.Error(t, err, "%s:\n%s", line, out)
+	return out
+}
+
+func (w *workdir) run(t *testing.T, line string) (string, error) {
 	args := strings.Fields(line)
 	require.Equal(t, "helm", args[0])
 	cmd := exec.Command(helmBin, args[1:]...)
 	cmd.Dir, cmd.Env = w.dir, append(os.Environ(), w.env...)
 	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "%s:\n%s", line, out)
-	return string(out)
+	return string(out), err
 }
 
 func kubectl(t *testing.T, stdin string, args ...string) (string, string, error) {
