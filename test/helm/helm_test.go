@@ -324,6 +324,19 @@ team-beta     ClusterQueue   ml-research   True    True`)
 
 	t.Run("who may read and write the tree", func(t *testing.T) { usersAndRoles(ctx, t) })
 
+	t.Run("the replicas' token is the ServiceAccount's, under RBAC", func(t *testing.T) {
+		as := func(args ...string) (string, error) {
+			out, err := exec.Command(filepath.Join(cluster.BinDir, "kubectl"), append([]string{"--kubeconfig", kubeconfig}, args...)...).CombinedOutput()
+			return string(out), err
+		}
+		out, err := as("auth", "whoami", "-o", "jsonpath={.status.userInfo.username}")
+		require.NoError(t, err, out)
+		require.Equal(t, saUser, out)
+		out, err = as("get", "secrets", "-n", ns)
+		require.Error(t, err)
+		require.Contains(t, out, `User "`+saUser+`" cannot list resource "secrets"`)
+	})
+
 	t.Run("the ServiceAccount's least privilege", func(t *testing.T) {
 		tests := []struct {
 			args []string
