@@ -423,6 +423,14 @@ func TestSchemaRejects(t *testing.T) {
 		"unknown nested key":    {[]string{"quotaManager.webhook.enable=false"}, "enable"},
 		"negative depth":        {[]string{"quotaManager.maxTreeDepth=-1"}, "/quotaManager/maxTreeDepth"},
 		"bad cover ceiling":     {[]string{"quotaManager.materialize.coverResources.rdma/hca=lots"}, "/quotaManager/materialize/coverResources/rdma~1hca"},
+		"too many cover resources": {[]string{"quotaManager.materialize.coverResources.vendor/r1=1", "quotaManager.materialize.coverResources.vendor/r2=1",
+			"quotaManager.materialize.coverResources.vendor/r3=1", "quotaManager.materialize.coverResources.vendor/r4=1",
+			"quotaManager.materialize.coverResources.vendor/r5=1", "quotaManager.materialize.coverResources.vendor/r6=1",
+			"quotaManager.materialize.coverResources.vendor/r7=1", "quotaManager.materialize.coverResources.vendor/r8=1",
+			"quotaManager.materialize.coverResources.vendor/r9=1", "quotaManager.materialize.coverResources.vendor/r10=1",
+			"quotaManager.materialize.coverResources.vendor/r11=1", "quotaManager.materialize.coverResources.vendor/r12=1",
+			"quotaManager.materialize.coverResources.vendor/r13=1", "quotaManager.materialize.coverResources.vendor/r14=1"},
+			"/quotaManager/materialize/coverResources': maxProperties"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
