@@ -83,6 +83,23 @@ func TestGuideHelmCommands(t *testing.T) {
 	ctx := context.Background()
 	w := newWorkdir(t)
 
+	t.Run("without a mode, nothing is installed", func(t *testing.T) {
+		require.NoError(t, os.WriteFile(filepath.Join(w.dir, "quota-values.yaml"), []byte("quotaManager:\n  image:\n    tag: dev\n"), 0o644))
+		out := w.helmFails(t, installServerSide)
+		first, _, _ := strings.Cut(out, "\n")
+		require.True(t, strings.HasSuffix(first, `quotaManager.mode must be "workload" or "management", got ""`), out)
+		_, err := cluster.Kube.AppsV1().Deployments(ns).Get(ctx, "ome-quota-manager", metav1.GetOptions{})
+		require.True(t, apierrors.IsNotFound(err), "%v", err)
+	})
+
+	t.Run("helm lint --strict", func(t *testing.T) {
+		w.values(t, "install.yaml")
+		out := w.helm(t, "helm lint --strict ./charts/ome-quota-manager -f quota-values.yaml")
+		require.Contains(t, out, "1 chart(s) linted, 0 chart(s) failed")
+		require.NotContains(t, out, "[WARNING]")
+		require.NotContains(t, out, "[ERROR]")
+	})
+
 	t.Run("install, client-side apply", func(t *testing.T) {
 		w.values(t, "install.yaml")
 		out := w.helm(t, installClientSide)
