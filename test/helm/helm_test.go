@@ -297,6 +297,15 @@ func runReplicas(ctx context.Context, t *testing.T) {
 		require.NoError(t, m.WaitReady(ctx, 2*time.Minute))
 	}
 
+	t.Run("the replicas fill the Secret the upgrade recreated and inject its CA", func(t *testing.T) {
+		s, err := cluster.Kube.CoreV1().Secrets(ns).Get(ctx, secret, metav1.GetOptions{})
+		require.NoError(t, err)
+		require.NotEmpty(t, s.Data["ca.crt"])
+		cfg, err := vwcs.Get(ctx, vwcName, metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Equal(t, string(s.Data["ca.crt"]), string(cfg.Webhooks[0].ClientConfig.CABundle))
+	})
+
 	t.Run("the guide's tree goes Ready and Materialized", func(t *testing.T) {
 		testutil.Eventually(t, time.Minute, func() string {
 			out, _, _ := kubectl(t, "", "get", "aq", "root", "-o", `jsonpath={range .status.capacity[*]}{.resourceName}{" "}{.resourceFlavor}{" "}{.allocatable}{" "}{.highWaterMark}{"\n"}{end}`)
