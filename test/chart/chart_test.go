@@ -286,6 +286,7 @@ func TestInstallObjects(t *testing.T) {
 
 	require.Contains(t, r.Notes, "this release does not install the AcceleratorQuota CRD")
 	require.Contains(t, r.Notes, "quotaManager.crd.install=true")
+	require.Contains(t, r.Notes, "ClusterRole\nome-quota-manager-metrics-reader")
 }
 
 // rules returns a role's rules as "group resource[/name]: verbs" lines.
