@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -183,7 +182,7 @@ func TestGuideHelmCommands(t *testing.T) {
 	})
 
 	t.Run("the Deployment as two processes with the chart's ServiceAccount", func(t *testing.T) {
-		runReplicas(ctx, t)
+		runReplicas(ctx, t, w)
 	})
 
 	t.Run("uninstall", func(t *testing.T) {
@@ -248,13 +247,11 @@ func container(ctx context.Context, t *testing.T) (args, env []string) {
 	return args, env
 }
 
-func runReplicas(ctx context.Context, t *testing.T) {
+func runReplicas(ctx context.Context, t *testing.T, w *workdir) {
 	args, env := container(ctx, t)
 	kubeconfig := saKubeconfig(ctx, t)
 	logs := t.TempDir()
 
-	// The API server calls the webhook on loopback: the chart's Service
-	// has no endpoints without a kubelet.
 	ports := make([]int, 2)
 	for i := range ports {
 		p, err := localcluster.FreePort()
@@ -262,14 +259,6 @@ func runReplicas(ctx context.Context, t *testing.T) {
 		ports[i] = p
 	}
 	vwcs := cluster.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations()
-	cfg, err := vwcs.Get(ctx, vwcName, metav1.GetOptions{})
-	require.NoError(t, err)
-	for i := range cfg.Webhooks {
-		url := fmt.Sprintf("https://127.0.0.1:%d%s", ports[0], *cfg.Webhooks[i].ClientConfig.Service.Path)
-		cfg.Webhooks[i].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &url}
-	}
-	_, err = vwcs.Update(ctx, cfg, metav1.UpdateOptions{})
-	require.NoError(t, err)
 
 	var replicas []*localcluster.Manager
 	for i, port := range ports {
@@ -296,14 +285,40 @@ func runReplicas(ctx context.Context, t *testing.T) {
 	for _, m := range replicas {
 		require.NoError(t, m.WaitReady(ctx, 2*time.Minute))
 	}
+	caBundle := func() string {
+		cfg, err := vwcs.Get(ctx, vwcName, metav1.GetOptions{})
+		require.NoError(t, err)
+		return string(cfg.Webhooks[0].ClientConfig.CABundle)
+	}
+
+	t.Run("helm upgrade while the replicas run keeps the injected CA bundle", func(t *testing.T) {
+		before := caBundle()
+		require.NotEmpty(t, before, "a replica is ready only once its CA is injected")
+		w.values(t, "hysteresis-0.yaml")
+		require.Contains(t, w.helm(t, upgrade), `Release "ome-quota-manager" has been upgraded.`)
+		require.Equal(t, before, caBundle(), "helm's apply leaves the manager's caBundle alone")
+		w.values(t, "install.yaml")
+		w.helm(t, upgrade)
+		require.Equal(t, before, caBundle())
+	})
+
+	// The API server calls the webhook on loopback: the chart's Service
+	// has no endpoints without a kubelet.
+	cfg, err := vwcs.Get(ctx, vwcName, metav1.GetOptions{})
+	require.NoError(t, err)
+	for i := range cfg.Webhooks {
+		url := fmt.Sprintf("https://127.0.0.1:%d%s", ports[0], *cfg.Webhooks[i].ClientConfig.Service.Path)
+		cfg.Webhooks[i].ClientConfig.Service = nil
+		cfg.Webhooks[i].ClientConfig.URL = &url
+	}
+	_, err = vwcs.Update(ctx, cfg, metav1.UpdateOptions{})
+	require.NoError(t, err)
 
 	t.Run("the replicas fill the Secret the upgrade recreated and inject its CA", func(t *testing.T) {
 		s, err := cluster.Kube.CoreV1().Secrets(ns).Get(ctx, secret, metav1.GetOptions{})
 		require.NoError(t, err)
 		require.NotEmpty(t, s.Data["ca.crt"])
-		cfg, err := vwcs.Get(ctx, vwcName, metav1.GetOptions{})
-		require.NoError(t, err)
-		require.Equal(t, string(s.Data["ca.crt"]), string(cfg.Webhooks[0].ClientConfig.CABundle))
+		require.Equal(t, string(s.Data["ca.crt"]), caBundle())
 	})
 
 	t.Run("the guide's tree goes Ready and Materialized", func(t *testing.T) {
