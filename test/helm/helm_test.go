@@ -144,6 +144,15 @@ func TestGuideHelmCommands(t *testing.T) {
 		_, err := cluster.Kube.CoreV1().Secrets(ns).Get(ctx, secret, metav1.GetOptions{})
 		require.NoError(t, err, "the Secret stays")
 		allAccepted(t, w)
+
+		// The pod without the webhook becomes ready, with the RBAC this
+		// release leaves it (no Secret, no webhook configuration).
+		args, env := container(ctx, t)
+		port, err := localcluster.FreePort()
+		require.NoError(t, err)
+		m := launch(t, "no-webhook", t.TempDir(), saKubeconfig(ctx, t), args, env, port)
+		require.NoError(t, m.WaitReady(ctx, 2*time.Minute))
+		stopClean(t, m)
 	})
 
 	t.Run("upgrade: webhook enabled restores it, and the Secret when it was deleted", func(t *testing.T) {
@@ -247,6 +256,38 @@ func container(ctx context.Context, t *testing.T) (args, env []string) {
 	return args, env
 }
 
+// launch runs the Deployment's container (its args and env) as a process,
+// adding only what a pod gets from its surroundings rather than its args:
+// the token (as a kubeconfig), its own addresses, and its name.
+func launch(t *testing.T, name, logs, kubeconfig string, args, env []string, webhookPort int) *localcluster.Manager {
+	mp, err := localcluster.FreePort()
+	require.NoError(t, err)
+	hp, err := localcluster.FreePort()
+	require.NoError(t, err)
+	run := append(append([]string{}, args...),
+		"--kubeconfig="+kubeconfig,
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", mp),
+		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", hp),
+		fmt.Sprintf("--webhook-port=%d", webhookPort),
+		"--webhook-cert-hosts=127.0.0.1",
+		"--leader-election-identity="+name,
+	)
+	m, err := localcluster.LaunchProcess(managerBin, name, logs, run, env, mp, hp)
+	require.NoError(t, err)
+	t.Cleanup(m.Stop)
+	return m
+}
+
+// stopClean stops a replica and checks that it ran and that the API server
+// refused it nothing.
+func stopClean(t *testing.T, m *localcluster.Manager) {
+	m.Stop()
+	data, err := os.ReadFile(m.Log)
+	require.NoError(t, err)
+	require.NotContains(t, strings.ToLower(string(data)), "forbidden", "%s's log", m.Name)
+	require.Contains(t, string(data), "waiting for informer caches", "%s's log shows it ran", m.Name)
+}
+
 func runReplicas(ctx context.Context, t *testing.T, w *workdir) {
 	args, env := container(ctx, t)
 	kubeconfig := saKubeconfig(ctx, t)
@@ -262,25 +303,7 @@ func runReplicas(ctx context.Context, t *testing.T, w *workdir) {
 
 	var replicas []*localcluster.Manager
 	for i, port := range ports {
-		mp, err := localcluster.FreePort()
-		require.NoError(t, err)
-		hp, err := localcluster.FreePort()
-		require.NoError(t, err)
-		name := fmt.Sprintf("replica-%d", i)
-		// What a pod gets from its environment rather than its args: the
-		// token (as a kubeconfig), its own addresses and name.
-		run := append(append([]string{}, args...),
-			"--kubeconfig="+kubeconfig,
-			fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", mp),
-			fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", hp),
-			fmt.Sprintf("--webhook-port=%d", port),
-			"--webhook-cert-hosts=127.0.0.1",
-			"--leader-election-identity="+name,
-		)
-		m, err := localcluster.LaunchProcess(managerBin, name, logs, run, env, mp, hp)
-		require.NoError(t, err)
-		t.Cleanup(m.Stop)
-		replicas = append(replicas, m)
+		replicas = append(replicas, launch(t, fmt.Sprintf("replica-%d", i), logs, kubeconfig, args, env, port))
 	}
 	for _, m := range replicas {
 		require.NoError(t, m.WaitReady(ctx, 2*time.Minute))
@@ -414,11 +437,7 @@ team-beta     ClusterQueue   ml-research   True    True`)
 	})
 
 	for _, m := range replicas {
-		m.Stop()
-		data, err := os.ReadFile(m.Log)
-		require.NoError(t, err)
-		require.NotContains(t, strings.ToLower(string(data)), "forbidden", "%s's log", m.Name)
-		require.Contains(t, string(data), "waiting for informer caches", "%s's log shows it ran", m.Name)
+		stopClean(t, m)
 	}
 }
 
