@@ -4,7 +4,7 @@ SHELL := /bin/bash
 GO ?= go
 PKGS := ./...
 
-.PHONY: all test demo tools generate lint fuzz bench
+.PHONY: all test demo tools generate lint fuzz bench image
 
 all: lint test
 
@@ -20,10 +20,27 @@ test: lint tools
 demo: tools
 	$(GO) run ./test/cmd/localcluster up --demo
 
+## image: the container image as a tarball, without a Docker daemon:
+## bin/ome-quota-manager-$(GOARCH).tar (OCI layout plus Docker's manifest.json,
+## for docker load, podman load or crane push). GOARCH=amd64|arm64, IMAGE=ref.
+IMAGE_ARCH := $(or $(GOARCH),$(shell $(GO) env GOARCH))
+IMAGE ?= ome-quota-manager:dev
+IMAGE_DIR ?= bin
+image:
+	@mkdir -p $(IMAGE_DIR)/image-$(IMAGE_ARCH)
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags="-s -w" \
+	  -o $(IMAGE_DIR)/image-$(IMAGE_ARCH)/ome-quota-manager ./cmd/ome-quota-manager
+	cp Dockerfile $(IMAGE_DIR)/image-$(IMAGE_ARCH)/Dockerfile
+	cd hack/image && env -u GOOS -u GOARCH $(GO) run . -arch $(IMAGE_ARCH) -tag $(IMAGE) \
+	  -binary $(abspath $(IMAGE_DIR))/image-$(IMAGE_ARCH)/ome-quota-manager \
+	  -o $(abspath $(IMAGE_DIR))/ome-quota-manager-$(IMAGE_ARCH).tar
+	@echo "image $(IMAGE) for linux/$(IMAGE_ARCH): $(IMAGE_DIR)/ome-quota-manager-$(IMAGE_ARCH).tar"
+
 ## generate: the CRD and deepcopy functions from api/v1beta1.
 generate:
 	$(GO) tool controller-gen object crd:crdVersions=v1 paths=./api/... output:crd:dir=config/crd
 	$(GO) run ./hack/boundquantities config/crd/ome.io_acceleratorquotas.yaml
+	cp config/crd/ome.io_acceleratorquotas.yaml charts/ome-quota-manager/files/
 
 ## lint: gofmt and go vet.
 lint:

@@ -3,26 +3,19 @@
 # Kueue's manager) from the pinned modules under tools/, once, into the user
 # cache directory keyed by the pinned versions. Later runs reuse them.
 # Prints the folder that holds them on its last line of standard output.
+#
+# `hack/tools.sh helm` builds only the helm v4 binary (tools/helm), into a
+# folder of its own keyed by that module alone, and prints that folder. The
+# chart's tests ask for it; nothing else needs it.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 # Bump layout when this script changes what it puts in the folder.
 layout=1
 cache=${OME_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ome-quota-manager}
-key=$( { go env GOVERSION GOOS GOARCH; echo "$layout"; cat "$root"/tools/*/go.mod "$root"/tools/*/go.sum "$root"/tools/etcd/main.go; } | sha256sum | cut -c1-16)
-dir="$cache/bin/$key"
-mkdir -p "$cache/bin"
 
-kube_version=v1.35.4
-kube_ldflags="-s -w \
- -X k8s.io/component-base/version.gitVersion=$kube_version \
- -X k8s.io/component-base/version.gitMajor=1 \
- -X k8s.io/component-base/version.gitMinor=35 \
- -X k8s.io/client-go/pkg/version.gitVersion=$kube_version \
- -X k8s.io/client-go/pkg/version.gitMajor=1 \
- -X k8s.io/client-go/pkg/version.gitMinor=35"
-
-# build NAME MODULE_DIR PACKAGE [LDFLAGS]: one binary, with a package count as progress.
+# build NAME MODULE_DIR PACKAGE [LDFLAGS]: one binary into $dir.tmp, with a
+# package count as progress.
 build() {
   local name=$1 mod=$2 pkg=$3 ldflags=${4:-"-s -w"}
   if [ -x "$dir/$name" ]; then return 0; fi
@@ -37,6 +30,36 @@ build() {
   fi
   echo "   $name built in $((SECONDS - start))s" >&2
 }
+
+if [ "${1:-}" = helm ]; then
+  # Its own key and its own parent folder ($cache/helm), so neither this
+  # binary nor its version ever changes the control plane's key below.
+  helm_version=$(cd "$root/tools/helm" && go list -m -f '{{.Version}}' helm.sh/helm/v4)
+  hkey=$( { go env GOVERSION GOOS GOARCH; echo "$layout $helm_version"; cat "$root"/tools/helm/go.mod "$root"/tools/helm/go.sum; } | sha256sum | cut -c1-16)
+  dir="$cache/helm/$hkey"
+  mkdir -p "$dir"
+  build helm helm helm.sh/helm/v4/cmd/helm "-s -w -X helm.sh/helm/v4/internal/version.version=$helm_version"
+  if [ -f "$dir.tmp/helm" ]; then mv "$dir.tmp/helm" "$dir/helm"; fi
+  rmdir "$dir.tmp" 2>/dev/null || true
+  find "$cache/helm" -mindepth 1 -maxdepth 1 -type d ! -name "$hkey" ! -name "$hkey.tmp" -exec rm -rf {} + 2>/dev/null || true
+  echo "$dir"
+  exit 0
+fi
+
+# The control plane's key covers its three modules only (tools/helm has its
+# own key above), listed in the order the former tools/*/ glob gave them.
+key=$( { go env GOVERSION GOOS GOARCH; echo "$layout"; cat "$root"/tools/{etcd,kube,kueue}/go.mod "$root"/tools/{etcd,kube,kueue}/go.sum "$root"/tools/etcd/main.go; } | sha256sum | cut -c1-16)
+dir="$cache/bin/$key"
+mkdir -p "$cache/bin"
+
+kube_version=v1.35.4
+kube_ldflags="-s -w \
+ -X k8s.io/component-base/version.gitVersion=$kube_version \
+ -X k8s.io/component-base/version.gitMajor=1 \
+ -X k8s.io/component-base/version.gitMinor=35 \
+ -X k8s.io/client-go/pkg/version.gitVersion=$kube_version \
+ -X k8s.io/client-go/pkg/version.gitMajor=1 \
+ -X k8s.io/client-go/pkg/version.gitMinor=35"
 
 mkdir -p "$dir"
 build etcd etcd ome.io/quota-manager/tools/etcd

@@ -46,24 +46,34 @@ func EnsureBinaries(ctx context.Context) (string, error) {
 		}
 		return dir, nil
 	}
+	last, err := runTools(ctx)
+	if err != nil {
+		return "", fmt.Errorf("building the control plane binaries (hack/tools.sh) failed: %w; its output above says why", err)
+	}
+	if err := checkBinaries(last); err != nil {
+		return "", fmt.Errorf("hack/tools.sh printed %q: %w", last, err)
+	}
+	return last, nil
+}
+
+// runTools runs hack/tools.sh with args, its progress on standard error,
+// and returns the last line it printed: the folder that holds what it built.
+func runTools(ctx context.Context, args ...string) (string, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return "", err
 	}
-	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "tools.sh"))
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "tools.sh"), args...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("building the control plane binaries (hack/tools.sh) failed: %w; its output above says why", err)
+		return "", err
 	}
 	var last string
 	for sc := bufio.NewScanner(bytes.NewReader(out)); sc.Scan(); {
 		if line := strings.TrimSpace(sc.Text()); line != "" {
 			last = line
 		}
-	}
-	if err := checkBinaries(last); err != nil {
-		return "", fmt.Errorf("hack/tools.sh printed %q: %w", last, err)
 	}
 	return last, nil
 }

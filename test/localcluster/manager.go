@@ -83,12 +83,21 @@ func (c *Cluster) LaunchManager(ctx context.Context, bin, name, logDir string, e
 	if err != nil {
 		return nil, err
 	}
-	m := &Manager{Name: name, MetricsPort: mp, HealthPort: hp, done: make(chan struct{}), Log: filepath.Join(logDir, name+".log")}
+	return LaunchProcess(bin, name, logDir, append(c.managerArgs(name, mp, hp), extra...), nil, mp, hp)
+}
+
+// LaunchProcess starts bin with exactly args, and env added to this
+// process's environment, as a container would run it: nothing is added.
+// metricsPort and healthPort are the ports args tell it to serve on (127.0.0.1).
+// Its log goes to logDir/name.log; it dies with the process that started it.
+func LaunchProcess(bin, name, logDir string, args, env []string, metricsPort, healthPort int) (*Manager, error) {
+	m := &Manager{Name: name, MetricsPort: metricsPort, HealthPort: healthPort, done: make(chan struct{}), Log: filepath.Join(logDir, name+".log")}
 	f, err := os.Create(m.Log)
 	if err != nil {
 		return nil, err
 	}
-	m.cmd = exec.Command(bin, append(c.managerArgs(name, mp, hp), extra...)...)
+	m.cmd = exec.Command(bin, args...)
+	m.cmd.Env = append(os.Environ(), env...)
 	m.cmd.Stdout, m.cmd.Stderr = f, f
 	m.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := m.cmd.Start(); err != nil {
@@ -97,6 +106,14 @@ func (c *Cluster) LaunchManager(ctx context.Context, bin, name, logDir string, e
 	}
 	go func() { _ = m.cmd.Wait(); f.Close(); close(m.done) }()
 	return m, nil
+}
+
+// WaitReady waits until /readyz answers 200, the process exits, or timeout.
+func (m *Manager) WaitReady(ctx context.Context, timeout time.Duration) error {
+	if err := m.waitReady(ctx, timeout); err != nil {
+		return fmt.Errorf("%w\n--- last lines of %s ---\n%s", err, m.Log, m.Tail(30))
+	}
+	return nil
 }
 
 func (m *Manager) waitReady(ctx context.Context, timeout time.Duration) error {

@@ -1,0 +1,77 @@
+{{/*
+The objects' names are fixed: the webhook's Secret and configuration have
+product names (one install per cluster), and the manager's flags default to
+them.
+*/}}
+{{- define "oqm.name" -}}ome-quota-manager{{- end }}
+
+{{- define "oqm.selectorLabels" -}}
+app.kubernetes.io/name: ome-quota-manager
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "oqm.labels" -}}
+{{ include "oqm.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end }}
+
+{{/* The mode has no default: rendering fails without one. */}}
+{{- define "oqm.mode" -}}
+{{- $mode := .Values.quotaManager.mode | default "" -}}
+{{- if not (has $mode (list "workload" "management")) -}}
+{{- fail (printf "quotaManager.mode must be \"workload\" or \"management\", got %q" $mode) -}}
+{{- end -}}
+{{- $mode -}}
+{{- end }}
+
+{{- define "oqm.image" -}}
+{{- $img := .Values.quotaManager.image -}}
+{{- $repo := $img.repository -}}
+{{- with .Values.global.hub }}{{ $repo = printf "%s/%s" (trimSuffix "/" .) $repo }}{{ end -}}
+{{- printf "%s:%s" $repo ($img.tag | default .Chart.AppVersion) -}}
+{{- end }}
+
+{{- define "oqm.webhookService" -}}{{ include "oqm.name" . }}-webhook{{- end }}
+{{- define "oqm.metricsService" -}}{{ include "oqm.name" . }}-metrics{{- end }}
+{{- define "oqm.webhookSecret" -}}ome-quota-manager-webhook-cert{{- end }}
+{{- define "oqm.webhookConfig" -}}ome-quota-manager.ome.io{{- end }}
+
+{{/* The manager's flags, one per value. */}}
+{{- define "oqm.args" -}}
+{{- $q := .Values.quotaManager -}}
+- --mode={{ include "oqm.mode" . }}
+{{- with $q.materialize.enrolledNamespaces }}
+- --enrolled-namespaces={{ join "," . }}
+{{- end }}
+- --capacity-resources={{ join "," $q.capacity.resources }}
+{{- $cover := list -}}
+{{- range $k, $v := $q.materialize.coverResources }}
+{{- $cover = append $cover (printf "%s=%s" $k (ternary $v (toString (int64 $v)) (kindIs "string" $v))) -}}
+{{- end }}
+{{- with $cover }}
+- --cover-resources={{ join "," . }}
+{{- end }}
+- --capacity-hysteresis-percent={{ int $q.capacity.hysteresisPercent }}
+- --capacity-report-interval={{ $q.capacity.reportInterval | default "0s" }}
+- --resync-interval={{ $q.resyncInterval }}
+- --max-tree-depth={{ int $q.maxTreeDepth }}
+- --metrics-bind-address=:{{ int $q.metrics.port }}
+- --metrics-secure={{ $q.metrics.secure }}
+- --health-probe-bind-address=:{{ int $q.healthPort }}
+- --leader-elect=true
+- --leader-election-id={{ include "oqm.name" . }}
+- --leader-election-lease-duration={{ $q.leaderElection.leaseDuration }}
+- --leader-election-renew-deadline={{ $q.leaderElection.renewDeadline }}
+- --leader-election-retry-period={{ $q.leaderElection.retryPeriod }}
+- --webhook={{ $q.webhook.enabled }}
+{{- if $q.webhook.enabled }}
+- --webhook-port={{ int $q.webhook.port }}
+- --webhook-cert-secret={{ .Release.Namespace }}/{{ include "oqm.webhookSecret" . }}
+- --webhook-config-name={{ include "oqm.webhookConfig" . }}
+- --webhook-service={{ .Release.Namespace }}/{{ include "oqm.webhookService" . }}
+{{- end }}
+- --v={{ int $q.log.level }}
+- --logging-format={{ $q.log.format }}
+{{- end }}

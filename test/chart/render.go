@@ -1,0 +1,130 @@
+package chart
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+
+	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/chart/common"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	"helm.sh/helm/v4/pkg/cli/values"
+	"helm.sh/helm/v4/pkg/getter"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"ome.io/quota-manager/test/localcluster"
+)
+
+// kubeVersion is the Kubernetes version rendering and lint assume: the
+// local control plane's (the SDK's own default is older than the chart's
+// kubeVersion).
+var kubeVersion = &common.KubeVersion{Version: "v1.35.4", Major: "1", Minor: "35"}
+
+// Rendered is one rendering of the chart.
+type Rendered struct {
+	Objects []*unstructured.Unstructured
+	Notes   string
+}
+
+// Dir is the chart's folder in this checkout.
+func Dir() (string, error) {
+	root, err := localcluster.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, "charts", "ome-quota-manager"), nil
+}
+
+// Render renders the chart as `helm template ome-quota-manager <chart>
+// --namespace ns -f file... --set set...` does.
+func Render(ns string, files []string, set ...string) (*Rendered, error) {
+	dir, err := Dir()
+	if err != nil {
+		return nil, err
+	}
+	ch, err := loader.Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	vals, err := (&values.Options{ValueFiles: files, Values: set}).MergeValues(getter.Providers{})
+	if err != nil {
+		return nil, err
+	}
+	inst := action.NewInstall(action.NewConfiguration())
+	inst.DryRunStrategy = action.DryRunClient
+	inst.Replace = true
+	inst.ReleaseName = "ome-quota-manager"
+	inst.Namespace = ns
+	inst.KubeVersion = kubeVersion
+	rel, err := inst.Run(ch, vals)
+	if err != nil {
+		return nil, err
+	}
+	r, ok := rel.(*release.Release)
+	if !ok {
+		return nil, fmt.Errorf("unexpected release type %T", rel)
+	}
+	out := &Rendered{Notes: r.Info.Notes}
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(r.Manifest), 4096)
+	for {
+		var m map[string]any
+		if err := dec.Decode(&m); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return nil, err
+		}
+		if len(m) == 0 {
+			continue
+		}
+		out.Objects = append(out.Objects, &unstructured.Unstructured{Object: m})
+	}
+	return out, nil
+}
+
+// Get returns the object of that kind and name, or nil.
+func (r *Rendered) Get(kind, name string) *unstructured.Unstructured {
+	for _, o := range r.Objects {
+		if o.GetKind() == kind && o.GetName() == name {
+			return o
+		}
+	}
+	return nil
+}
+
+// Kinds lists kind/name of every object, in order.
+func (r *Rendered) Kinds() []string {
+	var out []string
+	for _, o := range r.Objects {
+		out = append(out, o.GetKind()+"/"+o.GetName())
+	}
+	return out
+}
+
+// Lint runs `helm lint --strict` with the values files and returns what
+// fails it (errors and warnings), one a line; empty means clean.
+func Lint(files []string) (string, error) {
+	dir, err := Dir()
+	if err != nil {
+		return "", err
+	}
+	vals, err := (&values.Options{ValueFiles: files}).MergeValues(getter.Providers{})
+	if err != nil {
+		return "", err
+	}
+	l := action.NewLint()
+	l.Strict = true
+	l.Namespace = "ome"
+	l.KubeVersion = kubeVersion
+	res := l.Run([]string{dir}, vals)
+	var b bytes.Buffer
+	for _, e := range res.Errors {
+		fmt.Fprintln(&b, e)
+	}
+	return b.String(), nil
+}

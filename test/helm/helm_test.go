@@ -1,0 +1,509 @@
+package helm
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
+
+	v1beta1 "ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/test/localcluster"
+	"ome.io/quota-manager/test/testutil"
+)
+
+const (
+	ns        = "ome"
+	saUser    = "system:serviceaccount:ome:ome-quota-manager"
+	vwcName   = "ome-quota-manager.ome.io"
+	secret    = "ome-quota-manager-webhook-cert"
+	denialEnd = `admission webhook "acceleratorquota.ome-quota-manager.validator" denied the request: ml-research: budget nvidia.com/gpu on a100 is 24 but its children total 28`
+)
+
+func getDeployment(ctx context.Context, t *testing.T) *appsv1.Deployment {
+	t.Helper()
+	d, err := cluster.Kube.AppsV1().Deployments(ns).Get(ctx, "ome-quota-manager", metav1.GetOptions{})
+	require.NoError(t, err)
+	return d
+}
+
+func vwcExists(ctx context.Context, t *testing.T) bool {
+	t.Helper()
+	_, err := cluster.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, vwcName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false
+	}
+	require.NoError(t, err)
+	return true
+}
+
+// allAccepted checks that every object of the release's manifest is in the
+// cluster, as the apiserver validated and stored it.
+func allAccepted(t *testing.T, w *workdir) {
+	t.Helper()
+	manifest := w.helm(t, "helm get manifest ome-quota-manager -n ome")
+	out := mustKubectl(t, manifest, "get", "-f", "-", "-o", "name")
+	kinds := regexp.MustCompile(`(?m)^kind: (\w+)`).FindAllString(manifest, -1)
+	require.Len(t, strings.Split(strings.TrimSpace(out), "\n"), len(kinds), "every object of the manifest exists:\n%s", out)
+}
+
+// applyOperation says how helm wrote the Deployment: "Apply" for
+// server-side apply, "Update" for a client-side create or patch.
+func applyOperation(ctx context.Context, t *testing.T) string {
+	for _, f := range getDeployment(ctx, t).ManagedFields {
+		if f.Manager == "helm" {
+			return string(f.Operation)
+		}
+	}
+	t.Fatal("the Deployment has no fields managed by helm")
+	return ""
+}
+
+// TestGuideHelmCommands runs the guide's helm commands on the local
+// apiserver, then the chart's Deployment as two processes with the chart's
+// ServiceAccount, then uninstalls.
+func TestGuideHelmCommands(t *testing.T) {
+	ctx := context.Background()
+	w := newWorkdir(t)
+
+	t.Run("without a mode, nothing is installed", func(t *testing.T) {
+		require.NoError(t, os.WriteFile(filepath.Join(w.dir, "quota-values.yaml"), []byte("quotaManager:\n  image:\n    tag: dev\n"), 0o644))
+		out := w.helmFails(t, installServerSide)
+		first, _, _ := strings.Cut(out, "\n")
+		require.True(t, strings.HasSuffix(first, `quotaManager.mode must be "workload" or "management", got ""`), out)
+		_, err := cluster.Kube.AppsV1().Deployments(ns).Get(ctx, "ome-quota-manager", metav1.GetOptions{})
+		require.True(t, apierrors.IsNotFound(err), "%v", err)
+	})
+
+	t.Run("helm lint --strict", func(t *testing.T) {
+		w.values(t, "install.yaml")
+		out := w.helm(t, "helm lint --strict ./charts/ome-quota-manager -f quota-values.yaml")
+		require.Contains(t, out, "1 chart(s) linted, 0 chart(s) failed")
+		require.NotContains(t, out, "[WARNING]")
+		require.NotContains(t, out, "[ERROR]")
+	})
+
+	t.Run("install, client-side apply", func(t *testing.T) {
+		w.values(t, "install.yaml")
+		out := w.helm(t, installClientSide)
+		require.Contains(t, out, "STATUS: deployed")
+		require.Contains(t, out, "NOTE: this release does not install the AcceleratorQuota CRD")
+		require.Equal(t, "Update", applyOperation(ctx, t))
+		allAccepted(t, w)
+		require.True(t, vwcExists(ctx, t))
+	})
+
+	t.Run("uninstall keeps the Secret", func(t *testing.T) {
+		out := w.helm(t, uninstall)
+		require.Contains(t, out, "These resources were kept due to the resource policy:\n[Secret] "+secret)
+		require.Contains(t, out, `release "ome-quota-manager" uninstalled`)
+		_, err := cluster.Kube.CoreV1().Secrets(ns).Get(ctx, secret, metav1.GetOptions{})
+		require.NoError(t, err)
+		require.False(t, vwcExists(ctx, t))
+		_, err = cluster.Kube.AppsV1().Deployments(ns).Get(ctx, "ome-quota-manager", metav1.GetOptions{})
+		require.True(t, apierrors.IsNotFound(err), "the Deployment is gone: %v", err)
+	})
+
+	t.Run("install, server-side apply, adopting the kept Secret", func(t *testing.T) {
+		out := w.helm(t, installServerSide)
+		require.Contains(t, out, "STATUS: deployed")
+		require.Equal(t, "Apply", applyOperation(ctx, t))
+		allAccepted(t, w)
+	})
+
+	t.Run("upgrade: hysteresisPercent 0", func(t *testing.T) {
+		w.values(t, "hysteresis-0.yaml")
+		out := w.helm(t, upgrade)
+		require.Contains(t, out, `Release "ome-quota-manager" has been upgraded.`)
+		require.Contains(t, getDeployment(ctx, t).Spec.Template.Spec.Containers[0].Args, "--capacity-hysteresis-percent=0")
+		allAccepted(t, w)
+	})
+
+	t.Run("upgrade: webhook disabled removes the ValidatingWebhookConfiguration", func(t *testing.T) {
+		w.values(t, "webhook-disabled.yaml")
+		out := w.helm(t, upgrade)
+		require.Contains(t, out, `Release "ome-quota-manager" has been upgraded.`)
+		require.False(t, vwcExists(ctx, t))
+		require.Contains(t, getDeployment(ctx, t).Spec.Template.Spec.Containers[0].Args, "--webhook=false")
+		_, err := cluster.Kube.CoreV1().Secrets(ns).Get(ctx, secret, metav1.GetOptions{})
+		require.NoError(t, err, "the Secret stays")
+		allAccepted(t, w)
+
+		// The pod without the webhook becomes ready, with the RBAC this
+		// release leaves it (no Secret, no webhook configuration).
+		args, env := container(ctx, t)
+		port, err := localcluster.FreePort()
+		require.NoError(t, err)
+		m := launch(t, "no-webhook", t.TempDir(), saKubeconfig(ctx, t), args, env, port)
+		require.NoError(t, m.WaitReady(ctx, 2*time.Minute))
+		stopClean(t, m)
+	})
+
+	t.Run("upgrade: webhook enabled restores it, and the Secret when it was deleted", func(t *testing.T) {
+		require.NoError(t, cluster.Kube.CoreV1().Secrets(ns).Delete(ctx, secret, metav1.DeleteOptions{}))
+		w.values(t, "install.yaml")
+		out := w.helm(t, upgrade)
+		require.Contains(t, out, `Release "ome-quota-manager" has been upgraded.`)
+		require.True(t, vwcExists(ctx, t))
+		s, err := cluster.Kube.CoreV1().Secrets(ns).Get(ctx, secret, metav1.GetOptions{})
+		require.NoError(t, err, "the upgrade recreates the Secret")
+		require.Empty(t, s.Data)
+		require.Equal(t, "ome-quota-manager", s.Labels["ome.io/quota-managed-by"])
+		require.Contains(t, getDeployment(ctx, t).Spec.Template.Spec.Containers[0].Args, "--webhook=true")
+		allAccepted(t, w)
+	})
+
+	t.Run("upgrade: the optional NetworkPolicy is accepted", func(t *testing.T) {
+		w.helm(t, upgrade+" --set quotaManager.networkPolicy.enabled=true --set quotaManager.networkPolicy.apiServerCIDRs={10.0.0.0/24}")
+		_, err := cluster.Kube.NetworkingV1().NetworkPolicies(ns).Get(ctx, "ome-quota-manager", metav1.GetOptions{})
+		require.NoError(t, err)
+		allAccepted(t, w)
+	})
+
+	t.Run("crd.install=true fails Helm's ownership check when something else installed the CRD", func(t *testing.T) {
+		out := w.helmFails(t, upgrade+" --set quotaManager.crd.install=true")
+		require.Contains(t, out, `CustomResourceDefinition "acceleratorquotas.ome.io"`)
+		require.Contains(t, out, "exists and cannot be imported into the current release")
+	})
+
+	t.Run("upgrade back to the guide's values", func(t *testing.T) {
+		w.helm(t, upgrade)
+		_, err := cluster.Kube.NetworkingV1().NetworkPolicies(ns).Get(ctx, "ome-quota-manager", metav1.GetOptions{})
+		require.True(t, apierrors.IsNotFound(err), "%v", err)
+		require.Contains(t, w.helm(t, "helm status ome-quota-manager -n ome"), "STATUS: deployed")
+		allAccepted(t, w)
+	})
+
+	t.Run("the Deployment as two processes with the chart's ServiceAccount", func(t *testing.T) {
+		runReplicas(ctx, t, w)
+	})
+
+	t.Run("uninstall", func(t *testing.T) {
+		out := w.helm(t, uninstall)
+		require.Contains(t, out, "[Secret] "+secret)
+		require.Contains(t, out, `release "ome-quota-manager" uninstalled`)
+		s, err := cluster.Kube.CoreV1().Secrets(ns).Get(ctx, secret, metav1.GetOptions{})
+		require.NoError(t, err)
+		require.NotEmpty(t, s.Data["tls.crt"], "the kept Secret holds what the manager wrote")
+	})
+}
+
+// saKubeconfig writes a kubeconfig holding a TokenRequest token of the
+// chart's ServiceAccount and the apiserver's CA: what the pod would mount.
+func saKubeconfig(ctx context.Context, t *testing.T) string {
+	tr, err := cluster.Kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "ome-quota-manager",
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.NotEmpty(t, tr.Status.Token)
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["local"] = &clientcmdapi.Cluster{Server: cluster.Config.Host, CertificateAuthorityData: cluster.Config.CAData}
+	cfg.AuthInfos["sa"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	cfg.Contexts["sa"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "sa"}
+	cfg.CurrentContext = "sa"
+	path := filepath.Join(t.TempDir(), "sa.kubeconfig")
+	require.NoError(t, clientcmd.WriteToFile(*cfg, path))
+	return path
+}
+
+// binaryHasFlag reports whether the manager binary knows a flag.
+func binaryHasFlag(t *testing.T, name string) bool {
+	out, _ := exec.Command(managerBin, "--help").CombinedOutput()
+	return strings.Contains(string(out), "--"+name+" ") || strings.Contains(string(out), "--"+name+"=")
+}
+
+// container returns the Deployment's container as a process: its command
+// (the image's binary), args and env, with the fieldRef env resolved as
+// the kubelet would for a pod in namespace ome.
+func container(ctx context.Context, t *testing.T) (args, env []string) {
+	c := getDeployment(ctx, t).Spec.Template.Spec.Containers[0]
+	require.Equal(t, []string{"/ome-quota-manager"}, c.Command)
+	for _, e := range c.Env {
+		switch {
+		case e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace":
+			env = append(env, e.Name+"="+ns)
+		case e.ValueFrom == nil:
+			env = append(env, e.Name+"="+e.Value)
+		default:
+			t.Fatalf("env %s: no way to resolve %+v without a kubelet", e.Name, e.ValueFrom)
+		}
+	}
+	secureKnown := binaryHasFlag(t, "metrics-secure")
+	for _, a := range c.Args {
+		if strings.HasPrefix(a, "--metrics-secure=") && !secureKnown {
+			// This build predates --metrics-secure (issue 15); once it has
+			// the flag, the rendered value is passed as is.
+			t.Logf("dropping %s: this build of the manager has no such flag", a)
+			continue
+		}
+		args = append(args, a)
+	}
+	return args, env
+}
+
+// launch runs the Deployment's container (its args and env) as a process,
+// adding only what a pod gets from its surroundings rather than its args:
+// the token (as a kubeconfig), its own addresses, and its name.
+func launch(t *testing.T, name, logs, kubeconfig string, args, env []string, webhookPort int) *localcluster.Manager {
+	mp, err := localcluster.FreePort()
+	require.NoError(t, err)
+	hp, err := localcluster.FreePort()
+	require.NoError(t, err)
+	run := append(append([]string{}, args...),
+		"--kubeconfig="+kubeconfig,
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", mp),
+		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", hp),
+		fmt.Sprintf("--webhook-port=%d", webhookPort),
+		"--webhook-cert-hosts=127.0.0.1",
+		"--leader-election-identity="+name,
+	)
+	m, err := localcluster.LaunchProcess(managerBin, name, logs, run, env, mp, hp)
+	require.NoError(t, err)
+	t.Cleanup(m.Stop)
+	return m
+}
+
+// stopClean stops a replica and checks that it ran and that the API server
+// refused it nothing.
+func stopClean(t *testing.T, m *localcluster.Manager) {
+	m.Stop()
+	data, err := os.ReadFile(m.Log)
+	require.NoError(t, err)
+	require.NotContains(t, strings.ToLower(string(data)), "forbidden", "%s's log", m.Name)
+	require.Contains(t, string(data), "waiting for informer caches", "%s's log shows it ran", m.Name)
+}
+
+func runReplicas(ctx context.Context, t *testing.T, w *workdir) {
+	args, env := container(ctx, t)
+	kubeconfig := saKubeconfig(ctx, t)
+	logs := t.TempDir()
+
+	ports := make([]int, 2)
+	for i := range ports {
+		p, err := localcluster.FreePort()
+		require.NoError(t, err)
+		ports[i] = p
+	}
+	vwcs := cluster.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations()
+
+	var replicas []*localcluster.Manager
+	for i, port := range ports {
+		replicas = append(replicas, launch(t, fmt.Sprintf("replica-%d", i), logs, kubeconfig, args, env, port))
+	}
+	for _, m := range replicas {
+		require.NoError(t, m.WaitReady(ctx, 2*time.Minute))
+	}
+	caBundle := func() string {
+		cfg, err := vwcs.Get(ctx, vwcName, metav1.GetOptions{})
+		require.NoError(t, err)
+		return string(cfg.Webhooks[0].ClientConfig.CABundle)
+	}
+
+	t.Run("helm upgrade while the replicas run keeps the injected CA bundle", func(t *testing.T) {
+		before := caBundle()
+		require.NotEmpty(t, before, "a replica is ready only once its CA is injected")
+		w.values(t, "hysteresis-0.yaml")
+		require.Contains(t, w.helm(t, upgrade), `Release "ome-quota-manager" has been upgraded.`)
+		require.Equal(t, before, caBundle(), "helm's apply leaves the manager's caBundle alone")
+		w.values(t, "install.yaml")
+		w.helm(t, upgrade)
+		require.Equal(t, before, caBundle())
+	})
+
+	// The API server calls the webhook on loopback: the chart's Service
+	// has no endpoints without a kubelet.
+	cfg, err := vwcs.Get(ctx, vwcName, metav1.GetOptions{})
+	require.NoError(t, err)
+	for i := range cfg.Webhooks {
+		url := fmt.Sprintf("https://127.0.0.1:%d%s", ports[0], *cfg.Webhooks[i].ClientConfig.Service.Path)
+		cfg.Webhooks[i].ClientConfig.Service = nil
+		cfg.Webhooks[i].ClientConfig.URL = &url
+	}
+	_, err = vwcs.Update(ctx, cfg, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	t.Run("the replicas fill the Secret the upgrade recreated and inject its CA", func(t *testing.T) {
+		s, err := cluster.Kube.CoreV1().Secrets(ns).Get(ctx, secret, metav1.GetOptions{})
+		require.NoError(t, err)
+		require.NotEmpty(t, s.Data["ca.crt"])
+		require.Equal(t, string(s.Data["ca.crt"]), caBundle())
+	})
+
+	t.Run("the guide's tree goes Ready and Materialized", func(t *testing.T) {
+		testutil.Eventually(t, time.Minute, func() string {
+			out, _, _ := kubectl(t, "", "get", "aq", "root", "-o", `jsonpath={range .status.capacity[*]}{.resourceName}{" "}{.resourceFlavor}{" "}{.allocatable}{" "}{.highWaterMark}{"\n"}{end}`)
+			if !strings.Contains(out, "nvidia.com/gpu a100 32 32") {
+				return "root's capacity: " + out
+			}
+			return ""
+		})
+		out := mustKubectl(t, readSample(t, "quota-tree.yaml"), "apply", "-f", "-")
+		require.Equal(t, "acceleratorquota.ome.io/ml-research created\nacceleratorquota.ome.io/team-alpha created\nacceleratorquota.ome.io/team-beta created", strings.TrimSpace(out))
+		want := testutil.Normalize(`
+NAME          ROLE           PARENT        READY   MATERIALIZED
+ml-research   Cohort         root          True    True
+root          Cohort         <none>        True    True
+team-alpha    ClusterQueue   ml-research   True    True
+team-beta     ClusterQueue   ml-research   True    True`)
+		testutil.Eventually(t, time.Minute, func() string {
+			out, _, _ := kubectl(t, "", "get", "aq", "-o", `custom-columns=NAME:.metadata.name,ROLE:.spec.role,PARENT:.spec.parentRef.name,READY:.status.conditions[?(@.type=="Ready")].status,MATERIALIZED:.status.conditions[?(@.type=="Materialized")].status`)
+			if got := testutil.Normalize(out); got != want {
+				return "the tree:\n" + got
+			}
+			return ""
+		})
+		out = mustKubectl(t, "", "get", "localqueues.kueue.x-k8s.io", "-n", "ml-serving", "-l", "ome.io/quota-managed-by=ome-quota-manager",
+			"-o", "custom-columns=NAME:.metadata.name,CLUSTERQUEUE:.spec.clusterQueue")
+		require.Equal(t, "NAME CLUSTERQUEUE\nteam-alpha team-alpha\nteam-beta team-beta", testutil.Normalize(out))
+	})
+
+	t.Run("the webhook denies team-alpha at 20", func(t *testing.T) {
+		alpha20 := strings.Replace(readSample(t, "quota-tree.yaml"), `nominal: "16"`, `nominal: "20"`, 1)
+		_, stderr, err := kubectl(t, alpha20, "apply", "-f", "-")
+		require.Error(t, err)
+		require.True(t, strings.HasSuffix(strings.TrimSpace(stderr), denialEnd), stderr)
+	})
+
+	t.Run("admission answers a server dry run", func(t *testing.T) {
+		out := mustKubectl(t, readSample(t, "quota-tree.yaml"), "apply", "-f", "-", "--dry-run=server")
+		require.Equal(t, "acceleratorquota.ome.io/ml-research unchanged (server dry run)\n"+
+			"acceleratorquota.ome.io/team-alpha unchanged (server dry run)\n"+
+			"acceleratorquota.ome.io/team-beta unchanged (server dry run)", strings.TrimSpace(out))
+	})
+
+	t.Run("who may read and write the tree", func(t *testing.T) { usersAndRoles(ctx, t) })
+
+	t.Run("the replicas' token is the ServiceAccount's, under RBAC", func(t *testing.T) {
+		as := func(args ...string) (string, error) {
+			out, err := exec.Command(filepath.Join(cluster.BinDir, "kubectl"), append([]string{"--kubeconfig", kubeconfig}, args...)...).CombinedOutput()
+			return string(out), err
+		}
+		out, err := as("auth", "whoami", "-o", "jsonpath={.status.userInfo.username}")
+		require.NoError(t, err, out)
+		require.Equal(t, saUser, out)
+		out, err = as("get", "secrets", "-n", ns)
+		require.Error(t, err)
+		require.Contains(t, out, `User "`+saUser+`" cannot list resource "secrets"`)
+	})
+
+	t.Run("the ServiceAccount's least privilege", func(t *testing.T) {
+		tests := []struct {
+			args []string
+			want string
+		}{
+			{[]string{"delete", "acceleratorquotas"}, "no"},
+			{[]string{"delete", "acceleratorquotas/root"}, "no"},
+			{[]string{"update", "acceleratorquotas/root"}, "yes"},
+			{[]string{"update", "acceleratorquotas/team-alpha"}, "no"},
+			{[]string{"patch", "acceleratorquotas/team-alpha"}, "no"},
+			{[]string{"update", "acceleratorquotas"}, "no"},
+			{[]string{"patch", "acceleratorquotas/team-alpha", "--subresource=status"}, "yes"},
+			{[]string{"get", "secrets/" + secret, "-n", ns}, "yes"},
+			{[]string{"update", "secrets/" + secret, "-n", ns}, "yes"},
+			{[]string{"delete", "secrets/" + secret, "-n", ns}, "no"},
+			{[]string{"get", "secrets/another", "-n", ns}, "no"},
+			{[]string{"update", "secrets/another", "-n", ns}, "no"},
+			{[]string{"list", "secrets", "-n", ns}, "no"},
+			{[]string{"create", "secrets", "-n", ns}, "no"},
+			{[]string{"get", "secrets/" + secret, "-n", "kube-system"}, "no"},
+			{[]string{"update", "validatingwebhookconfigurations/" + vwcName}, "yes"},
+			{[]string{"update", "validatingwebhookconfigurations/another"}, "no"},
+			{[]string{"delete", "validatingwebhookconfigurations/" + vwcName}, "no"},
+			{[]string{"update", "leases/ome-quota-manager", "-n", ns}, "yes"},
+			{[]string{"update", "leases/another", "-n", ns}, "no"},
+			{[]string{"patch", "nodes"}, "no"},
+		}
+		for _, tc := range tests {
+			args := append([]string{"auth", "can-i"}, tc.args...)
+			args = append(args, "--as="+saUser, "--as-group=system:serviceaccounts", "--as-group=system:serviceaccounts:"+ns)
+			out, _, _ := kubectl(t, "", args...)
+			require.Equal(t, tc.want, strings.TrimSpace(out), "kubectl auth can-i %s", strings.Join(tc.args, " "))
+		}
+	})
+
+	for _, m := range replicas {
+		stopClean(t, m)
+	}
+}
+
+func readSample(t *testing.T, name string) string {
+	root, err := localcluster.RepoRoot()
+	require.NoError(t, err)
+	data, err := os.ReadFile(filepath.Join(root, "config", "samples", name))
+	require.NoError(t, err)
+	return string(data)
+}
+
+// usersAndRoles: the built-in view role reads AcceleratorQuotas (through the
+// chart's aggregated ClusterRole); the guide's accelerator-quota-admin edits
+// the tree but not its status.
+func usersAndRoles(ctx context.Context, t *testing.T) {
+	mustKubectl(t, "", "create", "clusterrolebinding", "alice-view", "--clusterrole=view", "--user=alice")
+	_, stderr, err := kubectl(t, "", "--as=alice", "get", "aq")
+	require.Error(t, err, "before aggregation, view grants nothing on AcceleratorQuotas")
+	require.Contains(t, stderr, "forbidden")
+	aggregate(ctx, t)
+	out := mustKubectl(t, "", "--as=alice", "get", "aq", "-o", "name")
+	require.Contains(t, out, "acceleratorquota.ome.io/team-beta")
+	beta6 := strings.Replace(readSample(t, "quota-tree.yaml"), `nominal: "8"`, `nominal: "6"`, 1)
+	_, stderr, err = kubectl(t, beta6, "--as=alice", "apply", "-f", "-")
+	require.Error(t, err, "view reads, it does not write")
+	require.Contains(t, stderr, `User "alice" cannot patch resource "acceleratorquotas"`)
+
+	out = mustKubectl(t, guideAdminRole, "apply", "-f", "-")
+	require.Equal(t, "clusterrole.rbac.authorization.k8s.io/accelerator-quota-admin created\n"+
+		"clusterrolebinding.rbac.authorization.k8s.io/accelerator-quota-admin created", strings.TrimSpace(out))
+	bob := []string{"--as=bob", "--as-group=quota-admins"}
+	out = mustKubectl(t, beta6, append(bob, "apply", "-f", "-")...)
+	require.Contains(t, out, "acceleratorquota.ome.io/team-beta configured")
+	out = mustKubectl(t, readSample(t, "quota-tree.yaml"), append(bob, "apply", "-f", "-")...)
+	require.Contains(t, out, "acceleratorquota.ome.io/team-beta configured")
+	// kubectl patch --subresource=status reads the status first, which bob
+	// may not either; send the patch itself as bob.
+	cfg := rest.CopyConfig(cluster.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "bob", Groups: []string{"quota-admins"}}
+	dc, err := dynamic.NewForConfig(cfg)
+	require.NoError(t, err)
+	_, err = dc.Resource(v1beta1.Resource).Patch(ctx, "team-beta", types.MergePatchType, []byte(`{"status":{"nominal":"1"}}`), metav1.PatchOptions{}, "status")
+	require.True(t, apierrors.IsForbidden(err), "%v", err)
+	require.Contains(t, err.Error(), `User "bob" cannot patch resource "acceleratorquotas/status" in API group "ome.io"`)
+}
+
+// The guide's "Let a group manage quotas".
+const guideAdminRole = `apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: accelerator-quota-admin
+rules:
+  - apiGroups: ["ome.io"]
+    resources: ["acceleratorquotas"]
+    verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: accelerator-quota-admin
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: accelerator-quota-admin
+subjects:
+  - apiGroup: rbac.authorization.k8s.io
+    kind: Group
+    name: quota-admins
+`

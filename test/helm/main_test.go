@@ -1,0 +1,35 @@
+package helm
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"ome.io/quota-manager/test/localcluster"
+)
+
+var (
+	cluster    *localcluster.Cluster
+	managerBin string
+	helmBin    string
+)
+
+// Kueue's manager is not needed: the quota manager writes Kueue objects
+// whose CRDs are installed either way, and no workload is admitted here.
+func TestMain(m *testing.M) {
+	os.Exit(localcluster.RunTests(m, localcluster.Options{}, true, func(ctx context.Context, p *localcluster.TestPackage) error {
+		cluster, managerBin = p.Cluster, p.ManagerBin
+		var err error
+		if helmBin, err = localcluster.EnsureHelm(ctx); err != nil {
+			return err
+		}
+		for _, ns := range []string{"ome", "ml-serving"} {
+			if err := p.Cluster.EnsureNamespace(ctx, ns); err != nil {
+				return err
+			}
+		}
+		// The guide's cluster: ResourceFlavor a100 and four A100 nodes of 8
+		// GPUs, so the high-water mark is 32.
+		return localcluster.WriteDemoCluster(ctx, p.Cluster)
+	}))
+}
