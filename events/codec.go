@@ -11,7 +11,11 @@ import (
 // SchemaVersion is the version of the encoding this build writes, and the
 // newest it reads. Bump it whenever an encoded event changes shape; teach
 // Unmarshal to upgrade older versions, never to guess at newer ones.
-const SchemaVersion = 1
+//
+// Version 2 added the DeviceClass and ResourceSlice kinds and the Config's
+// deviceClassMappings. A version 1 line reads as it always did: it cannot
+// carry any of them.
+const SchemaVersion = 2
 
 // VersionError is a line written with a schema version this build cannot
 // read.
@@ -59,17 +63,22 @@ func Unmarshal(line []byte) (Event, error) {
 	if probe.V == nil {
 		return Event{}, &VersionError{}
 	}
-	if *probe.V != SchemaVersion {
+	if *probe.V < 1 || *probe.V > SchemaVersion {
 		return Event{}, &VersionError{Version: *probe.V}
 	}
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.DisallowUnknownFields()
 	var w wire
 	if err := dec.Decode(&w); err != nil {
-		return Event{}, fmt.Errorf("schema version %d event does not decode: %w", SchemaVersion, err)
+		return Event{}, fmt.Errorf("schema version %d event does not decode: %w", *probe.V, err)
 	}
 	if err := w.Event.Validate(); err != nil {
 		return Event{}, err
+	}
+	if w.V == 1 {
+		if err := v1Only(&w.Event); err != nil {
+			return Event{}, err
+		}
 	}
 	return w.Event, nil
 }
@@ -124,4 +133,15 @@ func (d *Decoder) Decode() (Event, error) {
 		}
 		return ev, nil
 	}
+}
+
+// v1Only refuses what schema version 1 could not hold.
+func v1Only(e *Event) error {
+	if e.Kind == KindDeviceClass || e.Kind == KindResourceSlice {
+		return fmt.Errorf("event #%d has kind %s, which schema version 1 reserved and never wrote: the log is corrupt", e.Seq, e.Kind)
+	}
+	if e.Config != nil && len(e.Config.DeviceClassMappings) > 0 {
+		return fmt.Errorf("config event #%d carries deviceClassMappings, which schema version 1 never wrote: the log is corrupt", e.Seq)
+	}
+	return nil
 }

@@ -39,6 +39,9 @@ type Config struct {
 	// MeasuredResources are the resources counted as accelerators, sorted
 	// and without duplicates.
 	MeasuredResources []string `json:"measuredResources"`
+	// DeviceClassMappings map DRA DeviceClasses to logical resource names
+	// (--dra-config), in the shape of Kueue's configuration.
+	DeviceClassMappings []DeviceClassMapping `json:"deviceClassMappings,omitempty"`
 }
 
 // DefaultConfig is the configuration in force before any Config event.
@@ -58,6 +61,7 @@ func (c Config) Normalized() Config {
 	out.MeasuredResources = slices.Clone(c.MeasuredResources)
 	slices.Sort(out.MeasuredResources)
 	out.MeasuredResources = slices.Compact(out.MeasuredResources)
+	out.DeviceClassMappings = slices.Clone(c.DeviceClassMappings)
 	return out
 }
 
@@ -66,7 +70,8 @@ func (c Config) Equal(o Config) bool {
 	return c.MaxTreeDepth == o.MaxTreeDepth &&
 		c.HysteresisPercent == o.HysteresisPercent &&
 		c.ReportInterval.Duration == o.ReportInterval.Duration &&
-		slices.Equal(c.MeasuredResources, o.MeasuredResources)
+		slices.Equal(c.MeasuredResources, o.MeasuredResources) &&
+		mappingsEqual(c.DeviceClassMappings, o.DeviceClassMappings)
 }
 
 // Validate reports the first thing wrong with c, saying which flag to fix.
@@ -87,6 +92,9 @@ func (c Config) Validate() error {
 		if i > 0 && c.MeasuredResources[i-1] >= r {
 			return fmt.Errorf("measured resources must be sorted and unique, but %q follows %q: use Config.Normalized", r, c.MeasuredResources[i-1])
 		}
+	}
+	if err := validateMappings(c.DeviceClassMappings); err != nil {
+		return fmt.Errorf("%w; fix --dra-config", err)
 	}
 	return nil
 }

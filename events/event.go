@@ -12,8 +12,8 @@ import (
 // Kind says what an event is about.
 type Kind string
 
-// Kinds of event. DeviceClass and ResourceSlice are reserved for DRA
-// capacity: schema version 1 does not produce or read them.
+// Kinds of event. DeviceClass and ResourceSlice (DRA capacity) exist from
+// schema version 2 on.
 const (
 	KindAcceleratorQuota Kind = "AcceleratorQuota"
 	KindNode             Kind = "Node"
@@ -47,7 +47,7 @@ type Event struct {
 	Time time.Time `json:"time"`
 	Kind Kind      `json:"kind"`
 	// Op is set on object events (AcceleratorQuota, Node, ResourceFlavor,
-	// ClusterQueue) only.
+	// ClusterQueue, DeviceClass, ResourceSlice) only.
 	Op Op `json:"op,omitempty"`
 	// Key names the object: its name, as all these objects are
 	// cluster-scoped.
@@ -59,6 +59,9 @@ type Event struct {
 	Queue   *Queue   `json:"queue,omitempty"`
 	Config  *Config  `json:"config,omitempty"`
 	Failure *Failure `json:"failure,omitempty"`
+
+	DeviceClass   *DeviceClass   `json:"deviceClass,omitempty"`
+	ResourceSlice *ResourceSlice `json:"resourceSlice,omitempty"`
 }
 
 // Quota is the compact form of an AcceleratorQuota: its spec, and the
@@ -171,7 +174,7 @@ func MeasureFailed(t time.Time, reason string) Event {
 // carry an Op and a Key).
 func (k Kind) IsObject() bool {
 	switch k {
-	case KindAcceleratorQuota, KindNode, KindResourceFlavor, KindClusterQueue:
+	case KindAcceleratorQuota, KindNode, KindResourceFlavor, KindClusterQueue, KindDeviceClass, KindResourceSlice:
 		return true
 	}
 	return false
@@ -186,6 +189,7 @@ func (e *Event) payloads() (int, string) {
 	}{
 		{e.Quota != nil, "quota"}, {e.Node != nil, "node"}, {e.Flavor != nil, "flavor"},
 		{e.Queue != nil, "queue"}, {e.Config != nil, "config"}, {e.Failure != nil, "failure"},
+		{e.DeviceClass != nil, "deviceClass"}, {e.ResourceSlice != nil, "resourceSlice"},
 	} {
 		if p.set {
 			if n == 0 {
@@ -202,7 +206,7 @@ func (e *Event) payloads() (int, string) {
 func (e *Event) Validate() error {
 	count, first := e.payloads()
 	switch e.Kind {
-	case KindAcceleratorQuota, KindNode, KindResourceFlavor, KindClusterQueue:
+	case KindAcceleratorQuota, KindNode, KindResourceFlavor, KindClusterQueue, KindDeviceClass, KindResourceSlice:
 		if e.Key == "" {
 			return fmt.Errorf("%s event #%d has no key: name the object", e.Kind, e.Seq)
 		}
@@ -238,6 +242,16 @@ func (e *Event) Validate() error {
 			if e.Queue != nil {
 				name = e.Queue.Name
 			}
+		case KindDeviceClass:
+			want = "deviceClass"
+			if e.DeviceClass != nil {
+				name = e.DeviceClass.Name
+			}
+		case KindResourceSlice:
+			want = "resourceSlice"
+			if e.ResourceSlice != nil {
+				name = e.ResourceSlice.Name
+			}
 		}
 		if count != 1 || first != want {
 			return fmt.Errorf("%s upsert event #%d for %q must carry exactly one payload, %q", e.Kind, e.Seq, e.Key, want)
@@ -263,8 +277,6 @@ func (e *Event) Validate() error {
 			}
 		}
 		return nil
-	case KindDeviceClass, KindResourceSlice:
-		return fmt.Errorf("event #%d has kind %s, which is reserved for DRA capacity and not supported by schema version %d: read it with a newer ome-quota-manager", e.Seq, e.Kind, SchemaVersion)
 	default:
 		return fmt.Errorf("event #%d has unknown kind %q", e.Seq, e.Kind)
 	}

@@ -54,6 +54,7 @@ func amounts(in map[string]resource.Quantity) map[string]Amount {
 
 // upsertNode replaces a node's contribution: O(resources x flavors).
 func (s *State) upsertNode(n *events.Node) {
+	s.draNodeContribute(n.Name, -1)
 	if old := s.machines[n.Name]; old != nil {
 		s.contribute(n.Name, old, -1)
 	}
@@ -72,6 +73,7 @@ func (s *State) upsertNode(n *events.Node) {
 	slices.Sort(m.flavors)
 	s.machines[n.Name] = m
 	s.contribute(n.Name, m, +1)
+	s.draNodeContribute(n.Name, +1)
 	if s.synced {
 		s.measure()
 	}
@@ -82,8 +84,10 @@ func (s *State) deleteNode(name string) {
 	if old == nil {
 		return
 	}
+	s.draNodeContribute(name, -1)
 	s.contribute(name, old, -1)
 	delete(s.machines, name)
+	s.draNodeContribute(name, +1)
 	if s.synced {
 		s.measure()
 	}
@@ -150,7 +154,7 @@ func (s *State) setFlavor(name string, labels map[string]string, exists bool) {
 		return
 	}
 	if !existed {
-		for _, r := range s.cfg.MeasuredResources {
+		for _, r := range s.resources() {
 			s.tallies[Pair{r, name}] = &tally{}
 		}
 	}
@@ -160,6 +164,7 @@ func (s *State) setFlavor(name string, labels map[string]string, exists bool) {
 		if was == now {
 			continue
 		}
+		s.draNodeContribute(node, -1)
 		s.contribute(node, m, -1)
 		if now {
 			m.flavors = slices.Insert(slices.Clone(m.flavors), i, name)
@@ -167,15 +172,20 @@ func (s *State) setFlavor(name string, labels map[string]string, exists bool) {
 			m.flavors = slices.Delete(slices.Clone(m.flavors), i, i+1)
 		}
 		s.contribute(node, m, +1)
+		s.draNodeContribute(node, +1)
 	}
 	if exists {
 		s.flavors[name] = labels
+	} else {
+		delete(s.flavors, name)
+	}
+	s.rematchGlobals()
+	if exists {
 		if existed {
 			return
 		}
 	} else {
-		delete(s.flavors, name)
-		for _, r := range s.cfg.MeasuredResources {
+		for _, r := range s.resources() {
 			delete(s.tallies, Pair{r, name})
 		}
 	}
@@ -202,7 +212,7 @@ func (s *State) recount() {
 	clear(s.tallies)
 	clear(s.unattributed)
 	clear(s.strays)
-	for _, r := range s.cfg.MeasuredResources {
+	for _, r := range s.resources() {
 		for f := range s.flavors {
 			s.tallies[Pair{r, f}] = &tally{}
 		}
@@ -210,6 +220,7 @@ func (s *State) recount() {
 	for name, m := range s.machines {
 		s.contribute(name, m, +1)
 	}
+	s.recountDRA()
 }
 
 // measure takes a measurement, in O(measured resources x flavors + root's
@@ -220,7 +231,7 @@ func (s *State) recount() {
 // mark is 0. An entry whose figures change is stamped now; with a report
 // interval, so is every entry whose stamp is that old.
 func (s *State) measure() {
-	for _, r := range s.cfg.MeasuredResources {
+	for _, r := range s.resources() {
 		for f := range s.flavors {
 			s.measurePair(Pair{r, f})
 		}
