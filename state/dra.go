@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	dracel "k8s.io/dynamic-resource-allocation/cel"
 
 	"ome.io/quota-manager/events"
@@ -721,6 +722,18 @@ func (s *State) DRAProblems() []string {
 		out = append(out, fmt.Sprintf("%d devices failed a CEL selector at evaluation and are not counted", s.dra.errors))
 	}
 	return out
+}
+
+// QuantityOf is an amount of resource r as root's status shows it: in
+// binary units (1280Gi) for a counter mapping's name when the amount is a
+// whole number of Ki, else in decimal units (32).
+func (s *State) QuantityOf(r string, a Amount) resource.Quantity {
+	if a > 0 && a%(1024*unit) == 0 {
+		if i, ok := slices.BinarySearchFunc(s.dra.mappings, r, func(m *mapping, r string) int { return strings.Compare(m.name, r) }); ok && len(s.dra.mappings[i].counters) > 0 {
+			return *resource.NewQuantity(int64(a/unit), resource.BinarySI)
+		}
+	}
+	return a.Quantity()
 }
 
 // DRANames are the logical names DRA capacity is measured for, sorted.
