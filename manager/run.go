@@ -159,6 +159,9 @@ func (m *Manager) Run(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := m.startDRA(ctx, handlers); err != nil {
+		return err
+	}
 	go func() { errc <- m.consume(ctx) }()
 	m.inf.start(ctx.Done())
 	log.Info("waiting for informer caches")
@@ -253,7 +256,7 @@ func (m *Manager) projectLoop(ctx context.Context) {
 		time.Sleep(20 * time.Millisecond)
 		m.mu.Lock()
 		in := m.input()
-		stray := m.st.Unattributed()
+		stray := append(m.st.Unattributed(), m.st.UnattributedDRA()...)
 		m.mu.Unlock()
 		out := projector.Project(in)
 		m.publishMetrics(in, stray)
