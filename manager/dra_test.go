@@ -58,15 +58,15 @@ spec:
         deviceClassNames: [gpu.nvidia.com]
 `, want: []events.DeviceClassMapping{gpu}},
 		"kueue configuration without mappings": {in: "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"},
-		"typo":             {in: "deviceClassMapping: []\n", err: `unknown field "deviceClassMapping"`},
-		"other kind":       {in: "kind: ConfigMap\n", err: `kind "ConfigMap": give a file with deviceClassMappings`},
-		"no classes":       {in: "deviceClassMappings: [{name: nvidia.com/gpu, deviceClassNames: []}]\n", err: "name at least one DeviceClass; fix --dra-config"},
-		"twice":            {in: "deviceClassMappings: [{name: a, deviceClassNames: [x]}, {name: a, deviceClassNames: [y]}]\n", err: `"a" is mapped twice`},
-		"bad source type":  {in: "deviceClassMappings: [{name: a, deviceClassNames: [x], sources: [{type: Gauge}]}]\n", err: `the only type is "Counter"`},
-		"bad CEL":          {in: "deviceClassMappings: [{name: a, deviceClassNames: [x], sources: [{type: Counter, counter: {name: m, driver: d, deviceSelector: {type: CEL, cel: {expression: 'device.driver =='}}}}]}]\n", err: "does not compile"},
-		"bad name":         {in: "deviceClassMappings: [{name: 'not a name!', deviceClassNames: [x]}]\n", err: "is not a resource name"},
-		"bad class name":   {in: "deviceClassMappings: [{name: a, deviceClassNames: [Not_A_Class]}]\n", err: "is not a DeviceClass name"},
-		"counter, no name": {in: "deviceClassMappings: [{name: a, deviceClassNames: [x], sources: [{type: Counter, counter: {driver: d}}]}]\n", err: "needs counter.name and counter.driver"},
+		"typo":                                 {in: "deviceClassMapping: []\n", err: `unknown field "deviceClassMapping"`},
+		"other kind":                           {in: "kind: ConfigMap\n", err: `kind "ConfigMap": give a file with deviceClassMappings`},
+		"no classes":                           {in: "deviceClassMappings: [{name: nvidia.com/gpu, deviceClassNames: []}]\n", err: "name at least one DeviceClass; fix --dra-config"},
+		"twice":                                {in: "deviceClassMappings: [{name: a, deviceClassNames: [x]}, {name: a, deviceClassNames: [y]}]\n", err: `"a" is mapped twice`},
+		"bad source type":                      {in: "deviceClassMappings: [{name: a, deviceClassNames: [x], sources: [{type: Gauge}]}]\n", err: `the only type is "Counter"`},
+		"bad CEL":                              {in: "deviceClassMappings: [{name: a, deviceClassNames: [x], sources: [{type: Counter, counter: {name: m, driver: d, deviceSelector: {type: CEL, cel: {expression: 'device.driver =='}}}}]}]\n", err: "does not compile"},
+		"bad name":                             {in: "deviceClassMappings: [{name: 'not a name!', deviceClassNames: [x]}]\n", err: "is not a resource name"},
+		"bad class name":                       {in: "deviceClassMappings: [{name: a, deviceClassNames: [Not_A_Class]}]\n", err: "is not a DeviceClass name"},
+		"counter, no name":                     {in: "deviceClassMappings: [{name: a, deviceClassNames: [x], sources: [{type: Counter, counter: {driver: d}}]}]\n", err: "needs counter.name and counter.driver"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
