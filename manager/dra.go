@@ -172,3 +172,24 @@ func (m *Manager) watchDRAConfig(ctx context.Context) {
 		log.Info("DRA configuration changed", "mappings", len(ms))
 	}
 }
+
+// noteDRA logs what keeps DRA devices from counting (a selector that does
+// not compile, devices a selector failed on) when it changes; m.mu is held.
+func (m *Manager) noteDRA(log klog.Logger, ev events.Event) {
+	switch ev.Kind {
+	case events.KindDeviceClass, events.KindResourceSlice, events.KindConfig:
+	default:
+		return
+	}
+	problems := m.st.DRAProblems()
+	if slices.Equal(problems, m.draProblems) {
+		return
+	}
+	m.draProblems = problems
+	for _, p := range problems {
+		log.Error(nil, "DRA devices not counted", "problem", p)
+	}
+	if len(problems) == 0 {
+		log.Info("every DRA selector evaluates")
+	}
+}

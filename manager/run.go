@@ -57,6 +57,8 @@ type Manager struct {
 	ready      atomic.Bool
 	applier    *apply.Applier
 	extraReady []func() error
+
+	draProblems []string // as last logged; guarded by mu
 }
 
 // RestConfig builds the client configuration from --kubeconfig, or from the
@@ -224,6 +226,7 @@ func (m *Manager) consume(ctx context.Context) error {
 	err := m.stream.Consume(ctx, func(ev events.Event) error {
 		m.mu.Lock()
 		transitions := m.st.Apply(ev)
+		m.noteDRA(log, ev)
 		m.mu.Unlock()
 		m.metrics.Events.WithLabelValues(string(ev.Kind)).Inc()
 		m.metrics.StreamDepth.Set(float64(m.stream.Len()))
