@@ -201,7 +201,7 @@ func (s *State) setMappings() {
 	}
 	d.names = sortedKeys(byName)
 	d.mappings = d.mappings[:0:0]
-	clear(d.byClass)
+	d.byClass = map[string][]int{}
 	for i, name := range d.names {
 		m := byName[name]
 		d.mappings = append(d.mappings, m)
