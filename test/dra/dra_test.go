@@ -99,23 +99,12 @@ func deviceClass(name, expr, ext string) *resourcev1.DeviceClass {
 
 func kubectl(t *testing.T, args ...string) string {
 	t.Helper()
-	out, err := cluster.Kubectl(context.Background(), args...)
-	require.NoError(t, err)
-	return out
+	return testutil.Kubectl(t, cluster, args...)
 }
 
 func kubectlEquals(t *testing.T, timeout time.Duration, want string, args ...string) {
 	t.Helper()
-	testutil.Eventually(t, timeout, func() string {
-		out, err := cluster.Kubectl(context.Background(), args...)
-		if err != nil {
-			return err.Error()
-		}
-		if testutil.Normalize(out) != testutil.Normalize(want) {
-			return fmt.Sprintf("kubectl %s printed\n%s\nwant\n%s", strings.Join(args, " "), out, want)
-		}
-		return ""
-	})
+	testutil.KubectlEquals(t, cluster, timeout, want, args...)
 }
 
 func applyYAML(t *testing.T, doc string) {
