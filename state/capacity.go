@@ -379,7 +379,7 @@ func (s *State) CapacityStatus() []v1beta1.CapacityStatus {
 	for i, e := range entries {
 		out[i] = v1beta1.CapacityStatus{
 			ResourceName: e.Resource, ResourceFlavor: e.Flavor,
-			Allocatable: s.QuantityOf(e.Resource, e.Allocatable), HighWaterMark: s.QuantityOf(e.Resource, e.HighWaterMark),
+			Allocatable: statusQuantity(e.Allocatable), HighWaterMark: statusQuantity(e.HighWaterMark),
 			ObservedAt: metav1.NewTime(e.ObservedAt),
 		}
 	}

@@ -724,14 +724,12 @@ func (s *State) DRAProblems() []string {
 	return out
 }
 
-// QuantityOf is an amount of resource r as root's status shows it: in
-// binary units (1280Gi) for a counter mapping's name when the amount is a
-// whole number of Ki, else in decimal units (32).
-func (s *State) QuantityOf(r string, a Amount) resource.Quantity {
-	if a > 0 && a%(1024*unit) == 0 {
-		if i, ok := slices.BinarySearchFunc(s.dra.mappings, r, func(m *mapping, r string) int { return strings.Compare(m.name, r) }); ok && len(s.dra.mappings[i].counters) > 0 {
-			return *resource.NewQuantity(int64(a/unit), resource.BinarySI)
-		}
+// statusQuantity is an amount as root's status shows it: in binary units
+// (1280Gi) when it is a whole number of Mi, as counters of memory are, else
+// in decimal units (32). No count of devices reaches 1Mi.
+func statusQuantity(a Amount) resource.Quantity {
+	if a > 0 && a%(1024*1024*unit) == 0 {
+		return *resource.NewQuantity(int64(a/unit), resource.BinarySI)
 	}
 	return a.Quantity()
 }
