@@ -379,7 +379,7 @@ func (s *State) CapacityStatus() []v1beta1.CapacityStatus {
 	for i, e := range entries {
 		out[i] = v1beta1.CapacityStatus{
 			ResourceName: e.Resource, ResourceFlavor: e.Flavor,
-			Allocatable: statusQuantity(e.Allocatable), HighWaterMark: statusQuantity(e.HighWaterMark),
+			Allocatable: e.Allocatable.Quantity(), HighWaterMark: e.HighWaterMark.Quantity(),
 			ObservedAt: metav1.NewTime(e.ObservedAt),
 		}
 	}

@@ -132,10 +132,9 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 	case "capacity":
 		verbose := d.HasArg("verbose")
 		for _, e := range h.s.Capacity() {
-			q := func(a Amount) string { x := statusQuantity(a); return x.String() }
-			fmt.Fprintf(&b, "%s %s %s %s", e.Resource, e.Flavor, q(e.Allocatable), q(e.HighWaterMark))
+			fmt.Fprintf(&b, "%s %s %s %s", e.Resource, e.Flavor, e.Allocatable, e.HighWaterMark)
 			if verbose {
-				fmt.Fprintf(&b, " installed=%s measured=%t observedAt=%s", q(e.Installed), e.Measured, stamp(e.ObservedAt))
+				fmt.Fprintf(&b, " installed=%s measured=%t observedAt=%s", e.Installed, e.Measured, stamp(e.ObservedAt))
 			}
 			b.WriteString("\n")
 		}

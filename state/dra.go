@@ -10,7 +10,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	dracel "k8s.io/dynamic-resource-allocation/cel"
 
 	"ome.io/quota-manager/events"
@@ -722,16 +721,6 @@ func (s *State) DRAProblems() []string {
 		out = append(out, fmt.Sprintf("%d devices failed a CEL selector at evaluation and are not counted", s.dra.errors))
 	}
 	return out
-}
-
-// statusQuantity is an amount as root's status shows it: in binary units
-// (1280Gi) when it is a whole number of Mi, as counters of memory are, else
-// in decimal units (32). No count of devices reaches 1Mi.
-func statusQuantity(a Amount) resource.Quantity {
-	if a > 0 && a%(1024*1024*unit) == 0 {
-		return *resource.NewQuantity(int64(a/unit), resource.BinarySI)
-	}
-	return a.Quantity()
 }
 
 // DRANames are the logical names DRA capacity is measured for, sorted.

@@ -245,7 +245,7 @@ spec:
 		})
 		aq, err := aqs.Get(ctx, "dra-ml")
 		require.NoError(t, err)
-		require.Contains(t, aq.Status.Conditions[0].Message+aq.Status.Conditions[1].Message, "budget gpu.memory on a100-40 is 2147483648000 but the high-water mark on root is 1374389534720")
+		require.Contains(t, aq.Status.Conditions[0].Message+aq.Status.Conditions[1].Message, "budget gpu.memory on a100-40 is 2000Gi but the high-water mark on root is 1280Gi")
 		now, err := cluster.Kueue.KueueV1beta2().ClusterQueues().Get(ctx, "dra-team", metav1.GetOptions{})
 		require.NoError(t, err)
 		require.Equal(t, cq.ResourceVersion, now.ResourceVersion, "a frozen team's ClusterQueue is left as it was")
