@@ -246,9 +246,22 @@ spec:
 		aq, err := aqs.Get(ctx, "dra-ml")
 		require.NoError(t, err)
 		require.Contains(t, aq.Status.Conditions[0].Message+aq.Status.Conditions[1].Message, "budget gpu.memory on a100-40 is 2000Gi but the high-water mark on root is 1280Gi")
+		// A change to the frozen team reaches the manager (an event is
+		// applied) and leaves its ClusterQueue as it was.
+		events0, err := m.Metric(ctx, "ome_quota_events_total", `kind="AcceleratorQuota"`)
+		require.NoError(t, err)
+		kubectl(t, "patch", "aq", "dra-team", "--type=json", "-p", `[{"op":"replace","path":"/spec/budgets/0/nominal","value":"3"}]`)
+		testutil.Eventually(t, 10*time.Second, func() string {
+			if n, err := m.Metric(ctx, "ome_quota_events_total", `kind="AcceleratorQuota"`); err != nil || n <= events0 {
+				return fmt.Sprintf("no AcceleratorQuota event applied yet (%v)", err)
+			}
+			return ""
+		})
+		time.Sleep(500 * time.Millisecond) // a projection pass after the event
 		now, err := cluster.Kueue.KueueV1beta2().ClusterQueues().Get(ctx, "dra-team", metav1.GetOptions{})
 		require.NoError(t, err)
-		require.Equal(t, cq.ResourceVersion, now.ResourceVersion, "a frozen team's ClusterQueue is left as it was")
+		require.Equal(t, cq.Generation, now.Generation, "a frozen team's ClusterQueue is left as it was")
+		kubectl(t, "patch", "aq", "dra-team", "--type=json", "-p", `[{"op":"replace","path":"/spec/budgets/0/nominal","value":"2"}]`)
 		kubectl(t, "patch", "aq", "dra-ml", "--type=json", "-p", `[{"op":"replace","path":"/spec/budgets/1/nominal","value":"640Gi"}]`)
 		testutil.Eventually(t, 30*time.Second, func() string {
 			if r := readyReason(t, "dra-team"); r != "True Admitted" {
