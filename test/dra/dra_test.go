@@ -296,6 +296,39 @@ spec:
 		waitAdmission(t, "ext-", 1, "example.com/gpu")
 	})
 
+	t.Run("Kueue v0.17 refuses the guide's MIG claim: CEL selectors in a claim", func(t *testing.T) {
+		// The partitionable-device path: a claim that picks a partition
+		// profile with a CEL selector. Kueue v0.17 (pkg/dra/claims.go)
+		// refuses it, and has no counter sources to charge gpu.memory.
+		_, err := rs.ResourceClaimTemplates(teamNS).Create(ctx, &resourcev1.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: "gpu-partition"},
+			Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
+				Requests: []resourcev1.DeviceRequest{{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "mig.nvidia.com",
+					Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: "device.attributes['gpu.nvidia.com'].profile == '1g.5gb'"}}}}}}}}}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		createJob(t, "mig-0", func(ps *corev1.PodSpec) {
+			ps.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr("gpu-partition")}}
+			ps.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "gpu"}}
+		})
+		testutil.Eventually(t, 30*time.Second, func() string {
+			wls, err := cluster.Kueue.KueueV1beta2().Workloads(teamNS).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return err.Error()
+			}
+			for _, w := range wls.Items {
+				if len(w.OwnerReferences) == 0 || w.OwnerReferences[0].Name != "mig-0" {
+					continue
+				}
+				for _, c := range w.Status.Conditions {
+					if c.Type == kueuev1beta2.WorkloadQuotaReserved && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, "CEL selectors are not supported") {
+						return ""
+					}
+				}
+				return fmt.Sprintf("workload %s conditions: %+v", w.Name, w.Status.Conditions)
+			}
+			return "no workload for mig-0 yet"
+		})
+	})
+
 	t.Run("deleting one node's slices lowers the mark only past the band", func(t *testing.T) {
 		deleteSlices := func(node string) {
 			for _, sl := range nodeSlices(node) {
