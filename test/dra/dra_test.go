@@ -97,21 +97,11 @@ func deviceClass(name, expr, ext string) *resourcev1.DeviceClass {
 	return c
 }
 
-func kubectl(t *testing.T, args ...string) string {
-	t.Helper()
-	return testutil.Kubectl(t, cluster, args...)
-}
-
-func kubectlEquals(t *testing.T, timeout time.Duration, want string, args ...string) {
-	t.Helper()
-	testutil.KubectlEquals(t, cluster, timeout, want, args...)
-}
-
 func applyYAML(t *testing.T, doc string) {
 	t.Helper()
 	f := filepath.Join(t.TempDir(), "objects.yaml")
 	require.NoError(t, os.WriteFile(f, []byte(doc), 0o600))
-	kubectl(t, "apply", "-f", f)
+	testutil.Kubectl(t, cluster, "apply", "-f", f)
 }
 
 func readyReason(t *testing.T, name string) string {
@@ -181,13 +171,13 @@ func TestDRA(t *testing.T) {
 	t.Run("root shows the DRA pairs like the Node pairs", func(t *testing.T) {
 		// 4 nodes x 8 whole GPUs; 4 x 8 counter sets of 40Gi, each counted
 		// once although two partitions consume it too.
-		kubectlEquals(t, 30*time.Second,
+		testutil.KubectlEquals(t, cluster, 30*time.Second,
 			"example.com/gpu a100-40 32 32\ngoogle.com/tpu a100-40 0 0\ngpu.memory a100-40 1280Gi 1280Gi\nnvidia.com/gpu a100-40 32 32",
 			"get", "aq", "root", "-o", capPath)
 	})
 
 	t.Run("devices of an unmapped class are unbudgeted", func(t *testing.T) {
-		kubectlEquals(t, 30*time.Second, "fpga.example.com 2",
+		testutil.KubectlEquals(t, cluster, 30*time.Second, "fpga.example.com 2",
 			"get", "aq", "root", "-o", `jsonpath={range .status.unbudgeted[*]}{.deviceClassName}{" "}{.devices}{"\n"}{end}`)
 		testutil.Eventually(t, 10*time.Second, func() string {
 			v, err := m.Metric(ctx, "ome_quota_dra_unbudgeted_devices", `deviceclass="fpga.example.com"`)
@@ -233,7 +223,7 @@ spec:
 	t.Run("a gpu.memory budget above the mark is CapacityExceeded and frozen", func(t *testing.T) {
 		cq, err := cluster.Kueue.KueueV1beta2().ClusterQueues().Get(ctx, "dra-team", metav1.GetOptions{})
 		require.NoError(t, err)
-		kubectl(t, "patch", "aq", "dra-ml", "--type=json", "-p", `[{"op":"replace","path":"/spec/budgets/1/nominal","value":"2000Gi"}]`)
+		testutil.Kubectl(t, cluster, "patch", "aq", "dra-ml", "--type=json", "-p", `[{"op":"replace","path":"/spec/budgets/1/nominal","value":"2000Gi"}]`)
 		testutil.Eventually(t, 30*time.Second, func() string {
 			if r := readyReason(t, "dra-ml"); r != "False CapacityExceeded" {
 				return "dra-ml: " + r
@@ -250,7 +240,7 @@ spec:
 		// applied) and leaves its ClusterQueue as it was.
 		events0, err := m.Metric(ctx, "ome_quota_events_total", `kind="AcceleratorQuota"`)
 		require.NoError(t, err)
-		kubectl(t, "patch", "aq", "dra-team", "--type=json", "-p", `[{"op":"replace","path":"/spec/budgets/0/nominal","value":"3"}]`)
+		testutil.Kubectl(t, cluster, "patch", "aq", "dra-team", "--type=json", "-p", `[{"op":"replace","path":"/spec/budgets/0/nominal","value":"3"}]`)
 		testutil.Eventually(t, 10*time.Second, func() string {
 			if n, err := m.Metric(ctx, "ome_quota_events_total", `kind="AcceleratorQuota"`); err != nil || n <= events0 {
 				return fmt.Sprintf("no AcceleratorQuota event applied yet (%v)", err)
@@ -261,8 +251,8 @@ spec:
 		now, err := cluster.Kueue.KueueV1beta2().ClusterQueues().Get(ctx, "dra-team", metav1.GetOptions{})
 		require.NoError(t, err)
 		require.Equal(t, cq.Generation, now.Generation, "a frozen team's ClusterQueue is left as it was")
-		kubectl(t, "patch", "aq", "dra-team", "--type=json", "-p", `[{"op":"replace","path":"/spec/budgets/0/nominal","value":"2"}]`)
-		kubectl(t, "patch", "aq", "dra-ml", "--type=json", "-p", `[{"op":"replace","path":"/spec/budgets/1/nominal","value":"640Gi"}]`)
+		testutil.Kubectl(t, cluster, "patch", "aq", "dra-team", "--type=json", "-p", `[{"op":"replace","path":"/spec/budgets/0/nominal","value":"2"}]`)
+		testutil.Kubectl(t, cluster, "patch", "aq", "dra-ml", "--type=json", "-p", `[{"op":"replace","path":"/spec/budgets/1/nominal","value":"640Gi"}]`)
 		testutil.Eventually(t, 30*time.Second, func() string {
 			if r := readyReason(t, "dra-team"); r != "True Admitted" {
 				return "dra-team: " + r
@@ -337,12 +327,12 @@ spec:
 		}
 		// 25% of the GPUs go: inside the 30% band, the marks stay.
 		deleteSlices("dra-node-4")
-		kubectlEquals(t, 30*time.Second,
+		testutil.KubectlEquals(t, cluster, 30*time.Second,
 			"example.com/gpu a100-40 24 32\ngoogle.com/tpu a100-40 0 0\ngpu.memory a100-40 960Gi 1280Gi\nnvidia.com/gpu a100-40 24 32",
 			"get", "aq", "root", "-o", capPath)
 		// 50%: past the band, the marks fall to what is installed.
 		deleteSlices("dra-node-3")
-		kubectlEquals(t, 30*time.Second,
+		testutil.KubectlEquals(t, cluster, 30*time.Second,
 			"example.com/gpu a100-40 16 16\ngoogle.com/tpu a100-40 0 0\ngpu.memory a100-40 640Gi 640Gi\nnvidia.com/gpu a100-40 16 16",
 			"get", "aq", "root", "-o", capPath)
 	})
@@ -359,7 +349,7 @@ spec:
 		// mapped, so it is no longer measured and keeps its mark at
 		// allocatable 0.
 		require.NoError(t, os.WriteFile(draConfig, data, 0o600))
-		kubectlEquals(t, 30*time.Second,
+		testutil.KubectlEquals(t, cluster, 30*time.Second,
 			"example.com/gpu a100-40 16 16\ngoogle.com/tpu a100-40 0 0\ngpu.memory a100-40 0 640Gi\nnvidia.com/gpu a100-40 16 16",
 			"get", "aq", "root", "-o", capPath)
 		after, err := m.Metric(ctx, "ome_quota_events_total", `kind="Config"`)
@@ -367,7 +357,7 @@ spec:
 		require.Equal(t, before+1, after, "one Config event for one change of the file")
 		// The MIG class is no longer mapped either: its partitions are
 		// unbudgeted now.
-		kubectlEquals(t, 30*time.Second, "fpga.example.com 2\nmig.nvidia.com 32",
+		testutil.KubectlEquals(t, cluster, 30*time.Second, "fpga.example.com 2\nmig.nvidia.com 32",
 			"get", "aq", "root", "-o", `jsonpath={range .status.unbudgeted[*]}{.deviceClassName}{" "}{.devices}{"\n"}{end}`)
 	})
 }
