@@ -1,10 +1,13 @@
 package manager
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/pflag"
 
 	"ome.io/quota-manager/events"
 )
@@ -82,6 +85,51 @@ spec:
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("mappings (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDRAFlags(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(good, []byte("deviceClassMappings: [{name: nvidia.com/gpu, deviceClassNames: [gpu.nvidia.com]}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte("deviceClassMappings: [{name: nvidia.com/gpu}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]struct {
+		args []string
+		want string // "" means valid
+	}{
+		"mappings":        {[]string{"--dra-config=" + good}, ""},
+		"missing file":    {[]string{"--dra-config=" + filepath.Join(dir, "nope.yaml")}, "--dra-config: open"},
+		"bad file":        {[]string{"--dra-config=" + bad}, "--dra-config " + bad + ": deviceClassMappings[0] (nvidia.com/gpu): deviceClassNames is empty"},
+		"dra off":         {[]string{"--dra-config=" + good, "--dra=false"}, "--dra-config is set but --dra=false"},
+		"negative poll":   {[]string{"--dra-config=" + good, "--dra-config-poll-interval=-1s"}, "--dra-config-poll-interval must not be negative"},
+		"no file, no dra": {[]string{"--dra=false"}, ""},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			o := DefaultOptions()
+			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+			o.AddFlags(fs)
+			if err := fs.Parse(append([]string{"--mode=workload"}, tc.args...)); err != nil {
+				t.Fatal(err)
+			}
+			err := o.Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+			if name == "mappings" {
+				if got := o.EventsConfig().DeviceClassMappings; len(got) != 1 || got[0].Name != "nvidia.com/gpu" {
+					t.Errorf("the Config event carries mappings %+v", got)
+				}
 			}
 		})
 	}
