@@ -139,7 +139,9 @@ func TestDRA(t *testing.T) {
 		}
 	}
 	for _, c := range []*resourcev1.DeviceClass{
-		deviceClass("gpu.nvidia.com", gpuClass, ""),
+		// Also requested as example.com/gpu-dp; the explicit mapping to
+		// nvidia.com/gpu wins, for the manager and for Kueue.
+		deviceClass("gpu.nvidia.com", gpuClass, "example.com/gpu-dp"),
 		deviceClass("mig.nvidia.com", migClass, ""),
 		// Requested as example.com/gpu through the extended-resource path.
 		deviceClass("gpu-ext.nvidia.com", gpuClass, "example.com/gpu"),
@@ -273,6 +275,18 @@ spec:
 			})
 		}
 		waitAdmission(t, "rct-", 2, "nvidia.com/gpu")
+	})
+
+	t.Run("an extended resource of a mapped class is charged to the mapping's name", func(t *testing.T) {
+		// The team's 2 nvidia.com/gpu are used by the claims above: a
+		// request for example.com/gpu-dp, backed by gpu.nvidia.com, waits
+		// for nvidia.com/gpu quota.
+		createJob(t, "dp-0", func(ps *corev1.PodSpec) {
+			one := resource.MustParse("1")
+			ps.Containers[0].Resources.Requests = corev1.ResourceList{"example.com/gpu-dp": one}
+			ps.Containers[0].Resources.Limits = corev1.ResourceList{"example.com/gpu-dp": one}
+		})
+		waitAdmission(t, "dp-", 0, "nvidia.com/gpu")
 	})
 
 	t.Run("Kueue admits extended-resource workloads within the team's budget", func(t *testing.T) {
