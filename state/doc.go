@@ -10,7 +10,9 @@
 // for the tree (phase, reason, message, parent, children, depth, own
 // violations); Capacity and CapacityStatus for root's status.capacity, with
 // CapacityNeedsWrite saying when root's stored status must be rewritten;
-// Unattributed and UnattributedTotals for NoMatchingFlavor capacity; Usage
+// Unattributed and UnattributedTotals for NoMatchingFlavor capacity
+// (UnattributedDRA for DRA devices); Unbudgeted for devices of unmapped
+// DeviceClasses and DRAProblems for selectors that fail; Usage
 // for a team's ClusterQueue usage; Config for the configuration in force.
 // Clone gives a snapshot for other goroutines; Dump renders the state as
 // text, identical byte for byte for identical states.
