@@ -125,6 +125,17 @@ func (m *Manager) startDRA(ctx context.Context, h *sources.Handlers) error {
 		log.Info("the API server does not serve DRA; measuring Node capacity only", "groupVersion", draGroupVersion)
 		return nil
 	}
+	// An informer that may not list retries forever and the caches never
+	// sync: say so now, with the fix.
+	one := metav1.ListOptions{Limit: 1}
+	for what, list := range map[string]func() error{
+		"deviceclasses":  func() error { _, err := m.kube.ResourceV1().DeviceClasses().List(ctx, one); return err },
+		"resourceslices": func() error { _, err := m.kube.ResourceV1().ResourceSlices().List(ctx, one); return err },
+	} {
+		if err := list(); err != nil {
+			return fmt.Errorf("listing %s.resource.k8s.io: %w: grant the manager get, list and watch on deviceclasses and resourceslices in resource.k8s.io, or run with --dra=false", what, err)
+		}
+	}
 	r := m.inf.core.Resource().V1()
 	if _, err := r.DeviceClasses().Informer().AddEventHandler(h.DeviceClasses()); err != nil {
 		return err

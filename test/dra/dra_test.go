@@ -13,10 +13,12 @@ import (
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
 	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
@@ -439,4 +441,38 @@ func waitAdmission(t *testing.T, prefix string, admitted int, res corev1.Resourc
 		}
 		return ""
 	})
+}
+
+// TestDRAForbidden: a manager that may not list DRA objects stops at once
+// and says which rights to grant, instead of waiting for caches that never
+// sync.
+func TestDRAForbidden(t *testing.T) {
+	ctx := context.Background()
+	const user = "ome-dra-forbidden"
+	_, err := cluster.Kube.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: user},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"", "ome.io", "kueue.x-k8s.io", "coordination.k8s.io"}, Resources: []string{"*"}, Verbs: []string{"*"}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = cluster.Kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: user},
+		Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: user}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	// The admin's kubeconfig, impersonating the user.
+	cfg, err := clientcmd.LoadFromFile(cluster.Kubeconfig)
+	require.NoError(t, err)
+	for _, a := range cfg.AuthInfos {
+		a.Impersonate = user
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, clientcmd.WriteToFile(*cfg, kubeconfig))
+
+	m, err := cluster.LaunchManager(ctx, managerBin, "dra-forbidden", t.TempDir(), "--kubeconfig="+kubeconfig, "--webhook=false", "--leader-elect=false")
+	require.NoError(t, err)
+	select {
+	case <-m.Done():
+	case <-time.After(30 * time.Second):
+		m.Kill()
+		t.Fatalf("the manager did not stop:\n%s", m.Tail(20))
+	}
+	require.Equal(t, 1, m.ExitCode())
+	require.Contains(t, m.Tail(5), "grant the manager get, list and watch on deviceclasses and resourceslices in resource.k8s.io, or run with --dra=false")
 }
