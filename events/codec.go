@@ -15,9 +15,12 @@ import (
 //
 // Versions:
 //   - 1: the first.
-//   - 2: adds the Synced kind. In version 1 the first Tick marked the
-//     informers' initial lists as delivered; the Decoder upgrades a
-//     version 1 log by reading its first Tick as Synced.
+//   - 2: adds the Synced and Start kinds, the DeviceClass and ResourceSlice
+//     kinds (DRA capacity), and the Config's enrolledNamespaces,
+//     coverResources and deviceClassMappings. In version 1 the first Tick
+//     marked the informers' initial lists as delivered; the Decoder upgrades
+//     a version 1 log by reading its first Tick as Synced. A version 1 line
+//     cannot carry anything version 2 added.
 const SchemaVersion = 2
 
 // oldestVersion is the oldest schema version this build reads.
@@ -86,11 +89,13 @@ func unmarshal(line []byte) (Event, int, error) {
 	if err := dec.Decode(&w); err != nil {
 		return Event{}, 0, fmt.Errorf("schema version %d event does not decode: %w", v, err)
 	}
-	if v < 2 && w.Event.Kind == KindSynced {
-		return Event{}, 0, fmt.Errorf("event #%d has kind %s, which schema version %d did not have: the log is corrupt", w.Event.Seq, KindSynced, v)
-	}
 	if err := w.Event.Validate(); err != nil {
 		return Event{}, 0, err
+	}
+	if v == 1 {
+		if err := v1Only(&w.Event); err != nil {
+			return Event{}, 0, err
+		}
 	}
 	return w.Event, v, nil
 }
@@ -152,4 +157,19 @@ func (d *Decoder) Decode() (Event, error) {
 		}
 		return ev, nil
 	}
+}
+
+// v1Only refuses what schema version 1 could not hold.
+func v1Only(e *Event) error {
+	switch e.Kind {
+	case KindDeviceClass, KindResourceSlice, KindSynced, KindStart:
+		return fmt.Errorf("event #%d has kind %s, which schema version 1 did not have: the log is corrupt", e.Seq, e.Kind)
+	}
+	if e.Config != nil && (len(e.Config.EnrolledNamespaces) > 0 || len(e.Config.CoverResources) > 0) {
+		return fmt.Errorf("config event #%d carries enrolledNamespaces or coverResources, which schema version 1 never wrote: the log is corrupt", e.Seq)
+	}
+	if e.Config != nil && len(e.Config.DeviceClassMappings) > 0 {
+		return fmt.Errorf("config event #%d carries deviceClassMappings, which schema version 1 never wrote: the log is corrupt", e.Seq)
+	}
+	return nil
 }

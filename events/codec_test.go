@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -41,6 +42,24 @@ func sampleEvents() []Event {
 		Deleted(t0, KindNode, "a100-1"),
 		Tick(t0),
 		MeasureFailed(t0, "nodes is forbidden"),
+		ConfigChanged(t0, Config{MeasuredResources: []string{"nvidia.com/gpu"}, DeviceClassMappings: []DeviceClassMapping{
+			{Name: "nvidia.com/gpu", DeviceClassNames: []string{"gpu.nvidia.com"}},
+			{Name: "gpu.memory", DeviceClassNames: []string{"gpu.nvidia.com", "mig.nvidia.com"}, Sources: []MappingSource{{Type: SourceCounter,
+				Counter: &CounterSource{Name: "memory", Driver: "gpu.nvidia.com", DeviceSelector: &DeviceSelector{Type: SelectorCEL, CEL: &CELSelector{Expression: "device.driver == 'gpu.nvidia.com'"}}}}}},
+		}}),
+		DeviceClassUpserted(t0, &DeviceClass{Name: "gpu.nvidia.com", Selectors: []string{"device.driver == 'gpu.nvidia.com'"}, ExtendedResourceName: "nvidia.com/gpu"}),
+		ResourceSliceUpserted(t0, &ResourceSlice{Name: "n1-gpus", Driver: "gpu.nvidia.com", Pool: "n1", Generation: 1, SliceCount: 2,
+			Access: Access{NodeName: "n1"},
+			Devices: []Device{{Name: "gpu-0", Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{"type": {StringValue: ptr("gpu")}},
+				Capacity:         map[resourcev1.QualifiedName]resource.Quantity{"memory": resource.MustParse("40Gi")},
+				ConsumesCounters: []resourcev1.DeviceCounterConsumption{{CounterSet: "gpu-0", Counters: map[string]resourcev1.Counter{"memory": {Value: resource.MustParse("40Gi")}}}}}},
+		}),
+		ResourceSliceUpserted(t0, &ResourceSlice{Name: "n1-counters", Driver: "gpu.nvidia.com", Pool: "n1", Generation: 1, SliceCount: 2,
+			Access:         Access{NodeName: "n1"},
+			SharedCounters: []resourcev1.CounterSet{{Name: "gpu-0", Counters: map[string]resourcev1.Counter{"memory": {Value: resource.MustParse("40Gi")}}}},
+		}),
+		Deleted(t0, KindResourceSlice, "n1-gpus"),
+		Deleted(t0, KindDeviceClass, "gpu.nvidia.com"),
 	}
 	for i := range evs {
 		evs[i].Seq = uint64(i + 1)
@@ -121,7 +140,9 @@ func TestDecodeRefuses(t *testing.T) {
 		"version zero":        {line: `{"v":0,"seq":1,"kind":"Tick"}`, version: 0, want: `no schema version`},
 		"unknown field":       {line: `{"v":1,"seq":1,"kind":"Tick","time":"2026-10-05T09:41:12Z","extra":1}`, version: -1, want: `unknown field "extra"`},
 		"not json":            {line: `hello`, version: -1, want: "not an encoded event"},
-		"reserved kind":       {line: `{"v":1,"seq":1,"kind":"ResourceSlice","time":"2026-10-05T09:41:12Z"}`, version: -1, want: "reserved for DRA capacity"},
+		"reserved kind":       {line: `{"v":1,"seq":1,"kind":"ResourceSlice","op":"upsert","key":"s","resourceSlice":{"name":"s","driver":"d","pool":"p","generation":1,"sliceCount":1,"access":{"nodeName":"n"}},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 1 did not have"},
+		"v1 mappings":         {line: `{"v":1,"seq":1,"kind":"Config","config":{"maxTreeDepth":1,"hysteresisPercent":10,"reportInterval":"1m","measuredResources":[],"deviceClassMappings":[{"name":"g","deviceClassNames":["c"]}]},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 1 never wrote"},
+		"bad mapping":         {line: `{"v":2,"seq":1,"kind":"Config","config":{"maxTreeDepth":1,"hysteresisPercent":10,"reportInterval":"1m","measuredResources":[],"deviceClassMappings":[{"name":"g","deviceClassNames":[]}]},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "name at least one DeviceClass; fix --dra-config"},
 		"unknown kind":        {line: `{"v":1,"seq":1,"kind":"Pod","time":"2026-10-05T09:41:12Z"}`, version: -1, want: `unknown kind "Pod"`},
 		"key mismatch":        {line: `{"v":1,"seq":1,"kind":"ResourceFlavor","op":"upsert","key":"a","flavor":{"name":"b"},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: `key "a" but its payload names "b"`},
 		"missing payload":     {line: `{"v":1,"seq":1,"kind":"Node","op":"upsert","key":"a","time":"2026-10-05T09:41:12Z"}`, version: -1, want: `exactly one payload, "node"`},
@@ -239,5 +260,15 @@ func TestEventString(t *testing.T) {
 	}
 	if got, want := Tick(t0).String(), "#0 Tick"; got != want {
 		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+func TestVersion1StillReads(t *testing.T) {
+	ev, err := Unmarshal([]byte(`{"v":1,"seq":4,"kind":"Node","op":"delete","key":"a100-1","time":"2026-10-05T09:41:12Z"}`))
+	if err != nil {
+		t.Fatalf("a version 1 line does not read: %v", err)
+	}
+	if ev.Kind != KindNode || ev.Op != OpDelete || ev.Key != "a100-1" || ev.Seq != 4 {
+		t.Errorf("read %+v", ev)
 	}
 }

@@ -49,6 +49,9 @@ type Config struct {
 	// their ceilings (--cover-resources), beside cpu, memory and
 	// ephemeral-storage.
 	CoverResources map[string]resource.Quantity `json:"coverResources,omitempty"`
+	// DeviceClassMappings map DRA DeviceClasses to logical resource names
+	// (--dra-config), in the shape of Kueue's configuration.
+	DeviceClassMappings []DeviceClassMapping `json:"deviceClassMappings,omitempty"`
 }
 
 // DefaultConfig is the configuration in force before any Config event.
@@ -74,6 +77,7 @@ func (c Config) Normalized() Config {
 	} else {
 		out.CoverResources = nil
 	}
+	out.DeviceClassMappings = slices.Clone(c.DeviceClassMappings)
 	return out
 }
 
@@ -84,7 +88,8 @@ func (c Config) Equal(o Config) bool {
 		c.ReportInterval.Duration == o.ReportInterval.Duration &&
 		slices.Equal(c.MeasuredResources, o.MeasuredResources) &&
 		slices.Equal(c.EnrolledNamespaces, o.EnrolledNamespaces) &&
-		maps.EqualFunc(c.CoverResources, o.CoverResources, func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })
+		maps.EqualFunc(c.CoverResources, o.CoverResources, func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 }) &&
+		mappingsEqual(c.DeviceClassMappings, o.DeviceClassMappings)
 }
 
 // Validate reports the first thing wrong with c, saying which flag to fix.
@@ -118,6 +123,9 @@ func (c Config) Validate() error {
 		if r == "" || q.Sign() <= 0 {
 			return fmt.Errorf("cover resource %q has ceiling %s: name a resource and give it a positive ceiling in --cover-resources", r, q.String())
 		}
+	}
+	if err := validateMappings(c.DeviceClassMappings); err != nil {
+		return fmt.Errorf("%w; fix --dra-config", err)
 	}
 	return nil
 }

@@ -2,8 +2,9 @@
 // state is built from.
 //
 // Every input becomes an [Event]: a change to an AcceleratorQuota, a Node, a
-// Kueue ResourceFlavor or a Kueue ClusterQueue's usage, a timer [Tick], a
-// [Config] (the manager's flags), or a failed measurement. An event is an
+// Kueue ResourceFlavor, a Kueue ClusterQueue's usage, a DRA DeviceClass or
+// ResourceSlice, a timer [Tick], a [Config] (the manager's flags and DRA
+// mappings), or a failed measurement. An event is an
 // envelope (sequence number, receipt time, kind, operation, object key,
 // schema version on the wire) around a compact payload that holds only what
 // the state needs of the object.

@@ -12,10 +12,9 @@ import (
 // Kind says what an event is about.
 type Kind string
 
-// Kinds of event. DeviceClass and ResourceSlice are reserved for DRA
-// capacity: no schema version produces or reads them yet. Adding a kind
-// changes what a reader must understand, so it bumps SchemaVersion (see
-// codec.go); Synced came with version 2.
+// Kinds of event. Adding a kind changes what a reader must understand, so
+// it bumps SchemaVersion (see codec.go): Synced, Start, DeviceClass and
+// ResourceSlice (DRA capacity) came with version 2.
 const (
 	KindAcceleratorQuota Kind = "AcceleratorQuota"
 	KindNode             Kind = "Node"
@@ -53,7 +52,7 @@ type Event struct {
 	Time time.Time `json:"time"`
 	Kind Kind      `json:"kind"`
 	// Op is set on object events (AcceleratorQuota, Node, ResourceFlavor,
-	// ClusterQueue) only.
+	// ClusterQueue, DeviceClass, ResourceSlice) only.
 	Op Op `json:"op,omitempty"`
 	// Key names the object: its name, as all these objects are
 	// cluster-scoped.
@@ -66,6 +65,9 @@ type Event struct {
 	Config  *Config  `json:"config,omitempty"`
 	Failure *Failure `json:"failure,omitempty"`
 	Start   *Start   `json:"start,omitempty"`
+
+	DeviceClass   *DeviceClass   `json:"deviceClass,omitempty"`
+	ResourceSlice *ResourceSlice `json:"resourceSlice,omitempty"`
 }
 
 // Quota is the compact form of an AcceleratorQuota: its spec, and the
@@ -201,7 +203,7 @@ func MeasureFailed(t time.Time, reason string) Event {
 // carry an Op and a Key).
 func (k Kind) IsObject() bool {
 	switch k {
-	case KindAcceleratorQuota, KindNode, KindResourceFlavor, KindClusterQueue:
+	case KindAcceleratorQuota, KindNode, KindResourceFlavor, KindClusterQueue, KindDeviceClass, KindResourceSlice:
 		return true
 	}
 	return false
@@ -217,6 +219,7 @@ func (e *Event) payloads() (int, string) {
 		{e.Quota != nil, "quota"}, {e.Node != nil, "node"}, {e.Flavor != nil, "flavor"},
 		{e.Queue != nil, "queue"}, {e.Config != nil, "config"}, {e.Failure != nil, "failure"},
 		{e.Start != nil, "start"},
+		{e.DeviceClass != nil, "deviceClass"}, {e.ResourceSlice != nil, "resourceSlice"},
 	} {
 		if p.set {
 			if n == 0 {
@@ -233,7 +236,7 @@ func (e *Event) payloads() (int, string) {
 func (e *Event) Validate() error {
 	count, first := e.payloads()
 	switch e.Kind {
-	case KindAcceleratorQuota, KindNode, KindResourceFlavor, KindClusterQueue:
+	case KindAcceleratorQuota, KindNode, KindResourceFlavor, KindClusterQueue, KindDeviceClass, KindResourceSlice:
 		if e.Key == "" {
 			return fmt.Errorf("%s event #%d has no key: name the object", e.Kind, e.Seq)
 		}
@@ -269,6 +272,16 @@ func (e *Event) Validate() error {
 			if e.Queue != nil {
 				name = e.Queue.Name
 			}
+		case KindDeviceClass:
+			want = "deviceClass"
+			if e.DeviceClass != nil {
+				name = e.DeviceClass.Name
+			}
+		case KindResourceSlice:
+			want = "resourceSlice"
+			if e.ResourceSlice != nil {
+				name = e.ResourceSlice.Name
+			}
 		}
 		if count != 1 || first != want {
 			return fmt.Errorf("%s upsert event #%d for %q must carry exactly one payload, %q", e.Kind, e.Seq, e.Key, want)
@@ -298,8 +311,6 @@ func (e *Event) Validate() error {
 			}
 		}
 		return nil
-	case KindDeviceClass, KindResourceSlice:
-		return fmt.Errorf("event #%d has kind %s, which is reserved for DRA capacity and not supported by schema version %d: read it with a newer ome-quota-manager", e.Seq, e.Kind, SchemaVersion)
 	default:
 		return fmt.Errorf("event #%d has unknown kind %q", e.Seq, e.Kind)
 	}

@@ -45,6 +45,9 @@ type Options struct {
 	ApplyWorkers       int
 	KubeAPIQPS         float32
 	KubeAPIBurst       int
+	DRA                bool
+	DRAConfig          string
+	DRAConfigPoll      time.Duration
 
 	LeaderElect        bool
 	LeaseNamespace     string
@@ -67,7 +70,9 @@ type Options struct {
 
 	// Parsed forms, filled by Validate. cover holds only the resources
 	// given, without the defaults.
-	cover map[string]resource.Quantity
+	cover    map[string]resource.Quantity
+	draData  []byte
+	mappings []events.DeviceClassMapping
 }
 
 // DefaultOptions are the flags' defaults.
@@ -85,6 +90,8 @@ func DefaultOptions() *Options {
 		ApplyWorkers:       16,
 		KubeAPIQPS:         200,
 		KubeAPIBurst:       400,
+		DRA:                true,
+		DRAConfigPoll:      10 * time.Second,
 		LeaderElect:        true,
 		LeaseName:          "ome-quota-manager",
 		LeaseDuration:      15 * time.Second,
@@ -113,6 +120,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.ApplyWorkers, "apply-workers", o.ApplyWorkers, "writes to the API server in flight at once")
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "client-side request rate to the API server")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "client-side request burst to the API server")
+	fs.BoolVar(&o.DRA, "dra", o.DRA, "measure DRA devices from DeviceClasses and ResourceSlices (resource.k8s.io/v1) when the API server serves them")
+	fs.StringVar(&o.DRAConfig, "dra-config", o.DRAConfig, "file with the DRA deviceClassMappings (logical resource name -> DeviceClass names, optional Counter sources); Kueue's own Configuration file is accepted as is")
+	fs.DurationVar(&o.DRAConfigPoll, "dra-config-poll-interval", o.DRAConfigPoll, "how often --dra-config is read again; a change is applied at once; 0s reads it at start only")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "hold a Lease so that only one replica writes")
 	fs.StringVar(&o.LeaseNamespace, "leader-election-namespace", o.LeaseNamespace, "namespace of the Lease; empty means the pod's namespace ($POD_NAMESPACE)")
 	fs.StringVar(&o.LeaseName, "leader-election-id", o.LeaseName, "name of the Lease")
@@ -202,6 +212,19 @@ func (o *Options) Validate() error {
 			return fmt.Errorf("--event-log: %w", err)
 		}
 	}
+	if o.DRAConfig != "" {
+		if !o.DRA {
+			return fmt.Errorf("--dra-config is set but --dra=false: drop one of them")
+		}
+		if o.DRAConfigPoll < 0 {
+			return fmt.Errorf("--dra-config-poll-interval must not be negative, got %s", o.DRAConfigPoll)
+		}
+		data, ms, err := readDRAConfig(o.DRAConfig)
+		if err != nil {
+			return err
+		}
+		o.draData, o.mappings = data, ms
+	}
 	if o.LeaderElect {
 		if o.LeaseDuration <= o.LeaseRenewDeadline || o.LeaseRenewDeadline <= o.LeaseRetryPeriod || o.LeaseRetryPeriod <= 0 {
 			return fmt.Errorf("--leader-election-lease-duration (%s) must exceed --leader-election-renew-deadline (%s), which must exceed --leader-election-retry-period (%s)",
@@ -238,10 +261,11 @@ func (o *Options) TickInterval() time.Duration {
 // EventsConfig is the part of the options the state depends on.
 func (o *Options) EventsConfig() events.Config {
 	c := events.Config{
-		MaxTreeDepth:       o.MaxTreeDepth,
-		HysteresisPercent:  o.HysteresisPercent,
-		MeasuredResources:  o.CapacityResources,
-		EnrolledNamespaces: o.EnrolledNamespaces,
+		MaxTreeDepth:        o.MaxTreeDepth,
+		HysteresisPercent:   o.HysteresisPercent,
+		MeasuredResources:   o.CapacityResources,
+		EnrolledNamespaces:  o.EnrolledNamespaces,
+		DeviceClassMappings: o.mappings,
 	}
 	if len(o.cover) > 0 {
 		c.CoverResources = maps.Clone(o.cover)

@@ -70,6 +70,8 @@ type Manager struct {
 	startup    atomic.Pointer[string]
 	applier    *apply.Applier
 	extraReady []func() error
+
+	draProblems []string // as last logged; guarded by mu
 }
 
 // RestConfig builds the client configuration from --kubeconfig, or from the
@@ -222,6 +224,11 @@ func (m *Manager) Run(ctx context.Context) error {
 		}
 		regs = append(regs, reg)
 	}
+	draRegs, derr := m.startDRA(ctx, handlers)
+	if derr != nil {
+		return derr
+	}
+	regs = append(regs, draRegs...)
 	consuming = true
 	go func() {
 		defer close(consumed)
@@ -330,6 +337,7 @@ func (m *Manager) consume(ctx context.Context) error {
 		}
 		m.mu.Lock()
 		transitions := m.st.Apply(ev)
+		m.noteDRA(log, ev)
 		m.mu.Unlock()
 		if ev.Kind == events.KindSynced {
 			m.stateSynced.Store(true)
@@ -366,7 +374,7 @@ func (m *Manager) projectLoop(ctx context.Context) {
 		m.mu.Lock()
 		in := m.input()
 		seq := m.st.LastSeq()
-		stray := m.st.Unattributed()
+		stray := append(m.st.Unattributed(), m.st.UnattributedDRA()...)
 		m.mu.Unlock()
 		out := projector.Project(in)
 		m.publishMetrics(in, stray)

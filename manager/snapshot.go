@@ -16,7 +16,7 @@ func (m *Manager) input() projector.Input {
 func (m *Manager) publishMetrics(in projector.Input, stray []state.Unattributed) {
 	mt := m.metrics
 	for _, g := range []interface{ Reset() }{mt.BudgetNominal, mt.BudgetAdmitted, mt.BudgetReserved, mt.BudgetBorrowed,
-		mt.CapacityAllocatable, mt.CapacityHighWaterMark, mt.CapacityUnattributed, mt.NodeStates} {
+		mt.CapacityAllocatable, mt.CapacityHighWaterMark, mt.CapacityUnattributed, mt.NodeStates, mt.DRAUnbudgeted} {
 		g.Reset()
 	}
 	states := map[string]float64{}
@@ -46,6 +46,9 @@ func (m *Manager) publishMetrics(in projector.Input, stray []state.Unattributed)
 		mt.CapacityHighWaterMark.WithLabelValues(c.ResourceName, c.ResourceFlavor).Set(c.HighWaterMark.AsApproximateFloat64())
 	}
 	for _, u := range stray {
-		mt.CapacityUnattributed.WithLabelValues(u.Node, u.Resource, "NoMatchingFlavor").Set(float64(u.Amount))
+		mt.CapacityUnattributed.WithLabelValues(u.Node, u.Resource, "NoMatchingFlavor").Set(float64(u.Amount) / 1000) // Amount is in milli-units
+	}
+	for _, u := range in.Unbudgeted {
+		mt.DRAUnbudgeted.WithLabelValues(u.DeviceClassName).Set(float64(u.Devices))
 	}
 }

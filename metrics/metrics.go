@@ -16,6 +16,9 @@ type Metrics struct {
 	// Capacity gauges, rewritten whole after each measurement.
 	CapacityAllocatable, CapacityHighWaterMark *prometheus.GaugeVec
 	CapacityUnattributed                       *prometheus.GaugeVec
+	// DRAUnbudgeted counts DRA devices per DeviceClass that no mapping
+	// names, which no budget covers.
+	DRAUnbudgeted *prometheus.GaugeVec
 	// Applied counts objects a materialization pass brought to, or confirmed
 	// at, their desired state: it rises on every pass. Writes counts real API
 	// writes, flat on a quiet cluster. Swept counts deletions of objects no
@@ -59,6 +62,7 @@ func New() *Metrics {
 		CapacityAllocatable:   gv("capacity_allocatable", "Accelerators on Ready, uncordoned nodes, per resource and flavor.", pair),
 		CapacityHighWaterMark: gv("capacity_high_water_mark", "The damped peak of installed capacity that budgets are checked against.", pair),
 		CapacityUnattributed:  gv("capacity_unattributed", "Capacity on nodes that match no ResourceFlavor, per node, resource and reason.", []string{"node", "resource", "reason"}),
+		DRAUnbudgeted:         gv("dra_unbudgeted_devices", "DRA devices published under a DeviceClass that no mapping names, per DeviceClass: no budget covers them.", []string{"deviceclass"}),
 		Applied:               cv("backend_applied_total", "Objects a materialization pass brought to, or confirmed at, their desired state.", []string{"kind"}),
 		Swept:                 cv("backend_swept_total", "Managed objects deleted because no node wants them.", []string{"kind"}),
 		Writes:                cv("backend_writes_total", "Write requests sent to the API server.", []string{"kind", "verb"}),
@@ -75,7 +79,7 @@ func New() *Metrics {
 	}
 	m.Registry.MustRegister(
 		m.BudgetNominal, m.BudgetAdmitted, m.BudgetReserved, m.BudgetBorrowed,
-		m.CapacityAllocatable, m.CapacityHighWaterMark, m.CapacityUnattributed,
+		m.CapacityAllocatable, m.CapacityHighWaterMark, m.CapacityUnattributed, m.DRAUnbudgeted,
 		m.Applied, m.Swept, m.Writes, m.WriteErrors, m.NodeStates,
 		m.Events, m.StreamDepth, m.EventLag, m.EventLogErrors, m.WebhookVerdicts, m.Leader,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

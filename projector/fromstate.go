@@ -16,6 +16,9 @@ func FromState(s *state.State, enrolled []string, cover map[string]resource.Quan
 		CoverResources:     cover,
 		Outcomes:           outcomes,
 	}
+	for _, u := range s.Unbudgeted() {
+		in.Unbudgeted = append(in.Unbudgeted, v1beta1.UnbudgetedDevices{DeviceClassName: u.DeviceClass, Devices: u.Devices})
+	}
 	for _, nv := range s.Nodes() {
 		n := Node{
 			Name:       nv.Name,

@@ -13,12 +13,12 @@ import (
 // that sums and comparisons are exact integer arithmetic.
 type Amount int64
 
-// MaxAmount is the largest amount read from any one quantity (10^12 units,
-// "1T"); larger ones are clamped to it, and negative ones read as 0. Sums
-// of up to 9,000 clamped amounts still fit in an Amount. A budget amount
-// above it breaks BudgetInvalid, so the rules never compare or print a
-// clamped budget as if it were exact.
-const MaxAmount Amount = 1_000_000_000_000_000
+// MaxAmount is the largest amount read from any one quantity (10^15 units:
+// about 909Ti of a counter measured in bytes, such as DRA GPU memory);
+// larger ones are clamped to it, and negative ones read as 0. Sums of up to
+// 9 clamped amounts still fit in an Amount, and so do totals of up to 8Pi
+// bytes.
+const MaxAmount Amount = 1_000_000_000_000_000_000
 
 var maxQuantity = resource.NewMilliQuantity(int64(MaxAmount), resource.DecimalSI)
 
@@ -34,8 +34,14 @@ func AmountOf(q resource.Quantity) Amount {
 	return Amount(q.MilliValue())
 }
 
-// Quantity is the amount as a canonical resource.Quantity.
+// Quantity is the amount as a canonical resource.Quantity: in binary units
+// (1280Gi) when it is a whole number of Mi, as counters of memory are, else
+// in decimal units (32, 500m). No count of devices reaches 1Mi.
 func (a Amount) Quantity() resource.Quantity {
+	const mi = 1024 * 1024 * 1000
+	if a > 0 && a%mi == 0 {
+		return *resource.NewQuantity(int64(a/1000), resource.BinarySI)
+	}
 	return *resource.NewMilliQuantity(int64(a), resource.DecimalSI)
 }
 

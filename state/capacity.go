@@ -57,6 +57,7 @@ func amounts(in map[string]resource.Quantity) map[string]Amount {
 
 // upsertNode replaces a node's contribution: O(resources x flavors).
 func (s *State) upsertNode(n *events.Node) {
+	s.draNodeContribute(n.Name, -1)
 	if old := s.machines[n.Name]; old != nil {
 		s.contribute(n.Name, old, -1)
 	}
@@ -75,6 +76,7 @@ func (s *State) upsertNode(n *events.Node) {
 	slices.Sort(m.flavors)
 	s.machines[n.Name] = m
 	s.contribute(n.Name, m, +1)
+	s.draNodeContribute(n.Name, +1)
 	if s.synced {
 		s.measure()
 	}
@@ -85,8 +87,10 @@ func (s *State) deleteNode(name string) {
 	if old == nil {
 		return
 	}
+	s.draNodeContribute(name, -1)
 	s.contribute(name, old, -1)
 	delete(s.machines, name)
+	s.draNodeContribute(name, +1)
 	if s.synced {
 		s.measure()
 	}
@@ -153,7 +157,7 @@ func (s *State) setFlavor(name string, labels map[string]string, exists bool) {
 		return
 	}
 	if !existed {
-		for _, r := range s.cfg.MeasuredResources {
+		for _, r := range s.resources() {
 			s.tallies[Pair{r, name}] = &tally{}
 		}
 	}
@@ -163,6 +167,7 @@ func (s *State) setFlavor(name string, labels map[string]string, exists bool) {
 		if was == now {
 			continue
 		}
+		s.draNodeContribute(node, -1)
 		s.contribute(node, m, -1)
 		if now {
 			m.flavors = slices.Insert(slices.Clone(m.flavors), i, name)
@@ -170,15 +175,20 @@ func (s *State) setFlavor(name string, labels map[string]string, exists bool) {
 			m.flavors = slices.Delete(slices.Clone(m.flavors), i, i+1)
 		}
 		s.contribute(node, m, +1)
+		s.draNodeContribute(node, +1)
 	}
 	if exists {
 		s.flavors[name] = labels
+	} else {
+		delete(s.flavors, name)
+	}
+	s.rematchGlobals()
+	if exists {
 		if existed {
 			return
 		}
 	} else {
-		delete(s.flavors, name)
-		for _, r := range s.cfg.MeasuredResources {
+		for _, r := range s.resources() {
 			delete(s.tallies, Pair{r, name})
 		}
 	}
@@ -205,7 +215,7 @@ func (s *State) recount() {
 	clear(s.tallies)
 	clear(s.unattributed)
 	clear(s.strays)
-	for _, r := range s.cfg.MeasuredResources {
+	for _, r := range s.resources() {
 		for f := range s.flavors {
 			s.tallies[Pair{r, f}] = &tally{}
 		}
@@ -213,6 +223,7 @@ func (s *State) recount() {
 	for name, m := range s.machines {
 		s.contribute(name, m, +1)
 	}
+	s.recountDRA()
 }
 
 // measure takes a measurement, in O(measured resources x flavors + root's
@@ -225,7 +236,7 @@ func (s *State) recount() {
 // start: nothing stands behind it, so the first measurement lowers it to 0. An entry whose figures change is stamped now; with a report
 // interval, so is every entry whose stamp is that old.
 func (s *State) measure() {
-	for _, r := range s.cfg.MeasuredResources {
+	for _, r := range s.resources() {
 		for f := range s.flavors {
 			s.measurePair(Pair{r, f})
 		}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/datadriven"
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -30,6 +32,8 @@ import (
 //	                measured and observedAt
 //	observed        resource flavor observedAt, as the guide prints it
 //	unattributed    capacity on nodes matching no flavor
+//	dra             unbudgeted devices by DeviceClass, unattributed DRA
+//	                capacity, and what keeps devices from counting
 //	usage NAME      a team's ClusterQueue usage
 //	check LINE      the violations a write of the aq (or "delete aq NAME") in
 //	                LINE would add, as the webhook sees them
@@ -153,6 +157,16 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		for _, u := range h.s.UnattributedTotals() {
 			fmt.Fprintf(&b, "total %s=%s\n", u.Resource, u.Amount)
 		}
+	case "dra":
+		for _, u := range h.s.Unbudgeted() {
+			fmt.Fprintf(&b, "unbudgeted %s devices=%d\n", u.DeviceClass, u.Devices)
+		}
+		for _, u := range h.s.UnattributedDRA() {
+			fmt.Fprintf(&b, "unattributed %s %s=%s\n", u.Node, u.Resource, u.Amount)
+		}
+		for _, p := range h.s.DRAProblems() {
+			fmt.Fprintf(&b, "problem %s\n", p)
+		}
 	case "usage":
 		for _, u := range h.s.Usage(d.CmdArgs[0].Key) {
 			fmt.Fprintf(&b, "%s@%s admitted=%s reserved=%s borrowed=%s\n", u.Resource, u.Flavor, u.Admitted.String(), u.Reserved.String(), u.Borrowed.String())
@@ -212,7 +226,12 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 //	aq NAME role=ROLE [parent=P] [budget=RES:FLAVOR:NOMINAL[:borrow=Q][:lend=Q] ...]
 //	     [priority-tier=N] [gen=N] [status=RES:FLAVOR:ALLOC:MARK[@TIME] ...]
 //	cq NAME [unmanaged] [usage=RES:FLAVOR:ADMITTED:RESERVED:BORROWED ...]
-//	delete aq|node|flavor|cq NAME
+//	class NAME [ext=RESOURCE] [sel=CEL ...]   (a CEL expression without spaces)
+//	slice NAME driver=D pool=P [gen=N] [count=N] node=NODE|all-nodes|selector=K=V,...|per-device
+//	     [dev=NAME[,ATTR=VALUE...][,uses=SET/COUNTER=Q...][,node=NODE] ...] [set=SET/COUNTER=Q[/COUNTER=Q...] ...]
+//	     (attribute values read as int, bool or string)
+//	config mapping=NAME=CLASS,CLASS[;counter=COUNTER;driver=D[;cel=CEL]]   (repeatable; mappings=none clears)
+//	delete aq|node|flavor|cq|class|slice NAME
 //	synced
 //	tick
 //	fail REASON...
@@ -242,6 +261,14 @@ func (h *harness) parseEvent(f []string) (events.Event, error) {
 				h.cfg.ReportInterval.Duration, err = time.ParseDuration(v)
 			case "resources":
 				h.cfg.MeasuredResources = strings.Split(v, ",")
+			case "mappings":
+				h.cfg.DeviceClassMappings = nil
+			case "mapping":
+				m, err := parseMapping(v)
+				if err != nil {
+					return events.Event{}, err
+				}
+				h.cfg.DeviceClassMappings = append(h.cfg.DeviceClassMappings, m)
 			default:
 				err = fmt.Errorf("unknown config %q", k)
 			}
@@ -254,7 +281,8 @@ func (h *harness) parseEvent(f []string) (events.Event, error) {
 		if len(f) != 3 {
 			return events.Event{}, fmt.Errorf("delete KIND NAME")
 		}
-		kind := map[string]events.Kind{"aq": events.KindAcceleratorQuota, "node": events.KindNode, "flavor": events.KindResourceFlavor, "cq": events.KindClusterQueue}[f[1]]
+		kind := map[string]events.Kind{"aq": events.KindAcceleratorQuota, "node": events.KindNode, "flavor": events.KindResourceFlavor, "cq": events.KindClusterQueue,
+			"class": events.KindDeviceClass, "slice": events.KindResourceSlice}[f[1]]
 		if kind == "" {
 			return events.Event{}, fmt.Errorf("unknown kind %q", f[1])
 		}
@@ -364,6 +392,26 @@ func (h *harness) parseEvent(f []string) (events.Event, error) {
 			}
 		}
 		return events.QuotaUpserted(now, q), nil
+	case "class":
+		c := &events.DeviceClass{Name: f[1]}
+		for _, arg := range f[2:] {
+			k, v := kv(arg)
+			switch k {
+			case "ext":
+				c.ExtendedResourceName = v
+			case "sel":
+				c.Selectors = append(c.Selectors, v)
+			default:
+				return events.Event{}, fmt.Errorf("unknown class argument %q", arg)
+			}
+		}
+		return events.DeviceClassUpserted(now, c), nil
+	case "slice":
+		sl, err := parseSlice(f)
+		if err != nil {
+			return events.Event{}, err
+		}
+		return events.ResourceSliceUpserted(now, sl), nil
 	case "cq":
 		q := &events.Queue{Name: f[1], Managed: true}
 		for _, arg := range f[2:] {
@@ -385,4 +433,129 @@ func (h *harness) parseEvent(f []string) (events.Event, error) {
 		return events.QueueUpserted(now, q), nil
 	}
 	return events.Event{}, fmt.Errorf("unknown event %q", f[0])
+}
+
+// parseMapping reads NAME=CLASS,CLASS[;counter=COUNTER;driver=D[;cel=CEL]].
+func parseMapping(v string) (events.DeviceClassMapping, error) {
+	parts := strings.Split(v, ";")
+	name, classes, ok := strings.Cut(parts[0], "=")
+	if !ok {
+		return events.DeviceClassMapping{}, fmt.Errorf("mapping=NAME=CLASS,...[;counter=C;driver=D[;cel=E]], got %q", v)
+	}
+	m := events.DeviceClassMapping{Name: name, DeviceClassNames: strings.Split(classes, ",")}
+	if len(parts) > 1 {
+		c := &events.CounterSource{}
+		for _, p := range parts[1:] {
+			k, val, _ := strings.Cut(p, "=")
+			switch k {
+			case "counter":
+				c.Name = val
+			case "driver":
+				c.Driver = val
+			case "cel":
+				c.DeviceSelector = &events.DeviceSelector{Type: events.SelectorCEL, CEL: &events.CELSelector{Expression: val}}
+			default:
+				return m, fmt.Errorf("unknown mapping part %q", p)
+			}
+		}
+		m.Sources = []events.MappingSource{{Type: events.SourceCounter, Counter: c}}
+	}
+	return m, nil
+}
+
+func attribute(v string) resourcev1.DeviceAttribute {
+	if i, err := strconv.ParseInt(v, 10, 64); err == nil {
+		return resourcev1.DeviceAttribute{IntValue: &i}
+	}
+	if b, err := strconv.ParseBool(v); err == nil {
+		return resourcev1.DeviceAttribute{BoolValue: &b}
+	}
+	return resourcev1.DeviceAttribute{StringValue: &v}
+}
+
+// counters reads COUNTER=Q[/COUNTER=Q...].
+func counters(v string) (map[string]resourcev1.Counter, error) {
+	out := map[string]resourcev1.Counter{}
+	for _, c := range strings.Split(v, "/") {
+		k, q, ok := strings.Cut(c, "=")
+		if !ok {
+			return nil, fmt.Errorf("counter COUNTER=Q, got %q", c)
+		}
+		qty, err := resource.ParseQuantity(q)
+		if err != nil {
+			return nil, err
+		}
+		out[k] = resourcev1.Counter{Value: qty}
+	}
+	return out, nil
+}
+
+func parseSlice(f []string) (*events.ResourceSlice, error) {
+	sl := &events.ResourceSlice{Name: f[1], Generation: 1, SliceCount: 1}
+	for _, arg := range f[2:] {
+		k, v, _ := strings.Cut(arg, "=")
+		var err error
+		switch k {
+		case "driver":
+			sl.Driver = v
+		case "pool":
+			sl.Pool = v
+		case "gen":
+			sl.Generation, err = strconv.ParseInt(v, 10, 64)
+		case "count":
+			sl.SliceCount, err = strconv.ParseInt(v, 10, 64)
+		case "node":
+			sl.Access.NodeName = v
+		case "all-nodes":
+			sl.Access.AllNodes = true
+		case "per-device":
+			sl.Access.PerDevice = true
+		case "selector":
+			term := corev1.NodeSelectorTerm{}
+			for _, l := range strings.Split(v, ",") {
+				lk, lv, _ := strings.Cut(l, "=")
+				term.MatchExpressions = append(term.MatchExpressions, corev1.NodeSelectorRequirement{Key: lk, Operator: corev1.NodeSelectorOpIn, Values: []string{lv}})
+			}
+			if sl.Access.NodeSelector == nil {
+				sl.Access.NodeSelector = &corev1.NodeSelector{}
+			}
+			sl.Access.NodeSelector.NodeSelectorTerms = append(sl.Access.NodeSelector.NodeSelectorTerms, term)
+		case "dev":
+			parts := strings.Split(v, ",")
+			d := events.Device{Name: parts[0]}
+			for _, p := range parts[1:] {
+				pk, pv, _ := strings.Cut(p, "=")
+				switch pk {
+				case "uses":
+					set, rest, _ := strings.Cut(pv, "/")
+					cs, cerr := counters(rest)
+					if cerr != nil {
+						return nil, cerr
+					}
+					d.ConsumesCounters = append(d.ConsumesCounters, resourcev1.DeviceCounterConsumption{CounterSet: set, Counters: cs})
+				case "node":
+					d.Access = &events.Access{NodeName: pv}
+				default:
+					if d.Attributes == nil {
+						d.Attributes = map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{}
+					}
+					d.Attributes[resourcev1.QualifiedName(pk)] = attribute(pv)
+				}
+			}
+			sl.Devices = append(sl.Devices, d)
+		case "set":
+			name, rest, _ := strings.Cut(v, "/")
+			cs, cerr := counters(rest)
+			if cerr != nil {
+				return nil, cerr
+			}
+			sl.SharedCounters = append(sl.SharedCounters, resourcev1.CounterSet{Name: name, Counters: cs})
+		default:
+			return nil, fmt.Errorf("unknown slice argument %q", arg)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return sl, nil
 }

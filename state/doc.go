@@ -10,7 +10,9 @@
 // for the tree (phase, reason, message, parent, children, depth, own
 // violations); Capacity and CapacityStatus for root's status.capacity, with
 // CapacityNeedsWrite saying when root's stored status must be rewritten;
-// Unattributed and UnattributedTotals for NoMatchingFlavor capacity; Usage
+// Unattributed and UnattributedTotals for NoMatchingFlavor capacity
+// (UnattributedDRA for DRA devices); Unbudgeted for devices of unmapped
+// DeviceClasses and DRAProblems for selectors that fail; Usage
 // for a team's ClusterQueue usage; Config for the configuration in force.
 // Clone gives a snapshot for other goroutines; Dump renders the state as
 // text, identical byte for byte for identical states.
@@ -87,9 +89,39 @@
 //     resource, when the Node matches no flavor; it follows Node and flavor
 //     events at once.
 //   - Amounts are int64 milli-units. A budget amount above MaxAmount
-//     (10^12 units) breaks BudgetInvalid and its nominal adds nothing to
+//     (10^15 units) breaks BudgetInvalid and its nominal adds nothing to
 //     its parent's children total, so every figure a message prints is
 //     exact; capacity read from a Node is clamped to MaxAmount.
+//
+// # DRA capacity
+//
+// DRA capacity is a contribution too, per resource pool: a ResourceSlice
+// event computes its pool's contribution again, O(devices in the pool x
+// DeviceClass selectors), and replaces the old one in the tallies of the
+// nodes it touches. The reducer evaluates the DeviceClasses' CEL selectors
+// itself (CompileSelector, k8s.io/dynamic-resource-allocation's compiler):
+// a compiled program is deterministic, so the state stays a function of
+// the events. A DeviceClass event or a change of the mappings evaluates
+// every device again, O(devices). Decisions where the spec is silent:
+//
+//   - The logical names (the mappings' names, and the extendedResourceName
+//     of a DeviceClass no mapping names) are measured resources like the
+//     configured ones, on every flavor.
+//   - A pool counts only when complete: its newest generation's slices all
+//     present and numbering resourceSliceCount.
+//   - A counter source counts each counter set once per mapping, however
+//     many selected devices consume it.
+//   - Node-local devices count toward the flavors of their node; for a
+//     logical name that is also a measured resource, a node counts the
+//     larger of its status figure and its DRA devices, never the sum.
+//     Devices on a cordoned or NotReady node are not allocatable.
+//   - allNodes devices count toward flavors without nodeLabels; nodeSelector
+//     devices toward flavors whose labels each term requires (key In
+//     [value]); others, and devices on an unknown or unmatched node, are
+//     unattributed (UnattributedDRA).
+//   - A selector that does not compile selects nothing; one that fails on a
+//     device leaves that device out (DRAProblems says both).
+//   - Devices an unmapped DeviceClass selects are Unbudgeted, per class.
 //
 // # State machines
 //

@@ -19,6 +19,10 @@ func (s *State) Dump() string {
 	w("seq %d synced=%t", s.lastSeq, s.synced)
 	w("config maxTreeDepth=%d hysteresisPercent=%d reportInterval=%s measured=%s",
 		c.MaxTreeDepth, c.HysteresisPercent, c.ReportInterval.Duration, strings.Join(c.MeasuredResources, ","))
+	if len(c.DeviceClassMappings) > 0 {
+		m, _ := json.Marshal(c.DeviceClassMappings)
+		w("config deviceClassMappings=%s", m)
+	}
 	for _, name := range sortedKeys(s.members) {
 		m := s.members[name]
 		spec, _ := json.Marshal(m.spec)
@@ -54,6 +58,7 @@ func (s *State) Dump() string {
 		w("tally %s installed=%s allocatable=%s carriers=%d", p, t.installed, t.allocatable, t.carriers)
 	}
 	w("unattributed %s nodes=%s", amountString(s.unattributed), strings.Join(sortedKeys(s.strays), ","))
+	s.dumpDRA(w)
 	for _, e := range s.Capacity() {
 		w("entry %s allocatable=%s mark=%s observedAt=%s", e.Pair, e.Allocatable, e.HighWaterMark, stamp(e.ObservedAt))
 	}

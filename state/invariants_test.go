@@ -33,7 +33,32 @@ func checkInvariants(s *State) error {
 		cm := *m
 		fresh.machines[name] = &cm
 	}
-	fresh.recount()
+	// DRA: the pools' contributions computed again from the slices and
+	// classes, and the tallies recounted from them.
+	for name, c := range s.dra.classes {
+		fresh.dra.classes[name] = c
+	}
+	for name, sl := range s.dra.slices {
+		fresh.dra.slices[name] = sl
+		k := poolKey{sl.Driver, sl.Pool}
+		if fresh.dra.pools[k] == nil {
+			fresh.dra.pools[k] = &draPool{slices: map[string]*events.ResourceSlice{}}
+		}
+		fresh.dra.pools[k].slices[name] = sl
+	}
+	fresh.draRebuild()
+	if diff := cmp.Diff(fresh.dra.nodes, s.dra.nodes, cmp.AllowUnexported(listed{})); diff != "" {
+		return fmt.Errorf("DRA node amounts differ from a recount (-recount +state):\n%s", diff)
+	}
+	if diff := cmp.Diff(fresh.dra.strays, s.dra.strays); diff != "" {
+		return fmt.Errorf("unattributed DRA capacity differs from a recount (-recount +state):\n%s", diff)
+	}
+	if diff := cmp.Diff(fresh.dra.unbudget, s.dra.unbudget); diff != "" {
+		return fmt.Errorf("unbudgeted devices differ from a recount (-recount +state):\n%s", diff)
+	}
+	if fresh.dra.errors != s.dra.errors || !slices.Equal(fresh.dra.res, s.dra.res) {
+		return fmt.Errorf("DRA errors %d, resources %v; a recount gives %d, %v", s.dra.errors, s.dra.res, fresh.dra.errors, fresh.dra.res)
+	}
 	if diff := cmp.Diff(talliesOf(fresh), talliesOf(s), cmp.AllowUnexported(tally{})); diff != "" {
 		return fmt.Errorf("incremental tallies differ from a recount (-recount +state):\n%s", diff)
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -59,7 +61,7 @@ func genEvents(data []byte) []events.Event {
 	for s.more() && len(out) < maxEvents {
 		clock = clock.Add(time.Duration(s.pick(90)) * time.Second)
 		var ev events.Event
-		switch s.pick(12) {
+		switch s.pick(13) {
 		case 0, 1:
 			// Mostly a tree: inner names are Cohorts under an earlier name,
 			// the last two teams; sometimes anything goes.
@@ -195,16 +197,78 @@ func genEvents(data []byte) []events.Event {
 				}
 			}
 		case 11:
-			// Events the state must ignore: no payload, a reserved kind.
+			// Events the state must ignore: no payload, no key.
 			ev = oneOf(s,
 				events.Event{Time: clock, Kind: events.KindNode, Op: events.OpUpsert, Key: "n0"},
 				events.Event{Time: clock, Kind: events.KindResourceSlice},
 				events.Event{Time: clock, Kind: events.KindConfig, Config: &events.Config{MaxTreeDepth: -1}})
+		case 12:
+			ev = genDRA(s, clock)
 		}
 		ev.Seq = uint64(len(out) + 1)
 		out = append(out, ev)
 	}
 	return out
+}
+
+// genDRA is a DRA event over a small name space: classes with selectors
+// that accept, refuse, fail or do not compile; slices of pools that come
+// and go, node-local or not, with counters; configurations with mappings.
+func genDRA(s *source, clock time.Time) events.Event {
+	classes := []string{"gpu.c", "mig.c", "x.c"}
+	slices := []string{"s0", "s1", "s2", "s3"}
+	switch s.pick(5) {
+	case 0:
+		c := &events.DeviceClass{Name: oneOf(s, classes...), ExtendedResourceName: oneOf(s, "", "", "nvidia.com/gpu", "example.com/x")}
+		for range s.pick(3) {
+			c.Selectors = append(c.Selectors, oneOf(s, "device.attributes['d1'].type == 'gpu'", "device.driver == 'd1'",
+				"device.attributes['d1'].type == 'mig'", "device.driver ==", "true"))
+		}
+		return events.DeviceClassUpserted(clock, c)
+	case 1:
+		return events.Deleted(clock, oneOf(s, events.KindDeviceClass, events.KindResourceSlice), oneOf(s, append(classes, slices...)...))
+	case 2:
+		cfg := events.Config{HysteresisPercent: oneOf(s, 0, 10, 50), MaxTreeDepth: 5, MeasuredResources: []string{"nvidia.com/gpu"}}
+		if s.flag() {
+			cfg.DeviceClassMappings = append(cfg.DeviceClassMappings, events.DeviceClassMapping{Name: "nvidia.com/gpu", DeviceClassNames: []string{oneOf(s, classes...)}})
+		}
+		if s.flag() {
+			m := events.DeviceClassMapping{Name: "gpu.memory", DeviceClassNames: []string{"gpu.c", "mig.c"},
+				Sources: []events.MappingSource{{Type: events.SourceCounter, Counter: &events.CounterSource{Name: "memory", Driver: "d1"}}}}
+			if s.flag() {
+				m.Sources[0].Counter.DeviceSelector = &events.DeviceSelector{Type: events.SelectorCEL, CEL: &events.CELSelector{Expression: "device.attributes['d1'].type == 'gpu'"}}
+			}
+			cfg.DeviceClassMappings = append(cfg.DeviceClassMappings, m)
+		}
+		return events.ConfigChanged(clock, cfg)
+	}
+	sl := &events.ResourceSlice{Name: oneOf(s, slices...), Driver: oneOf(s, "d1", "d1", "d2"), Pool: oneOf(s, "n0", "n1", "net"),
+		Generation: int64(1 + s.pick(2)), SliceCount: int64(1 + s.pick(2))}
+	switch s.pick(4) {
+	case 0:
+		sl.Access.AllNodes = true
+	case 1:
+		sl.Access.NodeSelector = &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+			{Key: "pool", Operator: corev1.NodeSelectorOpIn, Values: []string{oneOf(s, "f1", "f2")}}}}}}
+	default:
+		sl.Access.NodeName = oneOf(s, fuzzNodes...)
+	}
+	if s.pick(3) == 0 {
+		for i := range 1 + s.pick(2) {
+			sl.SharedCounters = append(sl.SharedCounters, resourcev1.CounterSet{Name: fmt.Sprintf("c%d", i),
+				Counters: map[string]resourcev1.Counter{"memory": {Value: resource.MustParse(oneOf(s, "40Gi", "80Gi", "0"))}}})
+		}
+	} else {
+		for i := range s.pick(4) {
+			typ := oneOf(s, "gpu", "mig")
+			d := events.Device{Name: fmt.Sprintf("dev%d", i), Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{"type": {StringValue: &typ}}}
+			if s.flag() {
+				d.ConsumesCounters = []resourcev1.DeviceCounterConsumption{{CounterSet: oneOf(s, "c0", "c1")}}
+			}
+			sl.Devices = append(sl.Devices, d)
+		}
+	}
+	return events.ResourceSliceUpserted(clock, sl)
 }
 
 // checkSequence applies evs to a state, to a second state through the

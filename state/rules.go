@@ -291,7 +291,7 @@ func CheckBudgets(dst []Violation, f *Facts, _ Env) []Violation {
 		if b.Oversized != "" {
 			field, _, _ := strings.Cut(b.Oversized, " ")
 			dst = append(dst, Violation{f.Name, ReasonBudgetInvalid, b.Pair.String() + "." + field, fmt.Sprintf(
-				"budget %s on %s: %s is above %s (10^12), the largest amount the quota manager counts: lower it",
+				"budget %s on %s: %s is above %s (10^15), the largest amount the quota manager counts: lower it",
 				b.Resource, b.Flavor, b.Oversized, MaxAmount)})
 			continue
 		}

@@ -188,6 +188,8 @@ func TestAmountOf(t *testing.T) {
 		"negative":  {"-3", 0},
 		"clamped":   {"1E+30", MaxAmount},
 		"rounds up": {"1n", 1},
+		// GPU memory of a large cluster, in bytes, is not clamped.
+		"bytes": {"800Ti", 800 * 1024 * 1024 * 1024 * 1024 * 1000},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -195,6 +197,9 @@ func TestAmountOf(t *testing.T) {
 				t.Errorf("AmountOf(%s) = %d, want %d", tc.q, got, tc.want)
 			}
 		})
+	}
+	if got := AmountOf(resource.MustParse("1280Gi")).String(); got != "1280Gi" {
+		t.Errorf("1280Gi formats as %q: a whole number of Mi is shown in binary units", got)
 	}
 	if got := Amount(24000).String(); got != "24" {
 		t.Errorf("24000 milli formats as %q", got)

@@ -33,6 +33,7 @@ type State struct {
 	tallies      map[Pair]*tally              // measured resource x known flavor
 	unattributed map[string]Amount            // resource -> installed on nodes matching no flavor
 	strays       map[string]struct{}          // nodes with unattributed capacity
+	dra          draState                     // DRA DeviceClasses, ResourceSlices and their contributions
 
 	// Root's capacity status.
 	synced      bool
@@ -103,6 +104,7 @@ func New() *State {
 		tallies:      map[Pair]*tally{},
 		unattributed: map[string]Amount{},
 		strays:       map[string]struct{}{},
+		dra:          newDRAState(),
 		entries:      map[Pair]*entry{},
 		usage:        map[string][]events.Usage{},
 		pass:         newPass(),
@@ -150,6 +152,18 @@ func (s *State) Apply(ev events.Event) []Transition {
 		} else {
 			s.usage[ev.Key] = slices.SortedFunc(slices.Values(ev.Queue.Usage), compareUsage)
 		}
+	case events.KindDeviceClass:
+		if ev.Op == events.OpDelete {
+			s.setClass(ev.Key, nil)
+		} else {
+			s.setClass(ev.Key, ev.DeviceClass)
+		}
+	case events.KindResourceSlice:
+		if ev.Op == events.OpDelete {
+			s.setSlice(ev.Key, nil)
+		} else {
+			s.setSlice(ev.Key, ev.ResourceSlice)
+		}
 	case events.KindConfig:
 		s.setConfig(*ev.Config)
 	case events.KindSynced:
@@ -178,7 +192,10 @@ func compareUsage(a, b events.Usage) int {
 func (s *State) setConfig(c events.Config) {
 	old := s.cfg
 	s.cfg = c.Normalized()
-	if !slices.Equal(old.MeasuredResources, s.cfg.MeasuredResources) {
+	if !old.Equal(s.cfg) && (len(old.DeviceClassMappings) > 0 || len(s.cfg.DeviceClassMappings) > 0) {
+		s.draRebuild()
+	} else if !slices.Equal(old.MeasuredResources, s.cfg.MeasuredResources) {
+		s.setMappings()
 		s.recount()
 	}
 	for name := range s.members {
@@ -408,6 +425,7 @@ func (s *State) Clone() *State {
 	}
 	c.unattributed = maps.Clone(s.unattributed)
 	c.strays = maps.Clone(s.strays)
+	c.dra = s.dra.clone()
 	c.entries = make(map[Pair]*entry, len(s.entries))
 	for k, v := range s.entries {
 		ce := *v

@@ -188,7 +188,7 @@ func TestReview(t *testing.T) {
 		},
 		"forty digits are read, and refused above the largest amount": {
 			body: []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"ome.io","version":"v1beta1","kind":"AcceleratorQuota"},"operation":"CREATE","name":"x","object":{"spec":{"role":"ClusterQueue","parentRef":{"name":"root"},"budgets":[{"resourceName":"nvidia.com/gpu","resourceFlavor":"a100","nominal":1000000000000000000000000000000000000000}]}}}}`),
-			want: reviewWant{HTTPStatus: 200, UID: "u", Code: 403, Verdict: VerdictDenied, Message: "x: budget nvidia.com/gpu on a100: nominal 1e39 is above 1T (10^12), the largest amount the quota manager counts: lower it"},
+			want: reviewWant{HTTPStatus: 200, UID: "u", Code: 403, Verdict: VerdictDenied, Message: "x: budget nvidia.com/gpu on a100: nominal 1e39 is above 1P (10^15), the largest amount the quota manager counts: lower it"},
 		},
 		"sixty-five characters": {
 			body: []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"ome.io","version":"v1beta1","kind":"AcceleratorQuota"},"operation":"CREATE","name":"x","object":{"spec":{"role":"ClusterQueue","parentRef":{"name":"root"},"budgets":[{"resourceName":"nvidia.com/gpu","resourceFlavor":"a100","nominal":"0.` + strings.Repeat("0", 62) + `1"}]}}}}`),
@@ -200,7 +200,7 @@ func TestReview(t *testing.T) {
 		},
 		"an exa of GPUs is read, and refused above the largest amount": {
 			body: []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"ome.io","version":"v1beta1","kind":"AcceleratorQuota"},"operation":"CREATE","name":"x","object":{"spec":{"role":"ClusterQueue","parentRef":{"name":"root"},"budgets":[{"resourceName":"nvidia.com/gpu","resourceFlavor":"a100","nominal":"1E"}]}}}}`),
-			want: reviewWant{HTTPStatus: 200, UID: "u", Code: 403, Verdict: VerdictDenied, Message: "x: budget nvidia.com/gpu on a100: nominal 1e18 is above 1T (10^12), the largest amount the quota manager counts: lower it"},
+			want: reviewWant{HTTPStatus: 200, UID: "u", Code: 403, Verdict: VerdictDenied, Message: "x: budget nvidia.com/gpu on a100: nominal 1e18 is above 1P (10^15), the largest amount the quota manager counts: lower it"},
 		},
 		"a delete without a name": {
 			body: []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"ome.io","version":"v1beta1","kind":"AcceleratorQuota"},"operation":"DELETE"}}`),

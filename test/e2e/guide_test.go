@@ -35,24 +35,13 @@ var (
 
 func kubectl(t *testing.T, args ...string) string {
 	t.Helper()
-	out, err := cluster.Kubectl(context.Background(), args...)
-	require.NoError(t, err)
-	return out
+	return testutil.Kubectl(t, cluster, args...)
 }
 
 // kubectlEquals waits until a kubectl command prints exactly want.
 func kubectlEquals(t *testing.T, timeout time.Duration, want string, args ...string) {
 	t.Helper()
-	eventually(t, timeout, func() string {
-		out, err := cluster.Kubectl(context.Background(), args...)
-		if err != nil {
-			return err.Error()
-		}
-		if normalize(out) != normalize(want) {
-			return fmt.Sprintf("kubectl %s printed\n%s\nwant\n%s", strings.Join(args, " "), out, want)
-		}
-		return ""
-	})
+	testutil.KubectlEquals(t, cluster, timeout, want, args...)
 }
 
 // managedVersions maps every managed Kueue object, and every node but root,

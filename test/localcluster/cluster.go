@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	kueueconfig "sigs.k8s.io/kueue/apis/config/v1beta2"
 	kueueclient "sigs.k8s.io/kueue/client-go/clientset/versioned"
 	"sigs.k8s.io/yaml"
 )
@@ -31,6 +32,11 @@ type Options struct {
 	Kueue bool
 	// APIServerArgs are extra kube-apiserver flags, as name=value.
 	APIServerArgs map[string]string
+	// KueueFeatureGates are set in Kueue's Configuration, beside
+	// VisibilityOnDemand: false.
+	KueueFeatureGates map[string]bool
+	// KueueDeviceClassMappings are Kueue's resources.deviceClassMappings.
+	KueueDeviceClassMappings []kueueconfig.DeviceClassMapping
 }
 
 // Cluster is a running control plane.
@@ -46,7 +52,10 @@ type Cluster struct {
 	// Kube and Kueue are typed clients on Config.
 	Kube  kubernetes.Interface
 	Kueue kueueclient.Interface
+	// KueueConfigPath is the Configuration file Kueue runs with.
+	KueueConfigPath string
 
+	opts      Options
 	env       *envtest.Environment
 	kueue     *exec.Cmd
 	kueueDone chan struct{}
@@ -69,7 +78,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	c = &Cluster{Dir: dir, BinDir: bin}
+	c = &Cluster{Dir: dir, BinDir: bin, opts: opts}
 	defer func() {
 		if err != nil {
 			_ = c.Stop()

@@ -15,7 +15,9 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/cert"
+	kueueconfig "sigs.k8s.io/kueue/apis/config/v1beta2"
 	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	"sigs.k8s.io/yaml"
 )
 
 // kueueConfig is a Kueue Configuration (v1beta2) that runs on loopback
@@ -39,9 +41,22 @@ internalCertManagement:
   enable: false
 integrations:
   frameworks: ["batch/job"]
-featureGates:
-  VisibilityOnDemand: false
 `
+
+// kueueExtraConfig is the part of Kueue's Configuration that Options
+// decide: its feature gates (VisibilityOnDemand off, or it wants a
+// visibility certificate and exits) and its DRA deviceClassMappings.
+func (c *Cluster) kueueExtraConfig() ([]byte, error) {
+	gates := map[string]bool{"VisibilityOnDemand": false}
+	for k, v := range c.opts.KueueFeatureGates {
+		gates[k] = v
+	}
+	extra := map[string]any{"featureGates": gates}
+	if len(c.opts.KueueDeviceClassMappings) > 0 {
+		extra["resources"] = kueueconfig.Resources{DeviceClassMappings: c.opts.KueueDeviceClassMappings}
+	}
+	return yaml.Marshal(extra)
+}
 
 // startKueue runs Kueue's manager in a private mount namespace whose /etc is
 // an overlay: Kueue reads a metrics certificate from a fixed path under
@@ -72,9 +87,14 @@ func (c *Cluster) startKueue(ctx context.Context) error {
 	}
 	wh := c.env.WebhookInstallOptions
 	cfgPath := filepath.Join(kdir, "config.yaml")
-	if err := os.WriteFile(cfgPath, fmt.Appendf(nil, kueueConfig, health, wh.LocalServingPort, wh.LocalServingCertDir), 0o600); err != nil {
+	extra, err := c.kueueExtraConfig()
+	if err != nil {
 		return err
 	}
+	if err := os.WriteFile(cfgPath, append(fmt.Appendf(nil, kueueConfig, health, wh.LocalServingPort, wh.LocalServingCertDir), extra...), 0o600); err != nil {
+		return err
+	}
+	c.KueueConfigPath = cfgPath
 	script := `set -e
 mount -t overlay overlay -o lowerdir=/etc,upperdir="$KDIR/upper",workdir="$KDIR/work" /etc
 mkdir -p /etc/kueue/metrics/certs

@@ -1,11 +1,16 @@
 // Package testutil holds the small helpers that the control-plane test
-// packages share: polling for an outcome, and comparing kubectl tables.
+// packages share: polling for an outcome, and running and comparing kubectl
+// output.
 package testutil
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"ome.io/quota-manager/test/localcluster"
 )
 
 // Eventually polls f until it returns "" (success) or the timeout passes,
@@ -29,4 +34,31 @@ func Normalize(s string) string {
 		lines = append(lines, strings.Join(strings.Fields(l), " "))
 	}
 	return strings.Join(lines, "\n")
+}
+
+// Kubectl runs a kubectl command against the cluster: its output, or the
+// failed test.
+func Kubectl(t testing.TB, c *localcluster.Cluster, args ...string) string {
+	t.Helper()
+	out, err := c.Kubectl(context.Background(), args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// KubectlEquals waits until a kubectl command prints exactly want, up to
+// runs of spaces.
+func KubectlEquals(t testing.TB, c *localcluster.Cluster, timeout time.Duration, want string, args ...string) {
+	t.Helper()
+	Eventually(t, timeout, func() string {
+		out, err := c.Kubectl(context.Background(), args...)
+		if err != nil {
+			return err.Error()
+		}
+		if Normalize(out) != Normalize(want) {
+			return fmt.Sprintf("kubectl %s printed\n%s\nwant\n%s", strings.Join(args, " "), out, want)
+		}
+		return ""
+	})
 }

@@ -1,0 +1,48 @@
+package dra
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	kueueconfig "sigs.k8s.io/kueue/apis/config/v1beta2"
+
+	"ome.io/quota-manager/api/v1beta1/aqclient"
+	"ome.io/quota-manager/test/localcluster"
+)
+
+var (
+	cluster    *localcluster.Cluster
+	aqs        *aqclient.Client
+	managerBin string
+)
+
+// kueueMappings are Kueue's deviceClassMappings. Kueue v0.17 maps a
+// DeviceClass to one name and has no counter sources, so gpu.memory is
+// the manager's alone.
+var kueueMappings = []kueueconfig.DeviceClassMapping{{Name: "nvidia.com/gpu", DeviceClassNames: []corev1.ResourceName{"gpu.nvidia.com"}}}
+
+func TestMain(m *testing.M) {
+	opts := localcluster.Options{
+		Kueue: true,
+		// resource.k8s.io/v1 is on by default in 1.35; shared counters and
+		// extendedResourceName are alpha fields, dropped unless their gates
+		// are on.
+		APIServerArgs:            map[string]string{"feature-gates": "DRAPartitionableDevices=true,DRAExtendedResource=true"},
+		KueueFeatureGates:        map[string]bool{"DynamicResourceAllocation": true, "DRAExtendedResources": true},
+		KueueDeviceClassMappings: kueueMappings,
+	}
+	os.Exit(localcluster.RunTests(m, opts, true, func(ctx context.Context, p *localcluster.TestPackage) (err error) {
+		cluster, managerBin = p.Cluster, p.ManagerBin
+		if aqs, err = aqclient.New(p.Cluster.Config); err != nil {
+			return err
+		}
+		for _, ns := range []string{"ome", teamNS} {
+			if err := p.Cluster.EnsureNamespace(ctx, ns); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+}
