@@ -52,8 +52,9 @@ func TestDemoStopsCleanlyOnCtrlC(t *testing.T) {
 	out := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	require.NoError(t, cmd.Start())
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	done := make(chan struct{}) // closed once script has exited, with waitErr
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(done) }()
 	t.Cleanup(func() {
 		select {
 		case <-done:
@@ -69,8 +70,8 @@ func TestDemoStopsCleanlyOnCtrlC(t *testing.T) {
 	deadline := time.After(5 * time.Minute)
 	for !strings.Contains(out.String(), "Press Ctrl-C to stop it") {
 		select {
-		case err := <-done:
-			t.Fatalf("make demo ended before it was up: %v", err)
+		case <-done:
+			t.Fatalf("make demo ended before it was up: %v", waitErr)
 		case <-deadline:
 			t.Fatal("make demo was not up after 5 minutes")
 		case <-time.After(500 * time.Millisecond):
@@ -80,8 +81,8 @@ func TestDemoStopsCleanlyOnCtrlC(t *testing.T) {
 	_, err = stdin.Write([]byte{0x03}) // Ctrl-C
 	require.NoError(t, err)
 	select {
-	case err := <-done:
-		require.NoError(t, err, "make demo did not exit 0 after Ctrl-C")
+	case <-done:
+		require.NoError(t, waitErr, "make demo did not exit 0 after Ctrl-C")
 	case <-time.After(2 * time.Minute):
 		t.Fatal("make demo did not stop within 2 minutes of Ctrl-C")
 	}
