@@ -102,6 +102,11 @@ var installArgs = []string{
 	"--webhook-cert-secret=ome/ome-quota-manager-webhook-cert",
 	"--webhook-config-name=ome-quota-manager.ome.io",
 	"--webhook-service=ome/ome-quota-manager-webhook",
+	"--event-log=/var/lib/ome-quota-manager/events",
+	"--event-log-max-bytes=536870912",
+	"--event-log-max-age=168h",
+	"--event-log-sync=interval",
+	"--dra=true",
 	"--v=0",
 	"--logging-format=text",
 }
@@ -320,6 +325,8 @@ func TestRBAC(t *testing.T) {
 		"ome.io acceleratorquotas/status: patch",
 		" nodes: list,watch",
 		"kueue.x-k8s.io resourceflavors: list,watch",
+		"resource.k8s.io deviceclasses: list,watch",
+		"resource.k8s.io resourceslices: list,watch",
 		"kueue.x-k8s.io cohorts: list,watch,create,patch,delete",
 		"kueue.x-k8s.io clusterqueues: list,watch,create,patch,delete",
 		"kueue.x-k8s.io localqueues: list,watch,create,patch,delete",
@@ -423,7 +430,11 @@ func TestSchemaRejects(t *testing.T) {
 		"unknown top-level key": {[]string{"quotaManagr.mode=workload"}, "quotaManagr"},
 		"unknown nested key":    {[]string{"quotaManager.webhook.enable=false"}, "enable"},
 		"negative depth":        {[]string{"quotaManager.maxTreeDepth=-1"}, "/quotaManager/maxTreeDepth"},
-		"bad cover ceiling":     {[]string{"quotaManager.materialize.coverResources.rdma/hca=lots"}, "/quotaManager/materialize/coverResources/rdma~1hca"},
+		"event log sync":        {[]string{"quotaManager.eventLog.sync=sometimes"}, "/quotaManager/eventLog/sync"},
+		"event log age":         {[]string{"quotaManager.eventLog.maxAge=a week"}, "/quotaManager/eventLog/maxAge"},
+		"DRA mapping without classes": {[]string{"quotaManager.dra.deviceClassMappings[0].name=nvidia.com/gpu"},
+			"/quotaManager/dra/deviceClassMappings/0"},
+		"bad cover ceiling": {[]string{"quotaManager.materialize.coverResources.rdma/hca=lots"}, "/quotaManager/materialize/coverResources/rdma~1hca"},
 		"too many cover resources": {[]string{"quotaManager.materialize.coverResources.vendor/r1=1", "quotaManager.materialize.coverResources.vendor/r2=1",
 			"quotaManager.materialize.coverResources.vendor/r3=1", "quotaManager.materialize.coverResources.vendor/r4=1",
 			"quotaManager.materialize.coverResources.vendor/r5=1", "quotaManager.materialize.coverResources.vendor/r6=1",
@@ -497,4 +508,67 @@ func toYAML(t *testing.T, v any) string {
 	b, err := yaml.Marshal(v)
 	require.NoError(t, err)
 	return string(b)
+}
+
+// TestEventLogAndDRA checks the event log's volume (an emptyDir, or a
+// folder per pod on a named claim), and the DRA mappings rendered into a
+// ConfigMap that --dra-config reads.
+func TestEventLogAndDRA(t *testing.T) {
+	t.Run("event log on an emptyDir by default", func(t *testing.T) {
+		d := deployment(t, render(t, install))
+		spec := d.Spec.Template.Spec
+		require.Len(t, spec.Volumes, 1)
+		require.Equal(t, "event-log", spec.Volumes[0].Name)
+		require.NotNil(t, spec.Volumes[0].EmptyDir)
+		require.Equal(t, "1Gi", spec.Volumes[0].EmptyDir.SizeLimit.String())
+		m := spec.Containers[0].VolumeMounts
+		require.Len(t, m, 1)
+		require.Equal(t, "/var/lib/ome-quota-manager/events", m[0].MountPath)
+		require.Empty(t, m[0].SubPathExpr)
+	})
+	t.Run("a claim gets a folder per pod", func(t *testing.T) {
+		d := deployment(t, render(t, install, "quotaManager.eventLog.persistentVolumeClaim=ome-events"))
+		spec := d.Spec.Template.Spec
+		require.Equal(t, "ome-events", spec.Volumes[0].PersistentVolumeClaim.ClaimName)
+		require.Equal(t, "$(POD_NAME)", spec.Containers[0].VolumeMounts[0].SubPathExpr)
+		var podName bool
+		for _, e := range spec.Containers[0].Env {
+			podName = podName || (e.Name == "POD_NAME" && e.ValueFrom != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name")
+		}
+		require.True(t, podName, "POD_NAME names the pod's folder")
+	})
+	t.Run("event log off", func(t *testing.T) {
+		d := deployment(t, render(t, install, "quotaManager.eventLog.enabled=false"))
+		require.Empty(t, d.Spec.Template.Spec.Volumes)
+		for _, a := range d.Spec.Template.Spec.Containers[0].Args {
+			require.NotContains(t, a, "--event-log")
+		}
+	})
+	t.Run("DRA mappings", func(t *testing.T) {
+		r := render(t, install, "quotaManager.dra.deviceClassMappings[0].name=nvidia.com/gpu",
+			"quotaManager.dra.deviceClassMappings[0].deviceClassNames={gpu.nvidia.com}")
+		d := deployment(t, r)
+		c := d.Spec.Template.Spec.Containers[0]
+		require.Contains(t, c.Args, "--dra-config=/etc/ome-quota-manager/dra/config.yaml")
+		require.Contains(t, c.Args, "--dra-config-poll-interval=10s")
+		cm := convert[corev1.ConfigMap](t, r.Get("ConfigMap", "ome-quota-manager-dra"))
+		ms, err := manager.ParseDRAConfig([]byte(cm.Data["config.yaml"]))
+		require.NoError(t, err, "the manager reads the rendered mappings")
+		require.Len(t, ms, 1)
+		require.Equal(t, "nvidia.com/gpu", ms[0].Name)
+		require.Equal(t, []string{"gpu.nvidia.com"}, ms[0].DeviceClassNames)
+		var mounted bool
+		for _, v := range d.Spec.Template.Spec.Volumes {
+			mounted = mounted || (v.ConfigMap != nil && v.ConfigMap.Name == "ome-quota-manager-dra")
+		}
+		require.True(t, mounted)
+	})
+	t.Run("DRA off", func(t *testing.T) {
+		r := render(t, install, "quotaManager.dra.enabled=false")
+		require.Contains(t, deployment(t, r).Spec.Template.Spec.Containers[0].Args, "--dra=false")
+		cr := convert[rbacv1.ClusterRole](t, r.Get("ClusterRole", "ome-quota-manager"))
+		for _, rule := range rules(cr.Rules) {
+			require.NotContains(t, rule, "resource.k8s.io")
+		}
+	})
 }

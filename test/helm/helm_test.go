@@ -271,6 +271,8 @@ func launch(t *testing.T, name, logs, kubeconfig string, args, env []string, web
 		fmt.Sprintf("--webhook-port=%d", webhookPort),
 		"--webhook-cert-hosts=127.0.0.1",
 		"--leader-election-identity="+name,
+		// The pod's event log volume is a folder of this process's own.
+		"--event-log="+filepath.Join(logs, name+"-events"),
 	)
 	m, err := localcluster.LaunchProcess(managerBin, name, logs, run, env, mp, hp)
 	require.NoError(t, err)

@@ -72,6 +72,17 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 - --webhook-config-name={{ include "oqm.webhookConfig" . }}
 - --webhook-service={{ .Release.Namespace }}/{{ include "oqm.webhookService" . }}
 {{- end }}
+{{- if $q.eventLog.enabled }}
+- --event-log=/var/lib/ome-quota-manager/events
+- --event-log-max-bytes={{ int64 $q.eventLog.maxBytes }}
+- --event-log-max-age={{ $q.eventLog.maxAge }}
+- --event-log-sync={{ $q.eventLog.sync }}
+{{- end }}
+- --dra={{ $q.dra.enabled }}
+{{- if and $q.dra.enabled $q.dra.deviceClassMappings }}
+- --dra-config=/etc/ome-quota-manager/dra/config.yaml
+- --dra-config-poll-interval={{ $q.dra.configPollInterval }}
+{{- end }}
 - --v={{ int $q.log.level }}
 - --logging-format={{ $q.log.format }}
 {{- end }}
