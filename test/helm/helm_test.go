@@ -237,23 +237,15 @@ func container(ctx context.Context, t *testing.T) (args, env []string) {
 		switch {
 		case e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace":
 			env = append(env, e.Name+"="+ns)
+		case e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name":
+			env = append(env, e.Name+"=ome-quota-manager-pod")
 		case e.ValueFrom == nil:
 			env = append(env, e.Name+"="+e.Value)
 		default:
 			t.Fatalf("env %s: no way to resolve %+v without a kubelet", e.Name, e.ValueFrom)
 		}
 	}
-	secureKnown := binaryHasFlag(t, "metrics-secure")
-	for _, a := range c.Args {
-		if strings.HasPrefix(a, "--metrics-secure=") && !secureKnown {
-			// This build predates --metrics-secure (issue 15); once it has
-			// the flag, the rendered value is passed as is.
-			t.Logf("dropping %s: this build of the manager has no such flag", a)
-			continue
-		}
-		args = append(args, a)
-	}
-	return args, env
+	return c.Args, env
 }
 
 // launch runs the Deployment's container (its args and env) as a process,
