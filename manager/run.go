@@ -48,9 +48,10 @@ type Manager struct {
 
 	stream *events.Stream
 
-	mu       sync.Mutex // guards st and outcomes
+	mu       sync.Mutex // guards st, outcomes and applied
 	st       *state.State
 	outcomes map[string]projector.Outcome
+	applied  chan struct{} // closed and replaced after each event
 
 	dirty      chan struct{}
 	leader     atomic.Bool
@@ -79,7 +80,7 @@ func RestConfig(o *Options) (*rest.Config, error) {
 
 // New builds a manager; nothing runs until Run.
 func New(o *Options, cfg *rest.Config) (*Manager, error) {
-	m := &Manager{opts: o, metrics: metrics.New(), st: state.New(), outcomes: map[string]projector.Outcome{}, dirty: make(chan struct{}, 1)}
+	m := &Manager{opts: o, metrics: metrics.New(), st: state.New(), outcomes: map[string]projector.Outcome{}, dirty: make(chan struct{}, 1), applied: make(chan struct{})}
 	var err error
 	if m.kube, err = kubernetes.NewForConfig(cfg); err != nil {
 		return nil, err
@@ -221,6 +222,8 @@ func (m *Manager) consume(ctx context.Context) error {
 	err := m.stream.Consume(ctx, func(ev events.Event) error {
 		m.mu.Lock()
 		transitions := m.st.Apply(ev)
+		close(m.applied)
+		m.applied = make(chan struct{})
 		m.mu.Unlock()
 		m.metrics.Events.WithLabelValues(string(ev.Kind)).Inc()
 		m.metrics.StreamDepth.Set(float64(m.stream.Len()))

@@ -490,3 +490,13 @@ func (w *afterWrite) affected() []string {
 	}
 	return slices.Sorted(maps.Keys(set))
 }
+
+// Generation is a node's metadata.generation as last seen, and whether the
+// node exists: the webhook knows from it that a write it admitted has
+// landed.
+func (s *State) Generation(name string) (int64, bool) {
+	if m := s.members[name]; m != nil {
+		return m.gen, true
+	}
+	return 0, false
+}
