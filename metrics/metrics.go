@@ -32,6 +32,11 @@ type Metrics struct {
 	EventLag    prometheus.Histogram
 	// WebhookVerdicts counts admission answers by operation and verdict.
 	WebhookVerdicts *prometheus.CounterVec
+	// WebhookRecord counts the webhook's compare-and-swap writes of the
+	// admission record by outcome: written, conflict (another replica
+	// wrote first: the write is judged again), already (the write was
+	// listed), failed.
+	WebhookRecord *prometheus.CounterVec
 	// Leader is 1 on the replica that holds the lease.
 	Leader prometheus.Gauge
 }
@@ -67,13 +72,14 @@ func New() *Metrics {
 		EventLag: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "event_lag_seconds",
 			Help: "Time from an event's receipt to its application.", Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10)}),
 		WebhookVerdicts: cv("webhook_verdicts_total", "Admission answers, by operation and verdict.", []string{"operation", "verdict"}),
+		WebhookRecord:   cv("webhook_record_writes_total", "Compare-and-swap writes of the admission record, by outcome.", []string{"outcome"}),
 		Leader:          prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "leader", Help: "1 while this replica holds the leader lease."}),
 	}
 	m.Registry.MustRegister(
 		m.BudgetNominal, m.BudgetAdmitted, m.BudgetReserved, m.BudgetBorrowed,
 		m.CapacityAllocatable, m.CapacityHighWaterMark, m.CapacityUnattributed,
 		m.Applied, m.Swept, m.Writes, m.WriteErrors, m.NodeStates,
-		m.Events, m.StreamDepth, m.EventLag, m.WebhookVerdicts, m.Leader,
+		m.Events, m.StreamDepth, m.EventLag, m.WebhookVerdicts, m.WebhookRecord, m.Leader,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	return m

@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/metrics"
 	"ome.io/quota-manager/state"
 )
 
@@ -115,6 +116,8 @@ type Serializer struct {
 	Identity string
 	Now      func() time.Time
 	RecordTimings
+	// Metrics may be nil.
+	Metrics *metrics.Metrics
 
 	mu  sync.Mutex
 	cur *record
@@ -164,7 +167,8 @@ func (z *Serializer) Judge(ctx context.Context, w Write) (Verdict, error) {
 		if w.DryRun {
 			return v, nil
 		}
-		err = z.add(ctx, rec, w)
+		outcome, err := z.add(ctx, rec, w)
+		z.count(outcome)
 		if apierrors.IsConflict(err) {
 			force = true
 			continue
@@ -316,13 +320,13 @@ func (z *Serializer) keep(rec *record) {
 // at rec's resourceVersion. It drops the writes older than Keep and those
 // w covers. The write already listed (a judgement again of the same
 // write) needs no update.
-func (z *Serializer) add(ctx context.Context, rec *record, w Write) error {
+func (z *Serializer) add(ctx context.Context, rec *record, w Write) (outcome string, err error) {
 	now := z.Now()
 	a := admitted{Name: w.Name, Op: w.Op, Generation: w.Generation, At: now.UTC(), UID: w.UID, By: z.Identity}
 	writes := make([]admitted, 0, len(rec.writes)+1)
 	for _, b := range rec.writes {
 		if b.same(w) && now.Before(b.At.Add(z.InFlight)) {
-			return nil
+			return "already", nil
 		}
 		if now.After(b.At.Add(z.Keep)) || a.covers(b) {
 			continue
@@ -332,14 +336,23 @@ func (z *Serializer) add(ctx context.Context, rec *record, w Write) error {
 	writes = append(writes, a)
 	raw, err := json.Marshal(recordData{Format: recordFormat, Writes: writes})
 	if err != nil {
-		return err
+		return "failed", err
 	}
 	cm := rec.cm.DeepCopy()
 	cm.Data = map[string]string{RecordKey: string(raw)}
 	out, err := z.ConfigMaps.Update(ctx, cm, metav1.UpdateOptions{FieldManager: FieldManager})
-	if err != nil {
-		return err
+	switch {
+	case apierrors.IsConflict(err):
+		return "conflict", err
+	case err != nil:
+		return "failed", err
 	}
 	z.keep(&record{cm: out, writes: writes})
-	return nil
+	return "written", nil
+}
+
+func (z *Serializer) count(outcome string) {
+	if z.Metrics != nil {
+		z.Metrics.WebhookRecord.WithLabelValues(outcome).Inc()
+	}
 }

@@ -75,7 +75,7 @@ func New(opts *Options, cfg *rest.Config, st StateReader, m *metrics.Metrics) (*
 	}
 	z := &Serializer{
 		ConfigMaps: kube.CoreV1().ConfigMaps(opts.recordNS), Namespace: opts.recordNS, Name: opts.recordName,
-		Get: aqs.Get, State: st, Identity: id, Now: time.Now, RecordTimings: opts.Record,
+		Get: aqs.Get, State: st, Identity: id, Now: time.Now, RecordTimings: opts.Record, Metrics: m,
 	}
 	return &Server{
 		opts:     opts,

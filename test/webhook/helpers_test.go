@@ -26,6 +26,7 @@ import (
 )
 
 const (
+	gpu        = "nvidia.com/gpu"
 	ns         = "ome"
 	secretName = "ome-quota-manager-webhook-cert"
 	configName = webhook.DefaultConfigName
