@@ -282,6 +282,11 @@ func (z *Serializer) read(ctx context.Context, force bool) (*record, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the admission record, ConfigMap %s/%s: %w", z.Namespace, z.Name, err)
 	}
+	if cm.Labels[v1beta1.ManagedByLabel] != v1beta1.ManagedByValue {
+		return nil, fmt.Errorf("ConfigMap %s/%s, the admission record, lacks the label %s=%s, and the manager writes no object without it: "+
+			"run kubectl label configmap -n %s %s %s=%s, or point --webhook-admission-record at another name",
+			z.Namespace, z.Name, v1beta1.ManagedByLabel, v1beta1.ManagedByValue, z.Namespace, z.Name, v1beta1.ManagedByLabel, v1beta1.ManagedByValue)
+	}
 	rec, err := decodeRecord(cm)
 	if err != nil {
 		return nil, fmt.Errorf("the admission record, ConfigMap %s/%s: %w", z.Namespace, z.Name, err)

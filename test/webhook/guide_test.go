@@ -142,8 +142,8 @@ func TestGuide(t *testing.T) {
 
 	t.Run("children right after their parents", func(t *testing.T) {
 		// As kubectl apply of a tree file does, without its GET in between:
-		// the webhook reads the tree from the API server, so it finds a
-		// parent stored a moment ago whatever the manager's informer lags.
+		// the parent's admission is in the admission record, and the
+		// child's review waits until the manager's state holds it.
 		aqs, err := aqclient.New(cluster.Config)
 		require.NoError(t, err)
 		ctx := context.Background()
