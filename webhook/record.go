@@ -130,24 +130,28 @@ type Serializer struct {
 // judged the same way and recorded nowhere.
 func (z *Serializer) Judge(ctx context.Context, w Write) (Verdict, error) {
 	settleBy := z.Now().Add(z.Settle)
-	force, checkedParent := false, false
+	rec, err := z.read(ctx, false)
+	if err != nil {
+		return Verdict{}, err
+	}
+	// fresh: rec was read from the API server during this review.
+	fresh, checkedParent := false, false
 	for range maxAttempts {
-		rec, err := z.read(ctx, force)
-		if err != nil {
-			return Verdict{}, err
-		}
 		v, err := z.decide(ctx, w, z.inFlight(rec, w), settleBy)
 		if err != nil {
 			return Verdict{}, err
 		}
 		if !v.Allowed {
-			if !force {
+			if !fresh {
 				// A denial stands only against the record as it is now:
 				// another replica may have admitted a write meanwhile.
-				force = true
-				if fresh, err := z.read(ctx, true); err != nil {
+				fresh = true
+				cur, err := z.read(ctx, true)
+				if err != nil {
 					return Verdict{}, err
-				} else if fresh.cm.ResourceVersion != rec.cm.ResourceVersion {
+				}
+				if cur.cm.ResourceVersion != rec.cm.ResourceVersion {
+					rec = cur
 					continue
 				}
 			}
@@ -170,7 +174,11 @@ func (z *Serializer) Judge(ctx context.Context, w Write) (Verdict, error) {
 		outcome, err := z.add(ctx, rec, w)
 		z.count(outcome)
 		if apierrors.IsConflict(err) {
-			force = true
+			// Another replica wrote the record first: judge again on it.
+			if rec, err = z.read(ctx, true); err != nil {
+				return Verdict{}, err
+			}
+			fresh = true
 			continue
 		}
 		if err != nil {
