@@ -128,7 +128,7 @@ func TestInFlightLeavesOutTheSameWriteAndOldOnes(t *testing.T) {
 	z := &Serializer{Now: func() time.Time { return now }, RecordTimings: RecordTimings{Settle: time.Second, InFlight: 10 * time.Second, Keep: 30 * time.Second}}
 	w := Write{Name: "t", Op: admissionv1.Update, Generation: 2}
 	rec := &record{writes: []admitted{
-		{Name: "t", Op: admissionv1.Update, Generation: 2, At: now},        // w judged again
+		{Name: "t", Op: admissionv1.Update, Generation: 2, At: now},         // w judged again
 		{Name: "u", Op: admissionv1.Create, At: now.Add(-11 * time.Second)}, // too old to land
 		{Name: "v", Op: admissionv1.Create, At: now.Add(-time.Second)},
 	}}
