@@ -201,6 +201,11 @@ func (z *Serializer) decide(ctx context.Context, w Write, inFlight []admitted, s
 				open = append(open, a)
 			}
 		}
+		// The state must also hold the node at the generation the API
+		// server judged the write on, when it says one.
+		if gen, ok := s.Generation(w.Name); w.Generation > 0 && (!ok || gen < w.Generation) {
+			open = append(open, admitted{Name: w.Name, Op: w.Op, Generation: w.Generation})
+		}
 		if len(open) > 0 && z.Now().Before(settleBy) {
 			return false
 		}
