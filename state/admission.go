@@ -406,38 +406,9 @@ func (w *afterWrite) replace() {
 		return // so are its descendants'
 	}
 	w.places[w.name] = np
-	var loop map[string]int
-	if np.Reason == ReasonParentCycle {
-		loop = make(map[string]int, len(np.Cycle))
-		for i, n := range np.Cycle {
-			loop[n] = i
-		}
-	}
 	// The children index differs from the state's only by the written node,
-	// which is visited first.
-	visited := map[string]bool{w.name: true}
-	queue := []string{w.name}
-	for len(queue) > 0 {
-		n := queue[0]
-		queue = queue[1:]
-		for _, k := range w.kids[n] {
-			if visited[k] {
-				continue
-			}
-			visited[k] = true
-			var kp Place
-			if i, ok := loop[k]; ok {
-				kp = cyclePlace(np.Cycle, i)
-			} else {
-				kp = childPlace(n, w.placeOf(n))
-			}
-			if kp.Equal(w.members[k].place) {
-				continue
-			}
-			w.places[k] = kp
-			queue = append(queue, k)
-		}
-	}
+	// which descend visits first.
+	w.descend(w.name, np, w.placeOf, func(k string, kp Place) { w.places[k] = kp })
 }
 
 // writtenPlace is the written node's place: it walks up from the new

@@ -122,6 +122,14 @@ func resetSecret(t *testing.T) {
 	createEmptySecret(t)
 }
 
+// ensureSecret creates the empty Secret unless it exists.
+func ensureSecret(t *testing.T) {
+	t.Helper()
+	if _, err := cluster.Kube.CoreV1().Secrets(ns).Get(context.Background(), secretName, metav1.GetOptions{}); err != nil {
+		createEmptySecret(t)
+	}
+}
+
 func createEmptySecret(t *testing.T) {
 	t.Helper()
 	require.NoError(t, cluster.CreateWebhookSecret(context.Background()))

@@ -51,9 +51,7 @@ lines:
 // counts.
 func TestReviewsListNothing(t *testing.T) {
 	ctx := context.Background()
-	if _, err := cluster.Kube.CoreV1().Secrets(ns).Get(ctx, secretName, metav1.GetOptions{}); err != nil {
-		createEmptySecret(t)
-	}
+	ensureSecret(t)
 	port := freePort(t)
 	installConfig(t, port)
 	r := startReplica(t, "nolist", port)

@@ -82,9 +82,7 @@ type raceScenario struct {
 // message, and the tree stored in the API server breaks no rule.
 func TestConcurrentConflictingWrites(t *testing.T) {
 	ctx := context.Background()
-	if _, err := cluster.Kube.CoreV1().Secrets(ns).Get(ctx, secretName, metav1.GetOptions{}); err != nil {
-		createEmptySecret(t)
-	}
+	ensureSecret(t)
 	lb := freePort(t)
 	installConfig(t, lb)
 	r1 := startReplica(t, "race-1", freePort(t))
