@@ -98,7 +98,7 @@ func New(o *Options, cfg *rest.Config) (*Manager, error) {
 		kueue: kueueinformers.NewSharedInformerFactory(m.kueue, noResync),
 		dyn:   dynamicinformer.NewDynamicSharedInformerFactory(dc, noResync),
 	}
-	m.inf.aq = m.inf.dyn.ForResource(v1beta1.Resource).Informer()
+	m.inf.aq = m.inf.dyn.ForResource(v1beta1.AcceleratorQuotas).Informer()
 	if err := m.inf.aq.SetTransform(toTyped); err != nil {
 		return nil, err
 	}

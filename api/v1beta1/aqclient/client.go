@@ -35,7 +35,7 @@ func New(cfg *rest.Config) (*Client, error) {
 
 // ForDynamic wraps an existing dynamic client.
 func ForDynamic(dc dynamic.Interface) *Client {
-	return &Client{ri: dc.Resource(v1beta1.Resource)}
+	return &Client{ri: dc.Resource(v1beta1.AcceleratorQuotas)}
 }
 
 // Dynamic returns the underlying resource client, for informers.
