@@ -250,6 +250,11 @@ func subset(desired, live any) (string, bool) {
 	if err := roundTrip(live, &l); err != nil {
 		return err.Error(), false
 	}
+	// A typed object read from a clientset carries no apiVersion and kind.
+	if m, ok := d.(map[string]any); ok {
+		delete(m, "apiVersion")
+		delete(m, "kind")
+	}
 	return contains(d, l, "")
 }
 
