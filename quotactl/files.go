@@ -79,7 +79,22 @@ func readWrites(args []string, stdin io.Reader) ([]write, error) {
 	return out, nil
 }
 
-var yamlLine = regexp.MustCompile(`line (\d+)`)
+var (
+	yamlLine     = regexp.MustCompile(`line (\d+)`)
+	unknownField = regexp.MustCompile(`unknown field "(?:[^"]*\.)?([^".]+)"`)
+)
+
+// keyLine is the first line of doc that sets key, or def: the line of an
+// unknown field, which the decoder does not say.
+func keyLine(doc []byte, key string, def int) int {
+	for i, l := range strings.Split(string(doc), "\n") {
+		t := strings.TrimPrefix(strings.TrimSpace(l), "- ")
+		if strings.HasPrefix(t, key+":") || strings.HasPrefix(t, `"`+key+`":`) {
+			return i + 1
+		}
+	}
+	return def
+}
 
 // parseDocuments splits a YAML stream on "---" lines and decodes each
 // document that is not empty as an AcceleratorQuota, strictly: an unknown
@@ -155,7 +170,11 @@ func decodeQuota(file string, start int, doc []byte) (write, error) {
 	}
 	var aq v1beta1.AcceleratorQuota
 	if err := yaml.UnmarshalStrict(doc, &aq); err != nil {
-		return write{}, fmt.Errorf("%s: the AcceleratorQuota does not decode: %s", at(lineOf(err, first)), cleanYAMLError(err))
+		line := lineOf(err, first)
+		if m := unknownField.FindStringSubmatch(err.Error()); m != nil {
+			line = keyLine(doc, m[1], line)
+		}
+		return write{}, fmt.Errorf("%s: the AcceleratorQuota does not decode: %s", at(line), cleanYAMLError(err))
 	}
 	if aq.Name == "" {
 		return write{}, fmt.Errorf("%s: the AcceleratorQuota has no metadata.name: name it", at(first))
@@ -178,5 +197,6 @@ func cleanYAMLError(err error) string {
 	s = strings.ReplaceAll(s, "yaml: : ", "yaml: ")
 	s = strings.TrimPrefix(s, "error converting YAML to JSON: ")
 	s = strings.TrimPrefix(s, "error unmarshaling JSON: while decoding JSON: ")
+	s = strings.TrimPrefix(s, "json: ")
 	return s
 }
