@@ -103,9 +103,9 @@ func TestValidateOffline(t *testing.T) {
 		code  int
 		out   string
 	}{
-		"the guide's tree": {args: []string{"-f", guideTree}, out: "the tree keeps every rule\n"},
+		"the guide's tree":            {args: []string{"-f", guideTree}, out: "the tree keeps every rule\n"},
 		"the guide's tree from stdin": {args: []string{"-f", "-"}, stdin: string(guide), out: "the tree keeps every rule\n"},
-		"within capacity": {args: []string{"-f", guideTree, "--capacity", "nvidia.com/gpu@a100=32"}, out: "the tree keeps every rule\n"},
+		"within capacity":             {args: []string{"-f", guideTree, "--capacity", "nvidia.com/gpu@a100=32"}, out: "the tree keeps every rule\n"},
 		"above capacity warns": {
 			args: []string{"-f", guideTree, "--capacity", "nvidia.com/gpu@a100=16"},
 			out: "warning ml-research (" + guideTree + ":1): budget nvidia.com/gpu on a100 is 24 but the high-water mark on root is 16: lower the budget, or add capacity\n" +
