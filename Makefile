@@ -4,7 +4,7 @@ SHELL := /bin/bash
 GO ?= go
 PKGS := ./...
 
-.PHONY: all test demo tools generate lint fuzz bench
+.PHONY: all test demo tools generate lint fuzz bench plugin
 
 all: lint test
 
@@ -39,6 +39,10 @@ generate:
 	  --output-pkg $(CLIENT_PKG)/informers \
 	  --versioned-clientset-package $(CLIENT_PKG)/clientset/versioned \
 	  --listers-package $(CLIENT_PKG)/listers ./api/v1beta1
+
+## plugin: bin/kubectl-ome, and krew archives with dist/ome.yaml (VERSION=v1.2.3 to name a release).
+plugin:
+	@hack/plugin.sh
 
 ## lint: gofmt and go vet.
 lint:

@@ -158,6 +158,16 @@ func addOutputFlag(fs *pflag.FlagSet, out *string) {
 	fs.StringVarP(out, "output", "o", "", "Output format: json or yaml, a versioned report ("+ReportGroupVersion.String()+"). Empty prints text.")
 }
 
+// checkOutput refuses an -o format other than json and yaml, before any
+// request is made.
+func checkOutput(c *cobra.Command, format string) error {
+	switch format {
+	case "", "json", "yaml":
+		return nil
+	}
+	return usageError(c, "unable to match a printer suitable for the output format %q, allowed formats are: json,yaml", format)
+}
+
 // printReport prints obj as -o asks; ok is false for text output.
 func printReport(c *cobra.Command, format string, obj runtime.Object, w io.Writer) (bool, error) {
 	switch format {
@@ -168,7 +178,7 @@ func printReport(c *cobra.Command, format string, obj runtime.Object, w io.Write
 	case "yaml":
 		return true, (&printers.YAMLPrinter{}).PrintObj(obj, w)
 	}
-	return true, usageError(c, "unable to match a printer suitable for the output format %q, allowed formats are: json,yaml", format)
+	return true, checkOutput(c, format)
 }
 
 // colorOn reports whether to colour w: only a terminal, and not when

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	kueueac "sigs.k8s.io/kueue/client-go/applyconfiguration/kueue/v1beta2"
 
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/events"
@@ -47,8 +48,8 @@ parent's budget and root's high-water mark.`,
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
-			if so.output != "" && so.output != "json" && so.output != "yaml" {
-				return usageError(c, "unable to match a printer suitable for the output format %q, allowed formats are: json,yaml", so.output)
+			if err := checkOutput(c, so.output); err != nil {
+				return err
 			}
 			cs, err := so.clients()
 			if err != nil {
@@ -186,31 +187,26 @@ func (so *statusOptions) objects(c *cobra.Command, cs *clients, cl *cluster, aq 
 	switch aq.Spec.Role {
 	case v1beta1.RoleCohort:
 		live, err := kq.Cohorts().Get(ctx, aq.Name, metav1.GetOptions{})
-		var desired any
-		for _, d := range out.Cohorts {
-			if *d.Name == aq.Name {
-				desired = d
-			}
-		}
-		judge("Cohort", "", aq.Name, desired, live, err)
+		judge("Cohort", "", aq.Name, find(out.Cohorts, func(d *kueueac.CohortApplyConfiguration) bool { return *d.Name == aq.Name }), live, err)
 	case v1beta1.RoleClusterQueue:
 		live, err := kq.ClusterQueues().Get(ctx, aq.Name, metav1.GetOptions{})
-		var desired any
-		for _, d := range out.ClusterQueues {
-			if *d.Name == aq.Name {
-				desired = d
-			}
-		}
-		judge("ClusterQueue", "", aq.Name, desired, live, err)
+		judge("ClusterQueue", "", aq.Name, find(out.ClusterQueues, func(d *kueueac.ClusterQueueApplyConfiguration) bool { return *d.Name == aq.Name }), live, err)
 		for _, ns := range namespaces {
 			live, err := kq.LocalQueues(ns).Get(ctx, aq.Name, metav1.GetOptions{})
-			var desired any
-			for _, d := range out.LocalQueues {
-				if *d.Name == aq.Name && *d.Namespace == ns {
-					desired = d
-				}
-			}
-			judge("LocalQueue", ns, aq.Name, desired, live, err)
+			judge("LocalQueue", ns, aq.Name, find(out.LocalQueues, func(d *kueueac.LocalQueueApplyConfiguration) bool {
+				return *d.Name == aq.Name && *d.Namespace == ns
+			}), live, err)
+		}
+	}
+	return nil
+}
+
+// find is the desired object that match picks, or nil (an untyped nil, so
+// that judge sees none).
+func find[T any](objs []*T, match func(*T) bool) any {
+	for _, o := range objs {
+		if match(o) {
+			return o
 		}
 	}
 	return nil

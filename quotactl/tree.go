@@ -48,8 +48,8 @@ Colour is used only on a terminal, and never when NO_COLOR is set.`,
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
-			if t.output != "" && t.output != "json" && t.output != "yaml" {
-				return usageError(c, "unable to match a printer suitable for the output format %q, allowed formats are: json,yaml", t.output)
+			if err := checkOutput(c, t.output); err != nil {
+				return err
 			}
 			cs, err := t.clients()
 			if err != nil {

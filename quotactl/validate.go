@@ -84,9 +84,10 @@ when --without-nodes would freeze a node), 1 for a usage or API error.`,
 }
 
 func (v *validateOptions) run(c *cobra.Command) error {
+	if err := checkOutput(c, v.output); err != nil {
+		return err
+	}
 	switch {
-	case v.output != "" && v.output != "json" && v.output != "yaml":
-		return usageError(c, "unable to match a printer suitable for the output format %q, allowed formats are: json,yaml", v.output)
 	case v.offline && len(v.withoutNodes) > 0:
 		return usageError(c, "--without-nodes needs the cluster's Nodes: drop --offline")
 	case !v.offline && len(v.capacity) > 0:
