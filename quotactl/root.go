@@ -16,6 +16,8 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
+
+	"ome.io/quota-manager/events"
 )
 
 // Exit codes.
@@ -53,6 +55,21 @@ type options struct {
 	// color forces colour on or off; nil decides from the terminal and
 	// NO_COLOR.
 	color *bool
+	// maxDepth and hysteresis are the manager's settings that the rules
+	// read, which the plugin cannot read from the cluster.
+	maxDepth   int
+	hysteresis int
+}
+
+// coreConfig is the core's configuration with the manager's settings as
+// the flags give them.
+func (o *options) coreConfig(c *cobra.Command) (events.Config, error) {
+	cfg := events.DefaultConfig()
+	cfg.MaxTreeDepth, cfg.HysteresisPercent = o.maxDepth, o.hysteresis
+	if err := cfg.Validate(); err != nil {
+		return cfg, usageError(c, "%s", strings.ReplaceAll(err.Error(), "fix --", "fix kubectl ome's --"))
+	}
+	return cfg, nil
 }
 
 // NewCommand returns `kubectl ome`, with its quota subcommands.
@@ -93,6 +110,10 @@ func (o *options) command() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
+	quota.PersistentFlags().IntVar(&o.maxDepth, "max-tree-depth", events.DefaultMaxTreeDepth,
+		"The quota manager's --max-tree-depth, which the rules read; 0 turns the check off.")
+	quota.PersistentFlags().IntVar(&o.hysteresis, "capacity-hysteresis-percent", events.DefaultHysteresisPercent,
+		"The quota manager's --capacity-hysteresis-percent, by which marks move.")
 	quota.AddCommand(o.treeCommand(), o.statusCommand(), o.validateCommand())
 	root.AddCommand(quota)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {

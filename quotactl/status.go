@@ -17,7 +17,6 @@ import (
 	kueueac "sigs.k8s.io/kueue/client-go/applyconfiguration/kueue/v1beta2"
 
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
-	"ome.io/quota-manager/events"
 	"ome.io/quota-manager/projector"
 	"ome.io/quota-manager/state"
 )
@@ -51,6 +50,10 @@ parent's budget and root's high-water mark.`,
 			if err := checkOutput(c, so.output); err != nil {
 				return err
 			}
+			cfg, err := so.coreConfig(c)
+			if err != nil {
+				return err
+			}
 			cs, err := so.clients()
 			if err != nil {
 				return err
@@ -63,8 +66,9 @@ parent's budget and root's high-water mark.`,
 			if aq == nil {
 				return notFound(args[0])
 			}
-			rep := so.report(cl, aq)
-			if err := so.objects(c, cs, cl, aq, rep); err != nil {
+			s := cl.replay(cfg, so.now()).s
+			rep := so.report(cl, s, aq)
+			if err := so.objects(c, cs, cl, s, aq, rep); err != nil {
 				return err
 			}
 			if done, err := printReport(c, so.output, rep, so.streams.Out); done {
@@ -78,8 +82,7 @@ parent's budget and root's high-water mark.`,
 	return c
 }
 
-func (so *statusOptions) report(cl *cluster, aq *v1beta1.AcceleratorQuota) *StatusReport {
-	s := cl.replay(events.DefaultConfig(), so.now()).s
+func (so *statusOptions) report(cl *cluster, s *state.State, aq *v1beta1.AcceleratorQuota) *StatusReport {
 	rep := &StatusReport{TypeMeta: typeMeta("StatusReport"), Node: *nodeReport(aq, s), Conditions: aq.Status.Conditions}
 	rep.Node.Children = nil
 	// The chain of causes: the node, then its ancestors up to the one whose
@@ -127,7 +130,7 @@ func (so *statusOptions) report(cl *cluster, aq *v1beta1.AcceleratorQuota) *Stat
 // settings, which the plugin does not know: it reads them back from the
 // managed ClusterQueues and LocalQueues, so that only what the node decides
 // (cohort, quotas, limits, queue) is judged.
-func (so *statusOptions) objects(c *cobra.Command, cs *clients, cl *cluster, aq *v1beta1.AcceleratorQuota, rep *StatusReport) error {
+func (so *statusOptions) objects(c *cobra.Command, cs *clients, cl *cluster, s *state.State, aq *v1beta1.AcceleratorQuota, rep *StatusReport) error {
 	ctx := c.Context()
 	kq := cs.kueue.KueueV1beta2()
 	managed := metav1.ListOptions{LabelSelector: v1beta1.ManagedByLabel + "=" + v1beta1.ManagedByValue}
@@ -158,7 +161,6 @@ func (so *statusOptions) objects(c *cobra.Command, cs *clients, cl *cluster, aq 
 	}
 	slices.Sort(namespaces)
 	namespaces = slices.Compact(namespaces)
-	s := cl.replay(events.DefaultConfig(), so.now()).s
 	out := projector.Project(projector.FromState(s, namespaces, coverOf(aq, liveCQ), nil))
 	held := out.Held[aq.Name]
 	judge := func(kind, ns, name string, desired any, live any, getErr error) {

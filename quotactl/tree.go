@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
-	"ome.io/quota-manager/events"
 	"ome.io/quota-manager/state"
 )
 
@@ -51,6 +50,10 @@ Colour is used only on a terminal, and never when NO_COLOR is set.`,
 			if err := checkOutput(c, t.output); err != nil {
 				return err
 			}
+			cfg, err := t.coreConfig(c)
+			if err != nil {
+				return err
+			}
 			cs, err := t.clients()
 			if err != nil {
 				return err
@@ -63,7 +66,7 @@ Colour is used only on a terminal, and never when NO_COLOR is set.`,
 			if len(args) == 1 {
 				from = args[0]
 			}
-			rep, err := t.report(cl, from)
+			rep, err := t.report(cl, cl.replay(cfg, t.now()).s, from)
 			if err != nil {
 				return err
 			}
@@ -86,12 +89,11 @@ func notFound(name string) error {
 }
 
 // report builds the tree from node from.
-func (t *treeOptions) report(cl *cluster, from string) (*TreeReport, error) {
+func (t *treeOptions) report(cl *cluster, s *state.State, from string) (*TreeReport, error) {
 	if cl.quota(from) == nil {
 		return nil, notFound(from)
 	}
 	now := t.now()
-	s := cl.replay(events.DefaultConfig(), now).s
 	byName := map[string]*NodeReport{}
 	for i := range cl.quotas {
 		aq := &cl.quotas[i]

@@ -24,8 +24,6 @@ type validateOptions struct {
 	offline      bool
 	capacity     []string
 	withoutNodes []string
-	maxDepth     int
-	hysteresis   int
 	output       string
 }
 
@@ -77,8 +75,6 @@ when --without-nodes would freeze a node), 1 for a usage or API error.`,
 	fs.BoolVar(&v.offline, "offline", false, "Judge the files alone, without a cluster.")
 	fs.StringSliceVar(&v.capacity, "capacity", nil, "With --offline: high-water marks, as resource@flavor=N.")
 	fs.StringSliceVar(&v.withoutNodes, "without-nodes", nil, "Node names or label selectors: recompute the marks without these Nodes.")
-	fs.IntVar(&v.maxDepth, "max-tree-depth", events.DefaultMaxTreeDepth, "The quota manager's --max-tree-depth; 0 turns the check off.")
-	fs.IntVar(&v.hysteresis, "capacity-hysteresis-percent", events.DefaultHysteresisPercent, "The quota manager's --capacity-hysteresis-percent, for --without-nodes.")
 	addOutputFlag(fs, &v.output)
 	return c
 }
@@ -94,10 +90,6 @@ func (v *validateOptions) run(c *cobra.Command) error {
 		return usageError(c, "--capacity is for --offline; online, the marks are root's")
 	case v.offline && len(v.files) == 0:
 		return usageError(c, "--offline judges files: pass them with -f")
-	case v.maxDepth < 0:
-		return usageError(c, "--max-tree-depth is %d: it must be 0 (no limit) or more", v.maxDepth)
-	case v.hysteresis < 0 || v.hysteresis > 100:
-		return usageError(c, "--capacity-hysteresis-percent is %d: it must be between 0 and 100", v.hysteresis)
 	}
 	marks, err := parseCapacity(v.capacity)
 	if err != nil {
@@ -110,8 +102,10 @@ func (v *validateOptions) run(c *cobra.Command) error {
 	for _, d := range v.deletes {
 		writes = append(writes, write{name: d})
 	}
-	cfg := events.DefaultConfig()
-	cfg.MaxTreeDepth, cfg.HysteresisPercent = v.maxDepth, v.hysteresis
+	cfg, err := v.coreConfig(c)
+	if err != nil {
+		return err
+	}
 	now := v.now()
 
 	var r *replayer
@@ -128,11 +122,6 @@ func (v *validateOptions) run(c *cobra.Command) error {
 		}
 		r = cl.replay(cfg, now)
 	}
-	for _, d := range v.deletes {
-		if _, ok := r.s.Node(d); !ok && !v.offline {
-			return notFound(d)
-		}
-	}
 	var without []string
 	if len(v.withoutNodes) > 0 {
 		if without, err = selectNodes(cl, v.withoutNodes); err != nil {
@@ -142,6 +131,9 @@ func (v *validateOptions) run(c *cobra.Command) error {
 
 	rep := &ValidationReport{TypeMeta: typeMeta("ValidationReport"), Offline: v.offline}
 	for _, w := range writes {
+		if _, ok := r.s.Node(w.name); !ok && w.spec == nil {
+			return notFound(w.name)
+		}
 		a := r.s.Admit(w.name, w.spec)
 		if !a.Allowed {
 			rep.Violations = append(rep.Violations, Finding{Source: w.source, Node: w.name, Reason: "Denied", Message: a.Message})
