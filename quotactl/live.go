@@ -112,12 +112,21 @@ func (r *replayer) apply(ev events.Event) []state.Transition {
 // tree (root's stored marks read back), the ClusterQueues' usage, then a
 // Tick, the first measurement.
 func (cl *cluster) replay(cfg events.Config, now time.Time) *replayer {
+	return cl.replayWithout(cfg, now, nil)
+}
+
+// replayWithout is replay as if the Nodes named in without did not exist:
+// the first measurement then sees the capacity without them, at once, and
+// moves root's marks (read back from its status) by the hysteresis rule.
+func (cl *cluster) replayWithout(cfg events.Config, now time.Time, without map[string]bool) *replayer {
 	r := newReplayer(cfg, now)
 	for i := range cl.flavors {
 		r.apply(events.FlavorUpserted(now, sources.FlavorOf(&cl.flavors[i])))
 	}
 	for i := range cl.nodes {
-		r.apply(events.NodeUpserted(now, sources.NodeOf(&cl.nodes[i])))
+		if !without[cl.nodes[i].Name] {
+			r.apply(events.NodeUpserted(now, sources.NodeOf(&cl.nodes[i])))
+		}
 	}
 	for i := range cl.quotas {
 		r.apply(events.QuotaUpserted(now, sources.QuotaOf(&cl.quotas[i])))

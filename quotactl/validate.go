@@ -130,6 +130,7 @@ func (v *validateOptions) run(c *cobra.Command) error {
 	}
 
 	rep := &ValidationReport{TypeMeta: typeMeta("ValidationReport"), Offline: v.offline}
+	var admitted []events.Event
 	for _, w := range writes {
 		if _, ok := r.s.Node(w.name); !ok && w.spec == nil {
 			return notFound(w.name)
@@ -139,11 +140,12 @@ func (v *validateOptions) run(c *cobra.Command) error {
 			rep.Violations = append(rep.Violations, Finding{Source: w.source, Node: w.name, Reason: "Denied", Message: a.Message})
 			continue
 		}
-		if w.spec == nil {
-			r.apply(events.Deleted(now, events.KindAcceleratorQuota, w.name))
-		} else {
-			r.apply(events.QuotaUpserted(now, &events.Quota{Name: w.name, Spec: *w.spec}))
+		ev := events.Deleted(now, events.KindAcceleratorQuota, w.name)
+		if w.spec != nil {
+			ev = events.QuotaUpserted(now, &events.Quota{Name: w.name, Spec: *w.spec})
 		}
+		r.apply(ev)
+		admitted = append(admitted, ev)
 	}
 	sources := map[string]string{}
 	for _, w := range writes {
@@ -166,25 +168,31 @@ func (v *validateOptions) run(c *cobra.Command) error {
 		}
 		rep.Violations = append(rep.Violations, f)
 	}
-	before := r.s.Marks()
+	before, after := r.s.Marks(), r.s.Marks()
 	if len(without) > 0 {
+		// The cluster replayed without those Nodes, measured once, with the
+		// same writes laid over it: retiring them is one change of capacity.
 		rep.WithoutNodes = without
 		was := map[string]state.Status{}
 		for _, n := range r.s.Nodes() {
 			was[n.Name] = n.Status
 		}
+		gone := map[string]bool{}
 		for _, name := range without {
-			r.apply(events.Deleted(now, events.KindNode, name))
+			gone[name] = true
 		}
-		r.apply(events.Tick(now.Add(time.Second)))
-		for _, n := range r.s.Nodes() {
+		w := cl.replayWithout(cfg, now, gone)
+		for _, ev := range admitted {
+			w.apply(ev)
+		}
+		after = w.s.Marks()
+		for _, n := range w.s.Nodes() {
 			if n.Ready() || (was[n.Name].Reason == n.Reason && was[n.Name].Message == n.Message) {
 				continue
 			}
 			rep.WouldFreeze = append(rep.WouldFreeze, Finding{Node: n.Name, Reason: string(n.Reason), Message: n.Message})
 		}
 	}
-	after := r.s.Marks()
 	for _, p := range slices.SortedFunc(maps.Keys(before), func(a, b state.Pair) int { return a.Compare(b) }) {
 		if v.offline && !known[p.String()] {
 			continue

@@ -329,5 +329,13 @@ spec:
 		require.Contains(t, s.out, "Caused by:\n  big-team Frozen: ancestor big is CapacityExceeded")
 		require.Contains(t, s.out, "    big CapacityExceeded: budget nvidia.com/gpu on h100 is 28 but the high-water mark on root is 24")
 		require.Contains(t, s.out, "ClusterQueue big-team: Held")
+
+		// A label selector names Nodes too. Without every H100 node the pair
+		// is no longer measured, so its mark stays, as the guide says.
+		v := ome("quota", "validate", "--without-nodes", "nvidia.com/gpu.product=NVIDIA-H100-80GB")
+		require.Equal(t, 0, v.code, v.out+v.errOut)
+		require.Contains(t, v.out, "Without big-node-1, big-node-2, big-node-3:\n")
+		require.Contains(t, v.out, "high-water mark nvidia.com/gpu@h100 stays at 24\n")
+		require.Contains(t, v.out, "warning big: budget nvidia.com/gpu on h100 is 28 but the high-water mark on root is 24")
 	})
 }
