@@ -14,8 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -26,8 +24,10 @@ import (
 	kueueclient "sigs.k8s.io/kueue/client-go/clientset/versioned"
 	kueueinformers "sigs.k8s.io/kueue/client-go/informers/externalversions"
 
+	"ome.io/quota-manager/api/client/clientset/versioned"
+	aqtyped "ome.io/quota-manager/api/client/clientset/versioned/typed/api/v1beta1"
+	aqinformers "ome.io/quota-manager/api/client/informers/externalversions"
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
-	"ome.io/quota-manager/api/v1beta1/aqclient"
 	"ome.io/quota-manager/events"
 	"ome.io/quota-manager/events/sources"
 	"ome.io/quota-manager/metrics"
@@ -43,7 +43,7 @@ type Manager struct {
 
 	kube  kubernetes.Interface
 	kueue kueueclient.Interface
-	aqs   *aqclient.Client
+	aqs   aqtyped.AcceleratorQuotaInterface
 	inf   *informerSet
 
 	stream *events.Stream
@@ -88,20 +88,17 @@ func New(o *Options, cfg *rest.Config) (*Manager, error) {
 	if m.kueue, err = kueueclient.NewForConfig(cfg); err != nil {
 		return nil, err
 	}
-	dc, err := dynamic.NewForConfig(cfg)
+	quotas, err := versioned.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	m.aqs = aqclient.ForDynamic(dc)
+	m.aqs = quotas.OmeV1beta1().AcceleratorQuotas()
 	m.inf = &informerSet{
 		core:  informers.NewSharedInformerFactory(m.kube, noResync),
 		kueue: kueueinformers.NewSharedInformerFactory(m.kueue, noResync),
-		dyn:   dynamicinformer.NewDynamicSharedInformerFactory(dc, noResync),
+		quota: aqinformers.NewSharedInformerFactory(quotas, noResync),
 	}
-	m.inf.aq = m.inf.dyn.ForResource(v1beta1.AcceleratorQuotas).Informer()
-	if err := m.inf.aq.SetTransform(toTyped); err != nil {
-		return nil, err
-	}
+	m.inf.aq = m.inf.quota.Ome().V1beta1().AcceleratorQuotas().Informer()
 	kq := m.inf.kueue.Kueue().V1beta2()
 	m.applier = &apply.Applier{
 		Kueue: m.kueue, AQs: m.aqs, Metrics: m.metrics, Workers: o.ApplyWorkers, Now: time.Now,
@@ -309,7 +306,7 @@ func (m *Manager) ensureRoot(ctx context.Context) {
 	}
 	delay := 500 * time.Millisecond
 	for {
-		cur, err := m.aqs.Get(ctx, v1beta1.RootName)
+		cur, err := m.aqs.Get(ctx, v1beta1.RootName, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
 			if _, err = m.aqs.Create(ctx, root, metav1.CreateOptions{FieldManager: apply.FieldManager}); err == nil {

@@ -16,12 +16,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
-	"ome.io/quota-manager/api/v1beta1/aqclient"
+	"ome.io/quota-manager/api/client/clientset/versioned"
+	v1beta1 "ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/metrics"
 	"ome.io/quota-manager/state"
 )
@@ -65,17 +67,21 @@ func New(opts *Options, cfg *rest.Config, st StateReader, m *metrics.Metrics) (*
 	if err != nil {
 		return nil, err
 	}
-	aqs, err := aqclient.New(cfg)
+	quotas, err := versioned.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
+	aqs := quotas.OmeV1beta1().AcceleratorQuotas()
 	id := opts.Identity
 	if id == "" {
 		id, _ = os.Hostname()
 	}
 	z := &Serializer{
 		ConfigMaps: kube.CoreV1().ConfigMaps(opts.recordNS), Namespace: opts.recordNS, Name: opts.recordName,
-		Get: aqs.Get, State: st, Identity: id, Now: time.Now, RecordTimings: opts.Record, Metrics: m,
+		Get: func(ctx context.Context, name string) (*v1beta1.AcceleratorQuota, error) {
+			return aqs.Get(ctx, name, metav1.GetOptions{})
+		},
+		State: st, Identity: id, Now: time.Now, RecordTimings: opts.Record, Metrics: m,
 	}
 	return &Server{
 		opts:     opts,

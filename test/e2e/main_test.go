@@ -5,13 +5,14 @@ import (
 	"os"
 	"testing"
 
-	"ome.io/quota-manager/api/v1beta1/aqclient"
+	quotaclient "ome.io/quota-manager/api/client"
+	aqtyped "ome.io/quota-manager/api/client/clientset/versioned/typed/api/v1beta1"
 	"ome.io/quota-manager/test/localcluster"
 )
 
 var (
 	cluster *localcluster.Cluster
-	aqs     *aqclient.Client
+	aqs     aqtyped.AcceleratorQuotaInterface
 	// managerBin is the ome-quota-manager binary, built once for the package.
 	managerBin string
 )
@@ -19,7 +20,7 @@ var (
 func TestMain(m *testing.M) {
 	os.Exit(localcluster.RunTests(m, localcluster.Options{Kueue: true}, true, func(ctx context.Context, p *localcluster.TestPackage) (err error) {
 		cluster, managerBin = p.Cluster, p.ManagerBin
-		if aqs, err = aqclient.New(p.Cluster.Config); err != nil {
+		if aqs, err = quotaclient.AcceleratorQuotas(p.Cluster.Config); err != nil {
 			return err
 		}
 		for _, ns := range []string{"ome", "ml-serving"} {

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"ome.io/quota-manager/api/v1beta1/aqclient"
+	quotaclient "ome.io/quota-manager/api/client"
 	"ome.io/quota-manager/api/v1beta1/aqtest"
 )
 
@@ -144,7 +144,7 @@ func TestGuide(t *testing.T) {
 		// As kubectl apply of a tree file does, without its GET in between:
 		// the parent's admission is in the admission record, and the
 		// child's review waits until the manager's state holds it.
-		aqs, err := aqclient.New(cluster.Config)
+		aqs, err := quotaclient.AcceleratorQuotas(cluster.Config)
 		require.NoError(t, err)
 		ctx := context.Background()
 		const n = 10

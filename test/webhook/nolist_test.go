@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"ome.io/quota-manager/api/v1beta1/aqclient"
+	quotaclient "ome.io/quota-manager/api/client"
 	"ome.io/quota-manager/api/v1beta1/aqtest"
 )
 
@@ -55,7 +55,7 @@ func TestReviewsListNothing(t *testing.T) {
 	port := freePort(t)
 	installConfig(t, port)
 	r := startReplica(t, "nolist", port)
-	aqs, err := aqclient.New(cluster.Config)
+	aqs, err := quotaclient.AcceleratorQuotas(cluster.Config)
 	require.NoError(t, err)
 	t.Cleanup(func() { deleteByPrefix(t, aqs, "nolist") })
 	_, err = aqs.Create(ctx, aqtest.Cohort("nolist", "root").Budget(gpu, "a100", "8").Obj(), metav1.CreateOptions{})
@@ -65,7 +65,7 @@ func TestReviewsListNothing(t *testing.T) {
 
 	lists := func() float64 { return apiserverCount(t, `resource="acceleratorquotas"`, `verb="LIST"`) }
 	before := lists()
-	_, err = aqs.List(ctx)
+	_, err = aqs.List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	require.Equal(t, before+1, lists(), "the apiserver's counter did not count the test's own LIST")
 

@@ -20,8 +20,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	quotaclient "ome.io/quota-manager/api/client"
+	aqtyped "ome.io/quota-manager/api/client/clientset/versioned/typed/api/v1beta1"
 	"ome.io/quota-manager/api/v1beta1"
-	"ome.io/quota-manager/api/v1beta1/aqclient"
 	"ome.io/quota-manager/api/v1beta1/aqtest"
 	"ome.io/quota-manager/events"
 	"ome.io/quota-manager/state"
@@ -68,7 +69,7 @@ func startBalancer(t *testing.T, port int, backends [2]int) *balancer {
 type raceScenario struct {
 	name string
 	// setup creates what the round needs and returns the two writes.
-	setup func(t *testing.T, aqs *aqclient.Client, i int) (a, b func(context.Context) error)
+	setup func(t *testing.T, aqs aqtyped.AcceleratorQuotaInterface, i int) (a, b func(context.Context) error)
 	// denial is what the loser's denial says.
 	denial string
 }
@@ -88,7 +89,7 @@ func TestConcurrentConflictingWrites(t *testing.T) {
 	r1 := startReplica(t, "race-1", freePort(t))
 	r2 := startReplica(t, "race-2", freePort(t))
 	b := startBalancer(t, lb, [2]int{r1.port, r2.port})
-	aqs, err := aqclient.New(cluster.Config)
+	aqs, err := quotaclient.AcceleratorQuotas(cluster.Config)
 	require.NoError(t, err)
 	t.Cleanup(func() { deleteByPrefix(t, aqs, "race-") })
 
@@ -113,7 +114,7 @@ func TestConcurrentConflictingWrites(t *testing.T) {
 	}
 	scenarios := []raceScenario{{
 		name: "two creates overrun a Cohort together",
-		setup: func(t *testing.T, aqs *aqclient.Client, i int) (func(context.Context) error, func(context.Context) error) {
+		setup: func(t *testing.T, aqs aqtyped.AcceleratorQuotaInterface, i int) (func(context.Context) error, func(context.Context) error) {
 			c := fmt.Sprintf("race-over-%02d", i)
 			mustCreate(t, aqtest.Cohort(c, "root").Budget(gpu, "a100", "10").Obj())
 			return create(team(c+"-a", c, "6")), create(team(c+"-b", c, "6"))
@@ -121,7 +122,7 @@ func TestConcurrentConflictingWrites(t *testing.T) {
 		denial: "is 10 but its children total 12",
 	}, {
 		name: "two parent moves form a cycle",
-		setup: func(t *testing.T, aqs *aqclient.Client, i int) (func(context.Context) error, func(context.Context) error) {
+		setup: func(t *testing.T, aqs aqtyped.AcceleratorQuotaInterface, i int) (func(context.Context) error, func(context.Context) error) {
 			x, y := fmt.Sprintf("race-cyc-%02d-x", i), fmt.Sprintf("race-cyc-%02d-y", i)
 			mustCreate(t, aqtest.Cohort(x, "root").Obj())
 			mustCreate(t, aqtest.Cohort(y, "root").Obj())
@@ -130,7 +131,7 @@ func TestConcurrentConflictingWrites(t *testing.T) {
 		denial: "spec.parentRef leads back to this node",
 	}, {
 		name: "a budget raise races a sibling's create",
-		setup: func(t *testing.T, aqs *aqclient.Client, i int) (func(context.Context) error, func(context.Context) error) {
+		setup: func(t *testing.T, aqs aqtyped.AcceleratorQuotaInterface, i int) (func(context.Context) error, func(context.Context) error) {
 			c := fmt.Sprintf("race-sib-%02d", i)
 			mustCreate(t, aqtest.Cohort(c, "root").Budget(gpu, "a100", "10").Obj())
 			mustCreate(t, team(c+"-a", c, "4"))
@@ -198,10 +199,11 @@ func TestConcurrentConflictingWrites(t *testing.T) {
 
 // storedViolations evaluates the tree as the API server stores it and
 // returns the violations of the nodes whose name has prefix.
-func storedViolations(t *testing.T, aqs *aqclient.Client, prefix string) []state.Violation {
+func storedViolations(t *testing.T, aqs aqtyped.AcceleratorQuotaInterface, prefix string) []state.Violation {
 	t.Helper()
-	list, err := aqs.List(context.Background())
+	l, err := aqs.List(context.Background(), metav1.ListOptions{})
 	require.NoError(t, err)
+	list := l.Items
 	tree := state.Tree{}
 	for i := range list {
 		tree[list[i].Name] = &list[i].Spec
@@ -217,11 +219,12 @@ func storedViolations(t *testing.T, aqs *aqclient.Client, prefix string) []state
 }
 
 // deleteByPrefix deletes the nodes whose name has prefix, children first.
-func deleteByPrefix(t *testing.T, aqs *aqclient.Client, prefix string) {
+func deleteByPrefix(t *testing.T, aqs aqtyped.AcceleratorQuotaInterface, prefix string) {
 	ctx := context.Background()
 	for range 10 {
-		list, err := aqs.List(ctx)
+		l, err := aqs.List(ctx, metav1.ListOptions{})
 		require.NoError(t, err)
+		list := l.Items
 		parents := map[string]bool{}
 		var mine []string
 		for _, aq := range list {

@@ -28,7 +28,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 
-	"ome.io/quota-manager/api/v1beta1/aqclient"
+	quotaclient "ome.io/quota-manager/api/client"
+	aqtyped "ome.io/quota-manager/api/client/clientset/versioned/typed/api/v1beta1"
 	"ome.io/quota-manager/api/v1beta1/aqtest"
 	"ome.io/quota-manager/test/localcluster"
 	"ome.io/quota-manager/webhook"
@@ -77,7 +78,7 @@ func run() error {
 	}
 	cfg := rest.CopyConfig(c.Config)
 	cfg.QPS, cfg.Burst = 5000, 5000
-	aqs, err := aqclient.New(cfg)
+	aqs, err := quotaclient.AcceleratorQuotas(cfg)
 	if err != nil {
 		return err
 	}
@@ -118,7 +119,7 @@ type write struct{ cohort, team string }
 type bench struct {
 	c       *localcluster.Cluster
 	bin     string
-	aqs     *aqclient.Client
+	aqs     aqtyped.AcceleratorQuotaInterface
 	updates int
 	size    int // nodes written so far, root and the guide's Cohort included
 }
