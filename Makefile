@@ -4,7 +4,7 @@ SHELL := /bin/bash
 GO ?= go
 PKGS := ./...
 
-.PHONY: all test demo tools generate lint fuzz bench image
+.PHONY: all test demo tools generate lint fuzz bench image plugin
 
 all: lint test
 
@@ -36,11 +36,30 @@ image:
 	  -o $(abspath $(IMAGE_DIR))/ome-quota-manager-$(IMAGE_ARCH).tar
 	@echo "image $(IMAGE) for linux/$(IMAGE_ARCH): $(IMAGE_DIR)/ome-quota-manager-$(IMAGE_ARCH).tar"
 
-## generate: the CRD and deepcopy functions from api/v1beta1.
+## generate: the CRD, deepcopy functions and typed client (api/client) from api/v1beta1.
+CLIENT_PKG := ome.io/quota-manager/api/client
+GEN_FLAGS := --go-header-file hack/boilerplate.go.txt
 generate:
-	$(GO) tool controller-gen object crd:crdVersions=v1 paths=./api/... output:crd:dir=config/crd
+	$(GO) tool controller-gen object crd:crdVersions=v1 paths=./api/v1beta1/ output:crd:dir=config/crd
 	$(GO) run ./hack/boundquantities config/crd/ome.io_acceleratorquotas.yaml
 	cp config/crd/ome.io_acceleratorquotas.yaml charts/ome-quota-manager/files/
+	rm -rf api/client/applyconfiguration api/client/clientset api/client/informers api/client/listers
+	$(GO) tool applyconfiguration-gen $(GEN_FLAGS) --output-dir api/client/applyconfiguration \
+	  --output-pkg $(CLIENT_PKG)/applyconfiguration ./api/v1beta1
+	$(GO) tool client-gen $(GEN_FLAGS) --fake-clientset=false --clientset-name versioned \
+	  --input-base ome.io/quota-manager --input api/v1beta1 \
+	  --apply-configuration-package $(CLIENT_PKG)/applyconfiguration \
+	  --output-dir api/client/clientset --output-pkg $(CLIENT_PKG)/clientset
+	$(GO) tool lister-gen $(GEN_FLAGS) --output-dir api/client/listers \
+	  --output-pkg $(CLIENT_PKG)/listers ./api/v1beta1
+	$(GO) tool informer-gen $(GEN_FLAGS) --output-dir api/client/informers \
+	  --output-pkg $(CLIENT_PKG)/informers \
+	  --versioned-clientset-package $(CLIENT_PKG)/clientset/versioned \
+	  --listers-package $(CLIENT_PKG)/listers ./api/v1beta1
+
+## plugin: bin/kubectl-ome, and krew archives with dist/ome.yaml (VERSION=v1.2.3 to name a release).
+plugin:
+	@hack/plugin.sh
 
 ## lint: gofmt and go vet.
 lint:

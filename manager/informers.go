@@ -4,30 +4,13 @@ import (
 	"fmt"
 	"time"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 	kueueinformers "sigs.k8s.io/kueue/client-go/informers/externalversions"
 
+	aqinformers "ome.io/quota-manager/api/client/informers/externalversions"
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
-	"ome.io/quota-manager/api/v1beta1/aqclient"
 )
-
-// toTyped stores AcceleratorQuotas typed in the informer's cache, so that
-// handlers and lookups never convert again.
-func toTyped(obj any) (any, error) {
-	switch o := obj.(type) {
-	case *unstructured.Unstructured:
-		aq, err := aqclient.FromUnstructured(o)
-		if err != nil {
-			return nil, fmt.Errorf("AcceleratorQuota %s does not decode: %w", o.GetName(), err)
-		}
-		return aq, nil
-	default:
-		return obj, nil
-	}
-}
 
 // aqGetter reads a node from the typed cache.
 func aqGetter(inf cache.SharedIndexInformer) func(string) *v1beta1.AcceleratorQuota {
@@ -44,14 +27,14 @@ func aqGetter(inf cache.SharedIndexInformer) func(string) *v1beta1.AcceleratorQu
 type informerSet struct {
 	core  informers.SharedInformerFactory
 	kueue kueueinformers.SharedInformerFactory
-	dyn   dynamicinformer.DynamicSharedInformerFactory
+	quota aqinformers.SharedInformerFactory
 	aq    cache.SharedIndexInformer
 }
 
 func (s *informerSet) start(stop <-chan struct{}) {
 	s.core.Start(stop)
 	s.kueue.Start(stop)
-	s.dyn.Start(stop)
+	s.quota.Start(stop)
 }
 
 func (s *informerSet) waitForSync(stop <-chan struct{}) error {
@@ -65,7 +48,7 @@ func (s *informerSet) waitForSync(stop <-chan struct{}) error {
 			return fmt.Errorf("the %v cache did not sync: are Kueue's CRDs installed?", t)
 		}
 	}
-	for r, ok := range s.dyn.WaitForCacheSync(stop) {
+	for r, ok := range s.quota.WaitForCacheSync(stop) {
 		if !ok {
 			return fmt.Errorf("the %v cache did not sync: is the AcceleratorQuota CRD installed?", r)
 		}

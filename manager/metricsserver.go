@@ -4,9 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"net"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -17,9 +15,9 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/util/cert"
 	"k8s.io/klog/v2"
-	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
+
+	"ome.io/quota-manager/webhook"
 )
 
 // secureMetrics wraps the /metrics handler in authentication and
@@ -82,36 +80,12 @@ func secureMetrics(ctx context.Context, cfg *rest.Config, h http.Handler) (http.
 	}), nil
 }
 
-// metricsTLS is the metrics endpoint's TLS configuration: the tls.crt and
-// tls.key of --metrics-cert-dir, reloaded when they change, or a
-// self-signed certificate made in memory at start.
+// metricsTLS is the metrics endpoint's TLS configuration, from the
+// package that holds the product's certificate code.
 func metricsTLS(ctx context.Context, dir, addr string) (*tls.Config, error) {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	if dir != "" {
-		w, err := certwatcher.New(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"))
-		if err != nil {
-			return nil, fmt.Errorf("--metrics-cert-dir=%s: reading tls.crt and tls.key: %w", dir, err)
-		}
-		go func() {
-			if err := w.Start(ctx); err != nil {
-				klog.FromContext(ctx).Error(err, "watching the metrics certificate", "dir", dir)
-			}
-		}()
-		cfg.GetCertificate = w.GetCertificate
-		return cfg, nil
+	cfg, err := webhook.ServingTLS(ctx, dir, addr)
+	if err != nil && dir != "" {
+		return nil, fmt.Errorf("--metrics-cert-dir=%s: %w", dir, err)
 	}
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil || host == "" {
-		host = "localhost"
-	}
-	certPEM, keyPEM, err := cert.GenerateSelfSignedCertKey(host, nil, nil)
-	if err != nil {
-		return nil, fmt.Errorf("making a self-signed certificate for the metrics endpoint: %w", err)
-	}
-	pair, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		return nil, err
-	}
-	cfg.Certificates = []tls.Certificate{pair}
-	return cfg, nil
+	return cfg, err
 }

@@ -15,8 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -28,8 +26,10 @@ import (
 	kueueclient "sigs.k8s.io/kueue/client-go/clientset/versioned"
 	kueueinformers "sigs.k8s.io/kueue/client-go/informers/externalversions"
 
+	"ome.io/quota-manager/api/client/clientset/versioned"
+	aqtyped "ome.io/quota-manager/api/client/clientset/versioned/typed/api/v1beta1"
+	aqinformers "ome.io/quota-manager/api/client/informers/externalversions"
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
-	"ome.io/quota-manager/api/v1beta1/aqclient"
 	"ome.io/quota-manager/events"
 	"ome.io/quota-manager/events/sources"
 	"ome.io/quota-manager/metrics"
@@ -47,7 +47,7 @@ type Manager struct {
 
 	kube  kubernetes.Interface
 	kueue kueueclient.Interface
-	aqs   *aqclient.Client
+	aqs   aqtyped.AcceleratorQuotaInterface
 	inf   *informerSet
 
 	stream *events.Stream
@@ -56,9 +56,10 @@ type Manager struct {
 	log *store.Log
 	rec *store.Recorder
 
-	mu       sync.Mutex // guards st and outcomes
+	mu       sync.Mutex // guards st, outcomes and applied
 	st       *state.State
 	outcomes map[string]projector.Outcome
+	applied  chan struct{} // closed and replaced after each event
 
 	dirty  chan struct{}
 	leader atomic.Bool
@@ -97,7 +98,7 @@ func RestConfig(o *Options) (*rest.Config, error) {
 
 // New builds a manager; nothing runs until Run.
 func New(o *Options, cfg *rest.Config) (*Manager, error) {
-	m := &Manager{opts: o, cfg: cfg, metrics: metrics.New(), st: state.New(), outcomes: map[string]projector.Outcome{}, dirty: make(chan struct{}, 1)}
+	m := &Manager{opts: o, cfg: cfg, metrics: metrics.New(), st: state.New(), outcomes: map[string]projector.Outcome{}, dirty: make(chan struct{}, 1), applied: make(chan struct{})}
 	var err error
 	if m.kube, err = kubernetes.NewForConfig(cfg); err != nil {
 		return nil, err
@@ -105,20 +106,17 @@ func New(o *Options, cfg *rest.Config) (*Manager, error) {
 	if m.kueue, err = kueueclient.NewForConfig(cfg); err != nil {
 		return nil, err
 	}
-	dc, err := dynamic.NewForConfig(cfg)
+	quotas, err := versioned.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	m.aqs = aqclient.ForDynamic(dc)
+	m.aqs = quotas.OmeV1beta1().AcceleratorQuotas()
 	m.inf = &informerSet{
 		core:  informers.NewSharedInformerFactory(m.kube, noResync),
 		kueue: kueueinformers.NewSharedInformerFactory(m.kueue, noResync),
-		dyn:   dynamicinformer.NewDynamicSharedInformerFactory(dc, noResync),
+		quota: aqinformers.NewSharedInformerFactory(quotas, noResync),
 	}
-	m.inf.aq = m.inf.dyn.ForResource(v1beta1.Resource).Informer()
-	if err := m.inf.aq.SetTransform(toTyped); err != nil {
-		return nil, err
-	}
+	m.inf.aq = m.inf.quota.Ome().V1beta1().AcceleratorQuotas().Informer()
 	kq := m.inf.kueue.Kueue().V1beta2()
 	m.applier = &apply.Applier{
 		Kueue: m.kueue, AQs: m.aqs, Metrics: m.metrics, Workers: o.ApplyWorkers, Now: time.Now,
@@ -338,6 +336,8 @@ func (m *Manager) consume(ctx context.Context) error {
 		m.mu.Lock()
 		transitions := m.st.Apply(ev)
 		m.noteDRA(log, ev)
+		close(m.applied)
+		m.applied = make(chan struct{})
 		m.mu.Unlock()
 		if ev.Kind == events.KindSynced {
 			m.stateSynced.Store(true)
@@ -436,7 +436,7 @@ func (m *Manager) ensureRoot(ctx context.Context) {
 	}
 	delay := 500 * time.Millisecond
 	for {
-		cur, err := m.aqs.Get(ctx, v1beta1.RootName)
+		cur, err := m.aqs.Get(ctx, v1beta1.RootName, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
 			if _, err = m.aqs.Create(ctx, root, metav1.CreateOptions{FieldManager: apply.FieldManager}); err == nil {

@@ -15,6 +15,16 @@ func (m *Manager) View(f func(*state.State)) {
 	f(m.st)
 }
 
+// Observe runs f like View and returns a channel that is closed once the
+// next event has been applied: the webhook waits on it for a write it
+// admitted to reach the state.
+func (m *Manager) Observe(f func(*state.State)) <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f(m.st)
+	return m.applied
+}
+
 // Synced reports whether the state holds the cluster's objects: every
 // informer's initial list reached the stream before the Synced marker, and
 // the reducer applied it. No measurement, and no admission decision that

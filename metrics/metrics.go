@@ -37,6 +37,11 @@ type Metrics struct {
 	EventLogErrors prometheus.Counter
 	// WebhookVerdicts counts admission answers by operation and verdict.
 	WebhookVerdicts *prometheus.CounterVec
+	// WebhookRecord counts the webhook's compare-and-swap writes of the
+	// admission record by outcome: written, conflict (another replica
+	// wrote first: the write is judged again), already (the write was
+	// listed), failed.
+	WebhookRecord *prometheus.CounterVec
 	// Leader is 1 on the replica that holds the lease.
 	Leader prometheus.Gauge
 }
@@ -75,13 +80,14 @@ func New() *Metrics {
 		EventLogErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "event_log_errors_total",
 			Help: "Events that could not be appended to the recorded event log (--event-log); a replay reports the gap."}),
 		WebhookVerdicts: cv("webhook_verdicts_total", "Admission answers, by operation and verdict.", []string{"operation", "verdict"}),
+		WebhookRecord:   cv("webhook_record_writes_total", "Compare-and-swap writes of the admission record, by outcome.", []string{"outcome"}),
 		Leader:          prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "leader", Help: "1 while this replica holds the leader lease."}),
 	}
 	m.Registry.MustRegister(
 		m.BudgetNominal, m.BudgetAdmitted, m.BudgetReserved, m.BudgetBorrowed,
 		m.CapacityAllocatable, m.CapacityHighWaterMark, m.CapacityUnattributed, m.DRAUnbudgeted,
 		m.Applied, m.Swept, m.Writes, m.WriteErrors, m.NodeStates,
-		m.Events, m.StreamDepth, m.EventLag, m.EventLogErrors, m.WebhookVerdicts, m.Leader,
+		m.Events, m.StreamDepth, m.EventLag, m.EventLogErrors, m.WebhookVerdicts, m.WebhookRecord, m.Leader,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	return m

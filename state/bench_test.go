@@ -86,25 +86,7 @@ func BenchmarkNodeEvent(b *testing.B) {
 func BenchmarkBudgetChange(b *testing.B) {
 	for _, n := range []int{50, 500, 5000} {
 		b.Run(fmt.Sprintf("aqs=%d", n), func(b *testing.B) {
-			s := benchCluster(b, 32) // 64 GPUs on p0; the guide's four nodes of the tree
-			var teams []string
-			var evs []events.Event
-			for c := 0; len(s.Nodes())+len(evs) < n; c++ {
-				cohort := fmt.Sprintf("cohort-%04d", c)
-				evs = append(evs, quota(cohort, spec(v1beta1.RoleCohort, under("root"), budget("nvidia.com/gpu", "p0", "60"))))
-				for t := 0; t < 10 && len(s.Nodes())+len(evs) < n; t++ {
-					team := fmt.Sprintf("%s-team-%d", cohort, t)
-					teams = append(teams, team)
-					evs = append(evs, quota(team, spec(v1beta1.RoleClusterQueue, under(cohort), budget("nvidia.com/gpu", "p0", "5"))))
-				}
-			}
-			applyAll(s, evs...)
-			if got := len(s.Nodes()); got != n {
-				b.Fatalf("%d nodes in the tree, want %d", got, n)
-			}
-			if v := s.Violations(); len(v) != 0 {
-				b.Fatalf("the tree breaks rules: %v", v[0])
-			}
+			s, teams := benchTree(b, n)
 			change := make([][2]events.Event, len(teams))
 			for i, team := range teams {
 				parent := team[:len("cohort-0000")]
@@ -123,5 +105,69 @@ func BenchmarkBudgetChange(b *testing.B) {
 				s.Apply(ev)
 			}
 		})
+	}
+}
+
+// benchTree is benchCluster with Cohorts of ten teams each under root, n
+// nodes in all, every one Ready. It returns the teams' names.
+func benchTree(b *testing.B, n int) (*State, []string) {
+	b.Helper()
+	s := benchCluster(b, 32) // 64 GPUs on p0; the guide's four nodes of the tree
+	var teams []string
+	var evs []events.Event
+	for c := 0; len(s.Nodes())+len(evs) < n; c++ {
+		cohort := fmt.Sprintf("cohort-%04d", c)
+		evs = append(evs, quota(cohort, spec(v1beta1.RoleCohort, under("root"), budget("nvidia.com/gpu", "p0", "60"))))
+		for t := 0; t < 10 && len(s.Nodes())+len(evs) < n; t++ {
+			team := fmt.Sprintf("%s-team-%d", cohort, t)
+			teams = append(teams, team)
+			evs = append(evs, quota(team, spec(v1beta1.RoleClusterQueue, under(cohort), budget("nvidia.com/gpu", "p0", "5"))))
+		}
+	}
+	applyAll(s, evs...)
+	if got := len(s.Nodes()); got != n {
+		b.Fatalf("%d nodes in the tree, want %d", got, n)
+	}
+	if v := s.Violations(); len(v) != 0 {
+		b.Fatalf("the tree breaks rules: %v", v[0])
+	}
+	return s, teams
+}
+
+// BenchmarkAdmit is the cost of judging one team's budget raise and one
+// team's move to another Cohort, incrementally (State.Admit) and from
+// scratch (Admit): the first must not grow with the size of the tree.
+func BenchmarkAdmit(b *testing.B) {
+	for _, n := range []int{500, 5000} {
+		s, teams := benchTree(b, n)
+		raise := func(i int) (string, *v1beta1.AcceleratorQuotaSpec) {
+			team := teams[i%len(teams)]
+			return team, spec(v1beta1.RoleClusterQueue, under(team[:len("cohort-0000")]), budget("nvidia.com/gpu", "p0", "6"))
+		}
+		move := func(i int) (string, *v1beta1.AcceleratorQuotaSpec) {
+			team := teams[i%len(teams)]
+			return team, spec(v1beta1.RoleClusterQueue, under("cohort-0000"), budget("nvidia.com/gpu", "p0", "5"))
+		}
+		for _, c := range []struct {
+			name  string
+			write func(int) (string, *v1beta1.AcceleratorQuotaSpec)
+		}{{"raise", raise}, {"move", move}} {
+			b.Run(fmt.Sprintf("incremental/%s/aqs=%d", c.name, n), func(b *testing.B) {
+				b.ReportAllocs()
+				for i := 0; b.Loop(); i++ {
+					if a := s.Admit(c.write(i)); !a.Allowed && c.name == "raise" {
+						b.Fatalf("denied: %s", a.Message)
+					}
+				}
+			})
+			b.Run(fmt.Sprintf("full/%s/aqs=%d", c.name, n), func(b *testing.B) {
+				tree, marks, flavors, cfg := s.Tree(), s.Marks(), s.FlavorNames(), s.Config()
+				b.ReportAllocs()
+				for i := 0; b.Loop(); i++ {
+					name, sp := c.write(i)
+					Admit(tree, marks, flavors, cfg, name, sp)
+				}
+			})
+		}
 	}
 }

@@ -32,6 +32,22 @@
 // makes worse, by (node, reason, subject). The reducer applies the same
 // functions incrementally and always agrees with Evaluate.
 //
+// # Admission
+//
+// The admission rules sit beside the others (admission.go), so that the
+// webhook, the reducer and `kubectl ome quota validate` share them: Admit
+// judges one write on a whole Tree from scratch, O(tree); State.Admit gives
+// the same answer from the reducer's indexes (children, children's sums,
+// places), reading only the nodes the write can change, O(children) for a
+// change of budgets or role and O(depth) plus the nodes that move for a
+// move. A write is denied for what it adds by (node, reason, subject), or
+// makes worse under the same key (a larger overrun of the same budget, a
+// node too deep that sits deeper), so a write that shrinks an existing
+// overrun is admitted. CapacityExceeded is a warning, never a denial.
+// Deleting root or a node with children, and a root with a parent or not a
+// Cohort, are always denied. SameShape says whether a write can change any
+// verdict at all.
+//
 // Each node is in the phase of its primary (first) violation; a node that
 // breaks no rule is Frozen when an ancestor breaks one (its message names
 // the nearest such ancestor and its reason), else Ready. Decisions where

@@ -203,6 +203,18 @@ func (s *State) replace(start string, force bool) {
 	} else if !force {
 		return
 	}
+	s.descend(start, np, func(n string) Place { return s.members[n].place }, func(k string, kp Place) {
+		s.members[k].place = kp
+		s.moved(k)
+	})
+}
+
+// descend walks down from start, whose place is now np, finding each
+// descendant's place from its parent's (placeOf, which sees what set
+// recorded) and calling set for each whose place differs from the one the
+// state keeps, parents before children. Where a place is unchanged, so are
+// the places below it. start must be the only node whose parent changed.
+func (s *State) descend(start string, np Place, placeOf func(string) Place, set func(string, Place)) {
 	var loop map[string]int
 	if np.Reason == ReasonParentCycle {
 		loop = make(map[string]int, len(np.Cycle))
@@ -224,14 +236,12 @@ func (s *State) replace(start string, force bool) {
 			if i, ok := loop[k]; ok {
 				kp = cyclePlace(np.Cycle, i)
 			} else {
-				kp = childPlace(n, s.members[n].place)
+				kp = childPlace(n, placeOf(n))
 			}
-			km := s.members[k]
-			if kp.Equal(km.place) {
+			if kp.Equal(s.members[k].place) {
 				continue // so are its descendants'
 			}
-			km.place = kp
-			s.moved(k)
+			set(k, kp)
 			queue = append(queue, k)
 		}
 	}

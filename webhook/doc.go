@@ -6,15 +6,15 @@
 //
 // Reviewer answers admission.k8s.io/v1 AdmissionReviews for CREATE, UPDATE
 // and DELETE of an AcceleratorQuota with the core's rule book (package
-// state): Decide evaluates the tree before and after the write and denies
-// what the write adds, by (node, reason, subject) as state.Diff keys them,
-// or makes worse under the same key (a larger overrun of the same budget, a
-// node too deep that goes deeper). So a write that shrinks an existing
-// overrun is admitted, and one that grows it is denied. It also denies
-// deleting root or a node that has children, and any write of root that
-// gives it a parent or a role other than Cohort. CapacityExceeded does not
-// deny: the write is admitted with a warning, which kubectl prints. Frozen is
-// a consequence of another node's rule, never a cause.
+// state, admission.go): a write is denied for the violations it adds, by
+// (node, reason, subject) as state.Diff keys them, or makes worse under the
+// same key (a larger overrun of the same budget, a node too deep that goes
+// deeper). So a write that shrinks an existing overrun is admitted, and one
+// that grows it is denied. Deleting root or a node that has children, and
+// any write of root that gives it a parent or a role other than Cohort, are
+// denied. CapacityExceeded does not deny: the write is admitted with a
+// warning, which kubectl prints. Frozen is a consequence of another node's
+// rule, never a cause.
 //
 // A denial is allowed: false with code 403 and a message of one line per
 // violation, "node: message" with the rule book's own message, joined by
@@ -24,21 +24,22 @@
 //
 // Malformed input (not an AdmissionReview v1, no uid, not an
 // AcceleratorQuota, an object that does not decode) gets code 400 and a
-// message saying what is wrong; a request body over MaxRequestBytes gets
-// HTTP 413. Review never panics; FuzzReview checks it.
+// message saying what is wrong, with the caller's strings clipped; a
+// request body over MaxRequestBytes gets HTTP 413. Review never panics;
+// FuzzReview checks it. Amounts are checked for size before they are parsed
+// (see checkAmounts).
 //
-// The tree comes from the API server at each request (a consistent list),
-// not from the manager's state, which follows the API server through an
-// informer and a queue of events: milliseconds behind on a quiet cluster,
-// longer while thousands of events queue. `kubectl apply -f quota-tree.yaml`
-// creates a parent and, a moment later, its children, and the children must
-// find their parent whatever the lag. Amounts are checked for size before
-// they are parsed (see checkAmounts). Root's high-water marks, the ResourceFlavors and
-// --max-tree-depth come from the state (manager.View); until the state has
-// synced, writes other than root's are answered 503 (retry). Dry-run
-// requests are judged the same way; judging has no side effects, so the
-// configuration declares sideEffects: None and `kubectl apply
-// --dry-run=server` runs the webhook.
+// An update that changes nothing the rules read (state.SameShape: a label,
+// a finalizer) is admitted at once. Every other write goes to the
+// Serializer, which judges it on the manager's state (state.State.Admit,
+// O(depth + children), no LIST) and serializes the admissions of every
+// replica through the admission record, a ConfigMap written with a
+// compare-and-swap: before it judges, a replica waits until its state has
+// seen every write the record lists land (or learnt that it cannot), and it
+// admits only once its own write of the record succeeded. Until the state
+// has synced, writes other than root's are answered 503 (retry). Dry runs
+// are judged the same way and recorded nowhere (sideEffects: NoneOnDryRun).
+// docs/webhook.md says why this is correct and what it costs.
 //
 // # Certificates
 //

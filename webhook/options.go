@@ -20,6 +20,9 @@ const (
 	// DefaultCertSecret is the Secret that holds the CA and the serving
 	// certificate. The manager fills it; it never creates it.
 	DefaultCertSecret = "ome/ome-quota-manager-webhook-cert"
+	// DefaultAdmissionRecord is the ConfigMap that serializes admissions
+	// across replicas. The manager creates it when it is missing.
+	DefaultAdmissionRecord = "ome/ome-quota-manager-admissions"
 	// DefaultService is the Service in front of the replicas' webhook port.
 	DefaultService = "ome/ome-quota-manager-webhook"
 	// DefaultPort is the port the webhook listens on.
@@ -54,6 +57,13 @@ type Options struct {
 	// CertHosts are extra DNS names and IP addresses for the certificate
 	// (--webhook-cert-hosts).
 	CertHosts []string
+	// AdmissionRecord is the ConfigMap, as namespace/name, through which
+	// replicas serialize their admissions (--webhook-admission-record).
+	AdmissionRecord string
+	// Identity names this replica in the record; empty means the hostname.
+	Identity string
+	// Record are the admission record's timings.
+	Record RecordTimings
 
 	// CALifetime and ServingLifetime are how long new certificates are
 	// valid. A certificate is renewed once less than a third of its own
@@ -66,6 +76,7 @@ type Options struct {
 
 	// Parsed forms, filled by Validate.
 	secretNS, secretName   string
+	recordNS, recordName   string
 	serviceNS, serviceName string
 	dnsNames               []string
 	ips                    []net.IP
@@ -79,6 +90,8 @@ func DefaultOptions() *Options {
 		CertSecret:      DefaultCertSecret,
 		ConfigName:      DefaultConfigName,
 		Service:         DefaultService,
+		AdmissionRecord: DefaultAdmissionRecord,
+		Record:          RecordTimings{Settle: 3 * time.Second, InFlight: 10 * time.Second, Keep: 30 * time.Second},
 		CALifetime:      10 * 365 * 24 * time.Hour,
 		ServingLifetime: 365 * 24 * time.Hour,
 		CheckInterval:   time.Hour,
@@ -90,6 +103,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.Enabled, "webhook", o.Enabled, "serve the validating admission webhook for AcceleratorQuotas; false runs without it (remove the ValidatingWebhookConfiguration too, or every write fails closed)")
 	fs.IntVar(&o.Port, "webhook-port", o.Port, "HTTPS port of the webhook")
 	fs.StringVar(&o.CertSecret, "webhook-cert-secret", o.CertSecret, "Secret (namespace/name; a bare name means $POD_NAMESPACE) that holds the webhook's CA and serving certificate; it must exist: the manager fills it but never creates it")
+	fs.StringVar(&o.AdmissionRecord, "webhook-admission-record", o.AdmissionRecord, "ConfigMap (namespace/name; a bare name means $POD_NAMESPACE) through which the replicas serialize the tree writes they admit; the manager creates it when it is missing")
 	fs.StringVar(&o.ConfigName, "webhook-config-name", o.ConfigName, "ValidatingWebhookConfiguration into whose webhooks the CA bundle is injected")
 	fs.StringVar(&o.Service, "webhook-service", o.Service, "Service (namespace/name; a bare name means $POD_NAMESPACE) in front of the webhook: its DNS names go into the serving certificate")
 	fs.StringSliceVar(&o.CertHosts, "webhook-cert-hosts", o.CertHosts, "extra DNS names and IP addresses for the serving certificate, e.g. 127.0.0.1 when the API server calls the webhook on loopback")
@@ -109,6 +123,9 @@ func (o *Options) Validate() error {
 		return err
 	}
 	if o.serviceNS, o.serviceName, err = namespacedName("--webhook-service", o.Service); err != nil {
+		return err
+	}
+	if o.recordNS, o.recordName, err = namespacedName("--webhook-admission-record", o.AdmissionRecord); err != nil {
 		return err
 	}
 	if errs := validation.IsDNS1123Label(o.serviceName); len(errs) > 0 {
@@ -133,6 +150,9 @@ func (o *Options) Validate() error {
 	}
 	if o.CALifetime <= 0 || o.ServingLifetime <= 0 || o.CheckInterval <= 0 {
 		return fmt.Errorf("the webhook's certificate lifetimes and check interval must be positive")
+	}
+	if r := o.Record; r.Settle <= 0 || r.InFlight < r.Settle || r.Keep < r.InFlight {
+		return fmt.Errorf("the admission record's timings must be positive, with settle <= in flight <= keep; got %+v", r)
 	}
 	return nil
 }

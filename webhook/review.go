@@ -10,12 +10,12 @@ import (
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/json"
 
 	"ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/state"
 )
 
 // Verdict labels of the ome_quota_webhook_verdicts_total metric.
@@ -29,8 +29,10 @@ const (
 
 // Reviewer answers AdmissionReviews for AcceleratorQuotas.
 type Reviewer struct {
-	// Inputs reads the rule book's inputs at the time of a request.
-	Inputs func(ctx context.Context) (*Inputs, error)
+	// Judge decides a write that can change a verdict: a create, a delete,
+	// or an update of what the rules read (state.SameShape). An error means
+	// the answer cannot be known now: the write is refused with 503.
+	Judge func(ctx context.Context, w Write) (Verdict, error)
 	// Synced reports whether the state holds the cluster's flavors and
 	// capacity yet. Until it does, only writes of root are judged.
 	Synced func() bool
@@ -43,6 +45,26 @@ type Reviewer struct {
 // carrying the cause and the fix that /readyz prints.
 func notReady(cause error) string {
 	return fmt.Sprintf("this replica of the quota manager is not ready, so it cannot judge the write: %v", cause)
+}
+
+// Write is one write of the tree, as a review carries it.
+type Write struct {
+	Name string
+	// Spec is the spec written; nil deletes the node.
+	Spec *v1beta1.AcceleratorQuotaSpec
+	// Op is CREATE, UPDATE or DELETE.
+	Op admissionv1.Operation
+	// Generation is the old object's metadata.generation on UPDATE and
+	// DELETE, 0 on CREATE or when the API server sent no old object.
+	Generation int64
+	UID        types.UID
+	DryRun     bool
+}
+
+// StaticJudge judges every write from scratch on the tree that in returns
+// (Decide): for tests and tools that hold a whole tree.
+func StaticJudge(in func() *Inputs) func(context.Context, Write) (Verdict, error) {
+	return func(_ context.Context, w Write) (Verdict, error) { return Decide(in(), w.Name, w.Spec), nil }
 }
 
 // Result is the answer to one HTTP request.
@@ -62,11 +84,11 @@ type Result struct {
 func (r *Reviewer) Review(ctx context.Context, body []byte) Result {
 	var rev admissionv1.AdmissionReview
 	if err := json.Unmarshal(body, &rev); err != nil {
-		return bad("", fmt.Sprintf("the request body is not a JSON AdmissionReview: %v", err))
+		return bad("", fmt.Sprintf("the request body is not a JSON AdmissionReview: %s", clip(err.Error())))
 	}
 	if rev.APIVersion != admissionv1.SchemeGroupVersion.String() || rev.Kind != "AdmissionReview" {
 		return bad("", fmt.Sprintf("expected apiVersion %s and kind AdmissionReview, got %q and %q: set admissionReviewVersions to [v1] in the ValidatingWebhookConfiguration",
-			admissionv1.SchemeGroupVersion, rev.APIVersion, rev.Kind))
+			admissionv1.SchemeGroupVersion, clip(rev.APIVersion), clip(rev.Kind)))
 	}
 	req := rev.Request
 	if req == nil {
@@ -116,40 +138,55 @@ func (r *Reviewer) judge(ctx context.Context, req *admissionv1.AdmissionRequest)
 		res.Operation, res.Verdict = op, VerdictAllowed
 		return res
 	}
-	var name string
-	var spec *v1beta1.AcceleratorQuotaSpec
+	w := Write{Op: req.Operation, UID: req.UID, DryRun: req.DryRun != nil && *req.DryRun}
 	switch req.Operation {
 	case admissionv1.Create, admissionv1.Update:
 		aq, err := decodeQuota(req.Object.Raw)
 		if err != nil {
 			return malformed("request.object: %v", err)
 		}
-		if name = req.Name; name == "" {
-			name = aq.Name
+		if w.Name = req.Name; w.Name == "" {
+			w.Name = aq.Name
 		}
-		if name == "" {
+		if w.Name == "" {
 			return malformed("the AcceleratorQuota has no name")
 		}
-		if aq.Name != "" && aq.Name != name {
-			return malformed("request.name is %q but the object is named %q", name, aq.Name)
+		if aq.Name != "" && aq.Name != w.Name {
+			return malformed("request.name is %q but the object is named %q", clip(w.Name), clip(aq.Name))
 		}
-		spec = &aq.Spec
+		w.Spec = &aq.Spec
 		if req.Operation == admissionv1.Update && len(req.OldObject.Raw) > 0 {
-			// A write that leaves the spec alone (labels, finalizers)
-			// cannot change what the rules see.
-			if old, err := decodeQuota(req.OldObject.Raw); err == nil && apiequality.Semantic.DeepEqual(old.Spec, aq.Spec) {
+			// A write that leaves alone what the rules read (labels,
+			// finalizers, fields no rule reads) cannot change a verdict:
+			// it is neither judged nor serialized.
+			old, err := decodeQuota(req.OldObject.Raw)
+			if err == nil && state.SameShape(w.Name, &old.Spec, &aq.Spec) {
 				res := answer(Verdict{Allowed: true})
 				res.Operation, res.Verdict = op, VerdictAllowed
 				return res
 			}
+			if err == nil {
+				w.Generation = old.Generation
+			}
 		}
 	case admissionv1.Delete:
-		if name = req.Name; name == "" {
+		if w.Name = req.Name; w.Name == "" {
 			return malformed("request.name is empty: name the AcceleratorQuota to delete")
 		}
+		if len(req.OldObject.Raw) > 0 {
+			var meta struct {
+				Metadata struct {
+					Generation int64 `json:"generation"`
+				} `json:"metadata"`
+			}
+			if json.Unmarshal(req.OldObject.Raw, &meta) == nil {
+				w.Generation = meta.Metadata.Generation
+			}
+		}
 	default:
-		return malformed("operation %q is not one this webhook judges: its rules should list CREATE, UPDATE and DELETE only", req.Operation)
+		return malformed("operation %q is not one this webhook judges: its rules should list CREATE, UPDATE and DELETE only", clip(string(req.Operation)))
 	}
+	name := w.Name
 
 	unavailable := func(msg string) Result {
 		res := answer(Verdict{Code: http.StatusServiceUnavailable, Message: msg})
@@ -165,11 +202,10 @@ func (r *Reviewer) judge(ctx context.Context, req *admissionv1.AdmissionRequest)
 		}
 		return unavailable(notReady(cause))
 	}
-	in, err := r.Inputs(ctx)
+	v, err := r.Judge(ctx, w)
 	if err != nil {
-		return unavailable(fmt.Sprintf("the quota manager cannot read the quota tree to judge this write: %v; retry in a few seconds", err))
+		return unavailable(fmt.Sprintf("the quota manager cannot judge this write now: %v; retry in a few seconds", err))
 	}
-	v := Decide(in, name, spec)
 	res := answer(v)
 	res.Operation = op
 	switch {
@@ -197,7 +233,7 @@ func decodeQuota(raw []byte) (*v1beta1.AcceleratorQuota, error) {
 		return nil, fmt.Errorf("it is not an AcceleratorQuota: %v", err)
 	}
 	if aq.APIVersion != "" && (aq.APIVersion != v1beta1.SchemeGroupVersion.String() || aq.Kind != "AcceleratorQuota") {
-		return nil, fmt.Errorf("it is a %s %s, not an %s AcceleratorQuota", aq.APIVersion, aq.Kind, v1beta1.SchemeGroupVersion)
+		return nil, fmt.Errorf("it is a %s %s, not an %s AcceleratorQuota", clip(aq.APIVersion), clip(aq.Kind), v1beta1.SchemeGroupVersion)
 	}
 	return aq, nil
 }
@@ -280,7 +316,20 @@ func describeKind(k metav1.GroupVersionKind) string {
 	if k.Group == "" && k.Kind == "" {
 		return "an object of no kind"
 	}
-	return fmt.Sprintf("%s/%s %s", k.Group, k.Version, k.Kind)
+	return clip(fmt.Sprintf("%s/%s %s", k.Group, k.Version, k.Kind))
+}
+
+// maxEcho bounds how much of a string the caller chose goes back into a
+// message or a log line: a review is up to MaxRequestBytes.
+const maxEcho = 256
+
+// clip shortens a string the caller chose to at most maxEcho bytes, saying
+// how long it was.
+func clip(s string) string {
+	if len(s) <= maxEcho {
+		return s
+	}
+	return fmt.Sprintf("%s... (%d bytes)", strings.ToValidUTF8(s[:maxEcho], ""), len(s))
 }
 
 // answer wraps a verdict into an AdmissionReview response.

@@ -49,7 +49,7 @@ func reviewOf(t testing.TB, op admissionv1.Operation, name string, obj, old *v1b
 
 func guideReviewer() *Reviewer {
 	return &Reviewer{
-		Inputs: func(context.Context) (*Inputs, error) { return guideInputs(), nil },
+		Judge:  StaticJudge(func() *Inputs { return guideInputs() }),
 		Synced: func() bool { return true },
 	}
 }
@@ -102,7 +102,7 @@ func TestReview(t *testing.T) {
 		},
 		"an update that leaves the spec alone needs no tree": {
 			body:     reviewOf(t, admissionv1.Update, "team-alpha", relabeled, alpha16, false),
-			reviewer: &Reviewer{Inputs: func(context.Context) (*Inputs, error) { return nil, errors.New("not called") }},
+			reviewer: &Reviewer{Judge: func(context.Context, Write) (Verdict, error) { return Verdict{}, errors.New("not called") }},
 			want:     reviewWant{HTTPStatus: 200, UID: "uid-1", Allowed: true, Verdict: VerdictAllowed},
 		},
 		"a delete": {
@@ -120,27 +120,27 @@ func TestReview(t *testing.T) {
 		},
 		"not synced yet": {
 			body:     reviewOf(t, admissionv1.Create, "team-x", aqtest.Team("team-x", "root").Obj(), nil, false),
-			reviewer: &Reviewer{Inputs: guideReviewer().Inputs, Synced: func() bool { return false }},
+			reviewer: &Reviewer{Judge: guideReviewer().Judge, Synced: func() bool { return false }},
 			want: reviewWant{HTTPStatus: 200, UID: "uid-1", Code: 503, Verdict: VerdictUnavailable,
 				Message: "this replica of the quota manager is not ready, so it cannot judge the write: it is loading the cluster's flavors and capacity"},
 		},
 		"not ready, with the cause /readyz prints": {
 			body: reviewOf(t, admissionv1.Create, "team-x", aqtest.Team("team-x", "root").Obj(), nil, false),
-			reviewer: &Reviewer{Inputs: guideReviewer().Inputs, Synced: func() bool { return false },
+			reviewer: &Reviewer{Judge: guideReviewer().Judge, Synced: func() bool { return false },
 				NotReady: func() error { return errors.New("Kueue's CRDs are missing: install Kueue") }},
 			want: reviewWant{HTTPStatus: 200, UID: "uid-1", Code: 503, Verdict: VerdictUnavailable,
 				Message: "this replica of the quota manager is not ready, so it cannot judge the write: Kueue's CRDs are missing: install Kueue"},
 		},
 		"root while not synced": {
 			body:     reviewOf(t, admissionv1.Create, "root", aqtest.Root().Obj(), nil, false),
-			reviewer: &Reviewer{Inputs: guideReviewer().Inputs, Synced: func() bool { return false }},
+			reviewer: &Reviewer{Judge: guideReviewer().Judge, Synced: func() bool { return false }},
 			want:     reviewWant{HTTPStatus: 200, UID: "uid-1", Allowed: true, Verdict: VerdictAllowed},
 		},
 		"the tree cannot be read": {
 			body:     reviewOf(t, admissionv1.Create, "team-x", aqtest.Team("team-x", "root").Obj(), nil, false),
-			reviewer: &Reviewer{Inputs: func(context.Context) (*Inputs, error) { return nil, errors.New("connection refused") }},
+			reviewer: &Reviewer{Judge: func(context.Context, Write) (Verdict, error) { return Verdict{}, errors.New("connection refused") }},
 			want: reviewWant{HTTPStatus: 200, UID: "uid-1", Code: 503, Verdict: VerdictUnavailable,
-				Message: "cannot read the quota tree to judge this write: connection refused; retry"},
+				Message: "cannot judge this write now: connection refused; retry"},
 		},
 		"a status write": {
 			body: []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"ome.io","version":"v1beta1","kind":"AcceleratorQuota"},"subResource":"status","operation":"UPDATE","name":"x","object":{}}}`),
@@ -226,5 +226,55 @@ func TestReview(t *testing.T) {
 				t.Errorf("Review (-want +got):\n%s", d)
 			}
 		})
+	}
+}
+
+// TestReviewPassesTheWrite checks what the judge receives: the old
+// object's generation, the dry-run flag, and no call at all for a write
+// that changes nothing the rules read.
+func TestReviewPassesTheWrite(t *testing.T) {
+	var got []Write
+	r := &Reviewer{Synced: func() bool { return true }, Judge: func(_ context.Context, w Write) (Verdict, error) {
+		got = append(got, w)
+		return Verdict{Allowed: true}, nil
+	}}
+	alpha16 := aqtest.GuideTree()[1]
+	alpha16.Generation = 7
+	alpha20 := aqtest.Team("team-alpha", "ml-research").Budget(gpu, "a100", "20").Obj()
+	moved := alpha16.DeepCopy()
+	moved.Spec.Budgets[0].Nominal.Set(16) // 16 written another way: same shape
+	for _, body := range [][]byte{
+		reviewOf(t, admissionv1.Update, "team-alpha", alpha20, alpha16, true),
+		reviewOf(t, admissionv1.Delete, "team-alpha", nil, alpha16, false),
+		reviewOf(t, admissionv1.Update, "team-alpha", moved, alpha16, false),
+	} {
+		if res := r.Review(context.Background(), body); !res.Review.Response.Allowed {
+			t.Fatalf("denied: %+v", res.Review.Response.Result)
+		}
+	}
+	want := []Write{
+		{Name: "team-alpha", Spec: &alpha20.Spec, Op: admissionv1.Update, Generation: 7, UID: "uid-1", DryRun: true},
+		{Name: "team-alpha", Op: admissionv1.Delete, Generation: 7, UID: "uid-1"},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("writes judged (-want +got):\n%s", d)
+	}
+}
+
+// TestReviewClipsWhatTheCallerChose checks that a caller's strings come
+// back, and go to the log, bounded.
+func TestReviewClipsWhatTheCallerChose(t *testing.T) {
+	long := strings.Repeat("k", 1<<20)
+	for _, body := range []string{
+		`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"","version":"v1","kind":"` + long + `"},"operation":"CREATE"}}`,
+		`{"apiVersion":"` + long + `","kind":"AdmissionReview","request":{"uid":"u"}}`,
+		`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"ome.io","version":"v1beta1","kind":"AcceleratorQuota"},"operation":"CREATE","name":"x","object":{"apiVersion":"` + long + `","kind":"x"}}}`,
+		`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"ome.io","version":"v1beta1","kind":"AcceleratorQuota"},"operation":"` + long + `","name":"x"}}`,
+	} {
+		res := guideReviewer().Review(context.Background(), []byte(body))
+		msg := res.Review.Response.Result.Message
+		if len(msg) > 1024 || !strings.Contains(msg, "bytes)") {
+			t.Errorf("message of %d bytes, want it clipped: %.300s", len(msg), msg)
+		}
 	}
 }

@@ -10,17 +10,20 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
-	"ome.io/quota-manager/api/v1beta1/aqclient"
+	"ome.io/quota-manager/api/client/clientset/versioned"
+	v1beta1 "ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/metrics"
 	"ome.io/quota-manager/state"
 )
@@ -34,6 +37,9 @@ const MaxRequestBytes = 3 << 20
 type StateReader interface {
 	// View runs f with the current state under the reducer's lock.
 	View(f func(*state.State))
+	// Observe runs f like View and returns a channel that is closed once
+	// the next event has been applied.
+	Observe(f func(*state.State)) <-chan struct{}
 	// Synced reports whether the state holds the cluster's objects.
 	Synced() bool
 }
@@ -52,19 +58,32 @@ type Server struct {
 	probedOK []byte // the certificate a probe last found served
 }
 
-// New builds the webhook for validated options. It reads the tree from the
-// API server through cfg at each request, and root's marks, the flavors and
-// the configuration from st. m may be nil.
+// New builds the webhook for validated options. It judges writes on st's
+// tree, serialized through the admission record (Serializer), and reads a
+// node from the API server through cfg only when a parent is missing from
+// st. m may be nil.
 func New(opts *Options, cfg *rest.Config, st StateReader, m *metrics.Metrics) (*Server, error) {
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	aqs, err := aqclient.New(cfg)
+	quotas, err := versioned.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	reviewer := &Reviewer{Inputs: LiveInputs(aqs, st), Synced: st.Synced}
+	aqs := quotas.OmeV1beta1().AcceleratorQuotas()
+	id := opts.Identity
+	if id == "" {
+		id, _ = os.Hostname()
+	}
+	z := &Serializer{
+		ConfigMaps: kube.CoreV1().ConfigMaps(opts.recordNS), Namespace: opts.recordNS, Name: opts.recordName,
+		Get: func(ctx context.Context, name string) (*v1beta1.AcceleratorQuota, error) {
+			return aqs.Get(ctx, name, metav1.GetOptions{})
+		},
+		State: st, Identity: id, Now: time.Now, RecordTimings: opts.Record, Metrics: m,
+	}
+	reviewer := &Reviewer{Judge: z.Judge, Synced: st.Synced}
 	if nr, ok := st.(interface{ NotReady() error }); ok {
 		reviewer.NotReady = nr.NotReady
 	}
@@ -74,27 +93,6 @@ func New(opts *Options, cfg *rest.Config, st StateReader, m *metrics.Metrics) (*
 		certs:    NewCerts(kube, opts),
 		metrics:  m,
 	}, nil
-}
-
-// LiveInputs reads the rule book's inputs for one request: the tree from
-// the API server (a consistent list, so a node created a moment ago, such
-// as a parent applied just before its children, is in it), and root's
-// marks, the flavors and the configuration from the state.
-func LiveInputs(aqs *aqclient.Client, st StateReader) func(ctx context.Context) (*Inputs, error) {
-	return func(ctx context.Context) (*Inputs, error) {
-		list, err := aqs.List(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("listing AcceleratorQuotas: %w", err)
-		}
-		in := &Inputs{Tree: make(state.Tree, len(list))}
-		for i := range list {
-			in.Tree[list[i].Name] = &list[i].Spec
-		}
-		st.View(func(s *state.State) {
-			in.Marks, in.Flavors, in.Config = s.Marks(), s.FlavorNames(), s.Config()
-		})
-		return in, nil
-	}
 }
 
 // Certs is the server's certificate keeper.

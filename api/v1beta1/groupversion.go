@@ -12,8 +12,15 @@ const GroupName = "ome.io"
 // SchemeGroupVersion is the group and version of the types in this package.
 var SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: "v1beta1"}
 
-// Resource is the plural resource of AcceleratorQuota in this group version.
-var Resource = SchemeGroupVersion.WithResource("acceleratorquotas")
+// AcceleratorQuotas is the plural resource of AcceleratorQuota in this
+// group version.
+var AcceleratorQuotas = SchemeGroupVersion.WithResource("acceleratorquotas")
+
+// Resource takes an unqualified resource and returns it qualified with this
+// package's group, as the generated listers expect.
+func Resource(resource string) schema.GroupResource {
+	return SchemeGroupVersion.WithResource(resource).GroupResource()
+}
 
 var (
 	// SchemeBuilder registers the types of this package into a scheme.

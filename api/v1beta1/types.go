@@ -41,6 +41,8 @@ const (
 
 // AcceleratorQuota is one node of the quota tree.
 //
+// +genclient
+// +genclient:nonNamespaced
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Cluster,shortName=aq,categories=ome
 // +kubebuilder:subresource:status

@@ -95,6 +95,7 @@ func run(args []string) int {
 	done := make(chan error, 2)
 	running := 1
 	if wopts.Enabled {
+		wopts.Identity = opts.Identity
 		srv, err := webhook.New(wopts, cfg, m, m.Metrics())
 		if err != nil {
 			logger.Error(err, "cannot build the admission webhook")

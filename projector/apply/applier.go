@@ -19,8 +19,9 @@ import (
 	kueueclient "sigs.k8s.io/kueue/client-go/clientset/versioned"
 	kueuelisters "sigs.k8s.io/kueue/client-go/listers/kueue/v1beta2"
 
+	aqac "ome.io/quota-manager/api/client/applyconfiguration/api/v1beta1"
+	aqtyped "ome.io/quota-manager/api/client/clientset/versioned/typed/api/v1beta1"
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
-	"ome.io/quota-manager/api/v1beta1/aqclient"
 	"ome.io/quota-manager/metrics"
 	"ome.io/quota-manager/projector"
 )
@@ -40,7 +41,7 @@ type Listers struct {
 // Applier writes projections.
 type Applier struct {
 	Kueue   kueueclient.Interface
-	AQs     *aqclient.Client
+	AQs     aqtyped.AcceleratorQuotaInterface
 	Listers Listers
 	Metrics *metrics.Metrics
 	// Workers bounds the writes in flight.
@@ -509,8 +510,11 @@ func (a *Applier) statusWrites(ctx context.Context, out *projector.Output, res *
 		}
 		node := name
 		ws = append(ws, write{kind: "status", node: node, name: node, do: func(ctx context.Context) error {
-			obj := &v1beta1.AcceleratorQuota{ObjectMeta: metav1.ObjectMeta{Name: node}, Status: *st}
-			_, err := a.AQs.ApplyStatus(ctx, obj, FieldManager)
+			ac, err := statusApply(node, st)
+			if err != nil {
+				return err
+			}
+			_, err = a.AQs.ApplyStatus(ctx, ac, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 			if apierrors.IsNotFound(err) {
 				return nil
 			}
@@ -518,6 +522,20 @@ func (a *Applier) statusWrites(ctx context.Context, out *projector.Output, res *
 		}})
 	}
 	return ws
+}
+
+// statusApply is the apply configuration of a node's status: name and
+// status only, the fields the field manager then owns.
+func statusApply(name string, st *v1beta1.AcceleratorQuotaStatus) (*aqac.AcceleratorQuotaApplyConfiguration, error) {
+	data, err := json.Marshal(st)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the status of %s: %w", name, err)
+	}
+	sac := &aqac.AcceleratorQuotaStatusApplyConfiguration{}
+	if err := json.Unmarshal(data, sac); err != nil {
+		return nil, fmt.Errorf("encoding the status of %s: %w", name, err)
+	}
+	return aqac.AcceleratorQuota(name).WithStatus(sac), nil
 }
 
 func stampConditions(st, cur *v1beta1.AcceleratorQuotaStatus, now time.Time) {

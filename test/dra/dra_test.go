@@ -107,7 +107,7 @@ func applyYAML(t *testing.T, doc string) {
 }
 
 func readyReason(t *testing.T, name string) string {
-	aq, err := aqs.Get(context.Background(), name)
+	aq, err := aqs.Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
 		return err.Error()
 	}
@@ -237,7 +237,7 @@ spec:
 			}
 			return ""
 		})
-		aq, err := aqs.Get(ctx, "dra-ml")
+		aq, err := aqs.Get(ctx, "dra-ml", metav1.GetOptions{})
 		require.NoError(t, err)
 		require.Contains(t, aq.Status.Conditions[0].Message+aq.Status.Conditions[1].Message, "budget gpu.memory on a100-40 is 2000Gi but the high-water mark on root is 1280Gi")
 		// A change to the frozen team reaches the manager (an event is

@@ -8,13 +8,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	kueueconfig "sigs.k8s.io/kueue/apis/config/v1beta2"
 
-	"ome.io/quota-manager/api/v1beta1/aqclient"
+	quotaclient "ome.io/quota-manager/api/client"
+	aqtyped "ome.io/quota-manager/api/client/clientset/versioned/typed/api/v1beta1"
 	"ome.io/quota-manager/test/localcluster"
 )
 
 var (
 	cluster    *localcluster.Cluster
-	aqs        *aqclient.Client
+	aqs        aqtyped.AcceleratorQuotaInterface
 	managerBin string
 )
 
@@ -35,7 +36,7 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(localcluster.RunTests(m, opts, true, func(ctx context.Context, p *localcluster.TestPackage) (err error) {
 		cluster, managerBin = p.Cluster, p.ManagerBin
-		if aqs, err = aqclient.New(p.Cluster.Config); err != nil {
+		if aqs, err = quotaclient.AcceleratorQuotas(p.Cluster.Config); err != nil {
 			return err
 		}
 		for _, ns := range []string{"ome", teamNS} {

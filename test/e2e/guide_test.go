@@ -69,9 +69,9 @@ func managedVersions(t *testing.T) map[string]string {
 	}
 	// Node objects too, but root: its observedAt stamps are rewritten every
 	// report interval by design, so that they show the measuring is alive.
-	nodes, err := aqs.List(ctx)
+	nodes, err := aqs.List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
-	for _, n := range nodes {
+	for _, n := range nodes.Items {
 		if n.Name != v1beta1.RootName {
 			out["AcceleratorQuota/"+n.Name] = n.ResourceVersion
 		}
@@ -107,7 +107,7 @@ func TestGuide(t *testing.T) {
 	t.Run("root is created", func(t *testing.T) {
 		kubectlEquals(t, 30*time.Second, "NAME ROLE PARENT\nroot Cohort <none>",
 			"get", "aq", "-o", "custom-columns=NAME:.metadata.name,ROLE:.spec.role,PARENT:.spec.parentRef.name")
-		root, err := aqs.Get(ctx, "root")
+		root, err := aqs.Get(ctx, "root", metav1.GetOptions{})
 		require.NoError(t, err)
 		require.Contains(t, root.Finalizers, v1beta1.RootFinalizer)
 	})
@@ -200,7 +200,7 @@ Materialized=True Admitted: enforcement objects match this node's budget`,
 			}
 			return ""
 		})
-		beta, err := aqs.Get(ctx, "team-beta")
+		beta, err := aqs.Get(ctx, "team-beta", metav1.GetOptions{})
 		require.NoError(t, err)
 		require.Len(t, beta.Status.Budgets, 1)
 		require.Equal(t, "12", beta.Status.Budgets[0].Admitted.String())
@@ -237,11 +237,11 @@ Materialized=True Admitted: enforcement objects match this node's budget`,
 		require.NoError(t, cluster.Kube.CoreV1().Nodes().Delete(ctx, "gpu-node-4", metav1.DeleteOptions{}))
 		kubectlEquals(t, 30*time.Second, "google.com/tpu a100 0 0\nnvidia.com/gpu a100 24 24", "get", "aq", "root", "-o", capacityJSONPath)
 		eventually(t, 30*time.Second, func() string {
-			big, err := aqs.Get(ctx, "big")
+			big, err := aqs.Get(ctx, "big", metav1.GetOptions{})
 			if err != nil {
 				return err.Error()
 			}
-			team, err := aqs.Get(ctx, "big-team")
+			team, err := aqs.Get(ctx, "big-team", metav1.GetOptions{})
 			if err != nil {
 				return err.Error()
 			}
@@ -252,7 +252,7 @@ Materialized=True Admitted: enforcement objects match this node's budget`,
 			return ""
 		})
 		// ml-research (24) still fits.
-		ml, err := aqs.Get(ctx, "ml-research")
+		ml, err := aqs.Get(ctx, "ml-research", metav1.GetOptions{})
 		require.NoError(t, err)
 		require.Equal(t, "True", string(condition(ml, "Ready").Status))
 		time.Sleep(4 * time.Second)
@@ -307,7 +307,7 @@ Materialized=True Admitted: enforcement objects match this node's budget`,
 		_, err = aqs.Create(ctx, aqtest.Team("team-gamma", "root").Budget("nvidia.com/gpu", "a100", "2").Obj(), metav1.CreateOptions{})
 		require.NoError(t, err)
 		eventually(t, 30*time.Second, func() string {
-			g, err := aqs.Get(ctx, "team-gamma")
+			g, err := aqs.Get(ctx, "team-gamma", metav1.GetOptions{})
 			if err != nil {
 				return err.Error()
 			}
@@ -396,7 +396,7 @@ Materialized=True Admitted: enforcement objects match this node's budget`,
 			require.Less(t, took, leaseDuration, "a released lease is taken at once, not after it expires")
 
 			t.Run("changing a role in place sweeps the old kind", func(t *testing.T) {
-				delta, err := aqs.Get(ctx, "team-delta")
+				delta, err := aqs.Get(ctx, "team-delta", metav1.GetOptions{})
 				require.NoError(t, err)
 				delta.Spec.Role = v1beta1.RoleCohort
 				_, err = aqs.Update(ctx, delta, metav1.UpdateOptions{})
@@ -446,7 +446,7 @@ func waitMaterialized(t *testing.T, names ...string) {
 	t.Helper()
 	eventually(t, 30*time.Second, func() string {
 		for _, n := range names {
-			aq, err := aqs.Get(context.Background(), n)
+			aq, err := aqs.Get(context.Background(), n, metav1.GetOptions{})
 			if err != nil {
 				return err.Error()
 			}

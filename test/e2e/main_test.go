@@ -7,13 +7,14 @@ import (
 	"path/filepath"
 	"testing"
 
-	"ome.io/quota-manager/api/v1beta1/aqclient"
+	quotaclient "ome.io/quota-manager/api/client"
+	aqtyped "ome.io/quota-manager/api/client/clientset/versioned/typed/api/v1beta1"
 	"ome.io/quota-manager/test/localcluster"
 )
 
 var (
 	cluster *localcluster.Cluster
-	aqs     *aqclient.Client
+	aqs     aqtyped.AcceleratorQuotaInterface
 	// managerBin is the ome-quota-manager binary, built once for the package.
 	managerBin string
 	// auditLog is the API server's audit log: every request but reads.
@@ -40,7 +41,7 @@ func run(m *testing.M) int {
 	opts := localcluster.Options{Kueue: true, APIServerArgs: map[string]string{"audit-policy-file": policy, "audit-log-path": auditLog}}
 	return localcluster.RunTests(m, opts, true, func(ctx context.Context, p *localcluster.TestPackage) (err error) {
 		cluster, managerBin = p.Cluster, p.ManagerBin
-		if aqs, err = aqclient.New(p.Cluster.Config); err != nil {
+		if aqs, err = quotaclient.AcceleratorQuotas(p.Cluster.Config); err != nil {
 			return err
 		}
 		for _, ns := range []string{"ome", "ml-serving"} {

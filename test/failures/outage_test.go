@@ -19,8 +19,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
+	quotaclient "ome.io/quota-manager/api/client"
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
-	"ome.io/quota-manager/api/v1beta1/aqclient"
 	"ome.io/quota-manager/test/localcluster"
 	"ome.io/quota-manager/test/testutil"
 )
@@ -125,11 +125,11 @@ func apiserverAddr(t *testing.T) string {
 
 // rootMark reads root's high-water mark for a pair, "" when it has none.
 func rootMark(ctx context.Context, resourceName, flavor string) string {
-	aqs, err := aqclient.New(cluster.Config)
+	aqs, err := quotaclient.AcceleratorQuotas(cluster.Config)
 	if err != nil {
 		return err.Error()
 	}
-	root, err := aqs.Get(ctx, v1beta1.RootName)
+	root, err := aqs.Get(ctx, v1beta1.RootName, metav1.GetOptions{})
 	if err != nil {
 		return err.Error()
 	}

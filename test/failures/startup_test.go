@@ -18,12 +18,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
 	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
+	quotaclient "ome.io/quota-manager/api/client"
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
-	"ome.io/quota-manager/api/v1beta1/aqclient"
 	"ome.io/quota-manager/test/localcluster"
 	"ome.io/quota-manager/test/testutil"
 )
@@ -97,7 +96,7 @@ func TestFirstCapacityReportHoldsEveryNode(t *testing.T) {
 	require.NoError(t, failed)
 	t.Logf("created %d Nodes in %s", manyNodes, time.Since(start).Round(time.Millisecond))
 
-	aqs, err := aqclient.New(cluster.Config)
+	aqs, err := quotaclient.AcceleratorQuotas(cluster.Config)
 	require.NoError(t, err)
 	w, err := aqs.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + v1beta1.RootName})
 	require.NoError(t, err)
@@ -116,8 +115,8 @@ func TestFirstCapacityReportHoldsEveryNode(t *testing.T) {
 			if ev.Type != watch.Added && ev.Type != watch.Modified {
 				continue
 			}
-			root, err := aqclient.FromUnstructured(ev.Object.(*unstructured.Unstructured))
-			require.NoError(t, err)
+			root, ok := ev.Object.(*v1beta1.AcceleratorQuota)
+			require.True(t, ok, "a watch event of %T", ev.Object)
 			for _, c := range root.Status.Capacity {
 				if c.ResourceName != "nvidia.com/gpu" || c.ResourceFlavor != flavor {
 					continue
@@ -232,7 +231,7 @@ func TestMissingKueueCRDs(t *testing.T) {
 }
 
 func aqDelete(ctx context.Context, name string) error {
-	aqs, err := aqclient.New(cluster.Config)
+	aqs, err := quotaclient.AcceleratorQuotas(cluster.Config)
 	if err != nil {
 		return err
 	}

@@ -473,7 +473,7 @@ func usersAndRoles(ctx context.Context, t *testing.T) {
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "bob", Groups: []string{"quota-admins"}}
 	dc, err := dynamic.NewForConfig(cfg)
 	require.NoError(t, err)
-	_, err = dc.Resource(v1beta1.Resource).Patch(ctx, "team-beta", types.MergePatchType, []byte(`{"status":{"nominal":"1"}}`), metav1.PatchOptions{}, "status")
+	_, err = dc.Resource(v1beta1.AcceleratorQuotas).Patch(ctx, "team-beta", types.MergePatchType, []byte(`{"status":{"nominal":"1"}}`), metav1.PatchOptions{}, "status")
 	require.True(t, apierrors.IsForbidden(err), "%v", err)
 	require.Contains(t, err.Error(), `User "bob" cannot patch resource "acceleratorquotas/status" in API group "ome.io"`)
 }

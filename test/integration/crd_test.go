@@ -15,7 +15,6 @@ import (
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
-	"ome.io/quota-manager/api/v1beta1/aqclient"
 	"ome.io/quota-manager/api/v1beta1/aqtest"
 )
 
@@ -32,13 +31,13 @@ func TestGuideTreeRoundTrip(t *testing.T) {
 		}
 	})
 	for _, aq := range want {
-		got, err := aqs.Get(ctx, aq.Name)
+		got, err := aqs.Get(ctx, aq.Name, metav1.GetOptions{})
 		require.NoError(t, err)
 		if d := cmp.Diff(aq.Spec, got.Spec, cmp.Comparer(func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })); d != "" {
 			t.Errorf("%s: spec read back differs (-wrote +read):\n%s", aq.Name, d)
 		}
 	}
-	beta, err := aqs.Get(ctx, "team-beta")
+	beta, err := aqs.Get(ctx, "team-beta", metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Equal(t, "4", beta.Spec.Budgets[0].BorrowingLimit.String())
 	require.Nil(t, beta.Spec.Budgets[0].LendingLimit, "an unset lendingLimit must stay unset (all of nominal may be lent)")
@@ -108,7 +107,7 @@ func TestCRDRejectsBadObjects(t *testing.T) {
 			for _, w := range tc.want {
 				require.Contains(t, err.Error(), w)
 			}
-			_, getErr := aqs.Get(ctx, tc.obj.Name)
+			_, getErr := aqs.Get(ctx, tc.obj.Name, metav1.GetOptions{})
 			require.True(t, apierrors.IsNotFound(getErr), "a rejected object must not be stored")
 		})
 	}
@@ -146,7 +145,7 @@ func TestKubectlGetShowsPrinterColumns(t *testing.T) {
 		t.Cleanup(func() { _ = aqs.Delete(context.Background(), o.Name, metav1.DeleteOptions{}) })
 	}
 	// The manager writes these; here the test plays its part.
-	team, err := aqs.Get(ctx, "print-team")
+	team, err := aqs.Get(ctx, "print-team", metav1.GetOptions{})
 	require.NoError(t, err)
 	team.Status.Summary = &v1beta1.StatusSummary{Nominal: "nvidia.com/gpu@a100=8,google.com/tpu@v5e=4", Admitted: "nvidia.com/gpu@a100=3,google.com/tpu@v5e=0"}
 	team.Status.Conditions = []metav1.Condition{{Type: v1beta1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Admitted", Message: "node is a valid member of the quota tree", LastTransitionTime: metav1.Now()}}
@@ -169,13 +168,11 @@ func TestKubectlGetShowsPrinterColumns(t *testing.T) {
 }
 
 // createPatched creates obj after applying one JSON patch operation to its
-// JSON form, through the dynamic client.
+// JSON form, posted as it is through the typed client's REST client.
 func createPatched(ctx context.Context, obj *v1beta1.AcceleratorQuota, op string) error {
-	u, err := aqclient.ToUnstructured(obj)
-	if err != nil {
-		return err
-	}
-	doc, err := json.Marshal(u.Object)
+	cp := obj.DeepCopy()
+	cp.APIVersion, cp.Kind = v1beta1.SchemeGroupVersion.String(), "AcceleratorQuota"
+	doc, err := json.Marshal(cp)
 	if err != nil {
 		return err
 	}
@@ -186,9 +183,5 @@ func createPatched(ctx context.Context, obj *v1beta1.AcceleratorQuota, op string
 	if doc, err = patch.Apply(doc); err != nil {
 		return err
 	}
-	if err := json.Unmarshal(doc, &u.Object); err != nil {
-		return err
-	}
-	_, err = aqs.Dynamic().Create(ctx, u, metav1.CreateOptions{})
-	return err
+	return quotas.OmeV1beta1().RESTClient().Post().Resource("acceleratorquotas").Body(doc).Do(ctx).Error()
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"ome.io/quota-manager/api/v1beta1/aqclient"
+	quotaclient "ome.io/quota-manager/api/client"
 	"ome.io/quota-manager/api/v1beta1/aqtest"
 )
 
@@ -142,9 +142,9 @@ func TestGuide(t *testing.T) {
 
 	t.Run("children right after their parents", func(t *testing.T) {
 		// As kubectl apply of a tree file does, without its GET in between:
-		// the webhook reads the tree from the API server, so it finds a
-		// parent stored a moment ago whatever the manager's informer lags.
-		aqs, err := aqclient.New(cluster.Config)
+		// the parent's admission is in the admission record, and the
+		// child's review waits until the manager's state holds it.
+		aqs, err := quotaclient.AcceleratorQuotas(cluster.Config)
 		require.NoError(t, err)
 		ctx := context.Background()
 		const n = 10

@@ -26,6 +26,7 @@ import (
 )
 
 const (
+	gpu        = "nvidia.com/gpu"
 	ns         = "ome"
 	secretName = "ome-quota-manager-webhook-cert"
 	configName = webhook.DefaultConfigName
@@ -119,6 +120,14 @@ func resetSecret(t *testing.T) {
 	t.Helper()
 	deleteSecret(t)
 	createEmptySecret(t)
+}
+
+// ensureSecret creates the empty Secret unless it exists.
+func ensureSecret(t *testing.T) {
+	t.Helper()
+	if _, err := cluster.Kube.CoreV1().Secrets(ns).Get(context.Background(), secretName, metav1.GetOptions{}); err != nil {
+		createEmptySecret(t)
+	}
 }
 
 func createEmptySecret(t *testing.T) {

@@ -1,0 +1,163 @@
+package quotactl
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	kueueclient "sigs.k8s.io/kueue/client-go/clientset/versioned"
+
+	"ome.io/quota-manager/api/client/clientset/versioned"
+	v1beta1 "ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/events"
+	"ome.io/quota-manager/events/sources"
+	"ome.io/quota-manager/state"
+)
+
+// clients are the API clients the commands read with.
+type clients struct {
+	quotas versioned.Interface
+	kube   kubernetes.Interface
+	kueue  kueueclient.Interface
+}
+
+func newClients(cfg *rest.Config) (*clients, error) {
+	q, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	k, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	kq, err := kueueclient.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &clients{quotas: q, kube: k, kueue: kq}, nil
+}
+
+// cluster is what the commands read of the cluster, listed once.
+type cluster struct {
+	quotas  []v1beta1.AcceleratorQuota
+	nodes   []corev1.Node
+	flavors []kueue.ResourceFlavor
+	queues  []kueue.ClusterQueue
+}
+
+// read lists the tree, the Nodes, the ResourceFlavors and the ClusterQueues.
+func (c *clients) read(ctx context.Context) (*cluster, error) {
+	out := &cluster{}
+	aqs, err := c.quotas.OmeV1beta1().AcceleratorQuotas().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out.quotas = aqs.Items
+	nodes, err := c.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out.nodes = nodes.Items
+	flavors, err := c.kueue.KueueV1beta2().ResourceFlavors().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out.flavors = flavors.Items
+	queues, err := c.kueue.KueueV1beta2().ClusterQueues().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out.queues = queues.Items
+	return out, nil
+}
+
+func (cl *cluster) quota(name string) *v1beta1.AcceleratorQuota {
+	for i := range cl.quotas {
+		if cl.quotas[i].Name == name {
+			return &cl.quotas[i]
+		}
+	}
+	return nil
+}
+
+// replayer feeds events to a state, numbering them.
+type replayer struct {
+	s   *state.State
+	seq uint64
+	now time.Time
+}
+
+func newReplayer(cfg events.Config, now time.Time) *replayer {
+	r := &replayer{s: state.New(), now: now}
+	r.apply(events.ConfigChanged(now, cfg))
+	return r
+}
+
+func (r *replayer) apply(ev events.Event) []state.Transition {
+	r.seq++
+	ev.Seq = r.seq
+	return r.s.Apply(ev)
+}
+
+// replay builds the core's state of the cluster as the manager would from
+// its informers: the configuration, the ResourceFlavors, the Nodes, the
+// tree (root's stored marks read back), the ClusterQueues' usage, then a
+// Tick, the first measurement.
+func (cl *cluster) replay(cfg events.Config, now time.Time) *replayer {
+	return cl.replayWithout(cfg, now, nil)
+}
+
+// replayWithout is replay as if the Nodes named in without did not exist:
+// the first measurement then sees the capacity without them, at once, and
+// moves root's marks (read back from its status) by the hysteresis rule.
+func (cl *cluster) replayWithout(cfg events.Config, now time.Time, without map[string]bool) *replayer {
+	r := newReplayer(cfg, now)
+	for i := range cl.flavors {
+		r.apply(events.FlavorUpserted(now, sources.FlavorOf(&cl.flavors[i])))
+	}
+	for i := range cl.nodes {
+		if !without[cl.nodes[i].Name] {
+			r.apply(events.NodeUpserted(now, sources.NodeOf(&cl.nodes[i])))
+		}
+	}
+	for i := range cl.quotas {
+		r.apply(events.QuotaUpserted(now, sources.QuotaOf(&cl.quotas[i])))
+	}
+	for i := range cl.queues {
+		r.apply(events.QueueUpserted(now, sources.QueueOf(&cl.queues[i])))
+	}
+	r.apply(events.Tick(now))
+	return r
+}
+
+// pairKey is "resource@flavor", the way the commands name a pair.
+func pairKey(resourceName, flavor string) string { return resourceName + "@" + flavor }
+
+// parseCapacity reads --capacity values "resource@flavor=N".
+func parseCapacity(vals []string) ([]v1beta1.CapacityStatus, error) {
+	var out []v1beta1.CapacityStatus
+	for _, v := range vals {
+		pair, amount, ok := strings.Cut(v, "=")
+		res, flavor, ok2 := strings.Cut(pair, "@")
+		if !ok || !ok2 || res == "" || flavor == "" {
+			return nil, fmt.Errorf("--capacity %q: write it as resource@flavor=N, e.g. nvidia.com/gpu@a100=32", v)
+		}
+		q, err := resource.ParseQuantity(amount)
+		if err != nil || q.Sign() < 0 {
+			return nil, fmt.Errorf("--capacity %q: %q is not a non-negative amount", v, amount)
+		}
+		out = append(out, v1beta1.CapacityStatus{ResourceName: res, ResourceFlavor: flavor, Allocatable: q, HighWaterMark: q})
+	}
+	slices.SortFunc(out, func(a, b v1beta1.CapacityStatus) int {
+		return strings.Compare(pairKey(a.ResourceName, a.ResourceFlavor), pairKey(b.ResourceName, b.ResourceFlavor))
+	})
+	return out, nil
+}

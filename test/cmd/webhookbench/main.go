@@ -1,0 +1,318 @@
+// Command webhookbench measures what the admission webhook adds to a write
+// of the quota tree, on the local control plane: sequential budget updates
+// of one team, and label-only updates, with the manager running without the
+// webhook and then with it, at each tree size.
+//
+//	go run ./test/cmd/webhookbench [-sizes 1000,5000] [-updates 500]
+//
+// It prints p50, p90, p99 and the mean per size, mode and kind of write.
+// It is not run by `make test`: it takes several minutes.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+
+	quotaclient "ome.io/quota-manager/api/client"
+	aqtyped "ome.io/quota-manager/api/client/clientset/versioned/typed/api/v1beta1"
+	"ome.io/quota-manager/api/v1beta1/aqtest"
+	"ome.io/quota-manager/test/localcluster"
+	"ome.io/quota-manager/webhook"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "webhookbench:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	sizesFlag := flag.String("sizes", "1000,5000", "tree sizes (AcceleratorQuotas) to measure at, ascending")
+	updates := flag.Int("updates", 500, "sequential writes per measurement")
+	flag.Parse()
+	var sizes []int
+	for _, s := range strings.Split(*sizesFlag, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 20 {
+			return fmt.Errorf("-sizes: %q is not a size of at least 20", s)
+		}
+		sizes = append(sizes, n)
+	}
+	if !slices.IsSorted(sizes) {
+		return errors.New("-sizes must be ascending: the tree only grows")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	fmt.Fprintln(os.Stderr, "starting etcd and kube-apiserver on loopback...")
+	c, err := localcluster.Start(ctx, localcluster.Options{})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.Stop() }()
+	bin, err := localcluster.BuildManager(ctx, c.Dir)
+	if err != nil {
+		return err
+	}
+	if err := localcluster.WriteDemoCluster(ctx, c); err != nil {
+		return err
+	}
+	if err := c.CreateWebhookSecret(ctx); err != nil {
+		return err
+	}
+	cfg := rest.CopyConfig(c.Config)
+	cfg.QPS, cfg.Burst = 5000, 5000
+	aqs, err := quotaclient.AcceleratorQuotas(cfg)
+	if err != nil {
+		return err
+	}
+	b := &bench{c: c, bin: bin, aqs: aqs, updates: *updates}
+	// The manager creates root: start one without the webhook to do it.
+	m, err := b.start(ctx, 0)
+	if err != nil {
+		return err
+	}
+	m.Stop()
+
+	fmt.Printf("%-6s %-10s %-8s %9s %9s %9s %9s\n", "aqs", "webhook", "write", "p50", "p90", "p99", "mean")
+	for _, n := range sizes {
+		fmt.Fprintf(os.Stderr, "growing the tree to %d AcceleratorQuotas...\n", n)
+		if err := b.grow(ctx, n); err != nil {
+			return err
+		}
+		for _, on := range []bool{false, true} {
+			res, err := b.measure(ctx, n, on)
+			if err != nil {
+				return err
+			}
+			mode := "off"
+			if on {
+				mode = "on"
+			}
+			for _, kind := range []string{"budget", "label"} {
+				d := res[kind]
+				fmt.Printf("%-6d %-10s %-8s %9s %9s %9s %9s\n", n, mode, kind, pct(d, 50), pct(d, 90), pct(d, 99), mean(d))
+			}
+		}
+	}
+	return nil
+}
+
+type write struct{ cohort, team string }
+
+type bench struct {
+	c       *localcluster.Cluster
+	bin     string
+	aqs     aqtyped.AcceleratorQuotaInterface
+	updates int
+	size    int // nodes written so far, root and the guide's Cohort included
+}
+
+// start starts a manager, with the webhook on port (0: without it), and
+// waits until it is ready.
+func (b *bench) start(ctx context.Context, port int) (*localcluster.Manager, error) {
+	args := []string{"--leader-elect=false"}
+	if port == 0 {
+		args = append(args, "--webhook=false")
+	} else {
+		args = append(args, localcluster.WebhookFlags(port)...)
+	}
+	return b.c.StartManager(ctx, b.bin, fmt.Sprintf("bench-%d", port), b.c.Dir, args...)
+}
+
+// grow creates Cohorts of ten teams of 1 GPU under root until the tree
+// holds n nodes, 16 writes at a time, with no webhook configured.
+func (b *bench) grow(ctx context.Context, n int) error {
+	var cohorts, teams []write
+	for i := b.size; i < n-1; i++ { // root is one of n
+		c := fmt.Sprintf("bench-cohort-%04d", i/11)
+		if i%11 == 0 {
+			cohorts = append(cohorts, write{cohort: c})
+		} else {
+			teams = append(teams, write{cohort: c, team: fmt.Sprintf("%s-team-%d", c, i%11)})
+		}
+	}
+	// Each Cohort before its teams.
+	for _, wave := range [][]write{cohorts, teams} {
+		if err := parallel(ctx, 16, len(wave), func(i int) error {
+			w := wave[i]
+			obj := aqtest.Cohort(w.cohort, "root").Budget("nvidia.com/gpu", "a100", "10").Obj()
+			if w.team != "" {
+				obj = aqtest.Team(w.team, w.cohort).Budget("nvidia.com/gpu", "a100", "1").Obj()
+			}
+			_, err := b.aqs.Create(ctx, obj, metav1.CreateOptions{})
+			if apierrors.IsAlreadyExists(err) {
+				return nil
+			}
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	b.size = n - 1
+	return nil
+}
+
+func parallel(ctx context.Context, workers, n int, f func(int) error) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	next := make(chan int)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if err := f(i); err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+				}
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		select {
+		case next <- i:
+		case err := <-errs:
+			close(next)
+			wg.Wait()
+			return err
+		case <-ctx.Done():
+			close(next)
+			wg.Wait()
+			return ctx.Err()
+		}
+	}
+	close(next)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return err
+	default:
+		return nil
+	}
+}
+
+// measure starts a manager with or without the webhook, waits until it has
+// the whole tree and has finished writing statuses, and times the writes.
+func (b *bench) measure(ctx context.Context, n int, on bool) (map[string][]time.Duration, error) {
+	port := 0
+	if on {
+		var err error
+		if port, err = localcluster.FreePort(); err != nil {
+			return nil, err
+		}
+		if err := b.c.CreateWebhookConfig(ctx, port); err != nil {
+			return nil, err
+		}
+		defer func() {
+			_ = b.c.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(context.Background(), webhook.DefaultConfigName, metav1.DeleteOptions{})
+		}()
+	}
+	m, err := b.start(ctx, port)
+	if err != nil {
+		return nil, err
+	}
+	defer m.Stop()
+	if err := settle(ctx, m, n); err != nil {
+		return nil, err
+	}
+	team := "bench-cohort-0000-team-1"
+	out := map[string][]time.Duration{}
+	for i := range b.updates {
+		p := fmt.Sprintf(`{"spec":{"budgets":[{"resourceName":"nvidia.com/gpu","resourceFlavor":"a100","nominal":"%d"}]}}`, 1+(i+1)%2)
+		d, err := b.timed(ctx, team, p)
+		if err != nil {
+			return nil, fmt.Errorf("budget update %d: %w", i, err)
+		}
+		out["budget"] = append(out["budget"], d)
+	}
+	for i := range b.updates {
+		p := fmt.Sprintf(`{"metadata":{"labels":{"bench":"%d"}}}`, i)
+		d, err := b.timed(ctx, team, p)
+		if err != nil {
+			return nil, fmt.Errorf("label update %d: %w", i, err)
+		}
+		out["label"] = append(out["label"], d)
+	}
+	if on {
+		judged, err := m.Metric(ctx, "ome_quota_webhook_verdicts_total", `operation="UPDATE"`)
+		if err != nil {
+			return nil, err
+		}
+		if judged < float64(2*b.updates) {
+			return nil, fmt.Errorf("the webhook answered %v updates, want at least %d: it was not in the path", judged, 2*b.updates)
+		}
+	}
+	return out, nil
+}
+
+func (b *bench) timed(ctx context.Context, name, patch string) (time.Duration, error) {
+	start := time.Now()
+	_, err := b.aqs.Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	return time.Since(start), err
+}
+
+// settle waits until the manager's state holds n nodes and its writes have
+// stopped for two seconds.
+func settle(ctx context.Context, m *localcluster.Manager, n int) error {
+	deadline := time.Now().Add(10 * time.Minute)
+	last, quiet := -1.0, 0
+	for time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+		nodes, err := m.Metric(ctx, "ome_quota_nodes")
+		if err != nil {
+			return err
+		}
+		writes, err := m.Metric(ctx, "ome_quota_backend_writes_total")
+		if err != nil {
+			return err
+		}
+		if int(nodes) != n || writes != last {
+			last, quiet = writes, 0
+			continue
+		}
+		if quiet++; quiet >= 2 {
+			return nil
+		}
+	}
+	return fmt.Errorf("the manager did not settle on %d nodes in 10 minutes", n)
+}
+
+func pct(d []time.Duration, p int) string {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	i := (len(s)*p + 99) / 100
+	return fmtDur(s[max(0, min(len(s)-1, i-1))])
+}
+
+func mean(d []time.Duration) string {
+	var sum time.Duration
+	for _, x := range d {
+		sum += x
+	}
+	return fmtDur(sum / time.Duration(len(d)))
+}
+
+func fmtDur(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d.Microseconds())/1000) }

@@ -1,0 +1,29 @@
+package plugin
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"ome.io/quota-manager/test/localcluster"
+)
+
+var (
+	cluster *localcluster.Cluster
+	// managerBin is the ome-quota-manager binary, built once for the package.
+	managerBin string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(localcluster.RunTests(m, localcluster.Options{Kueue: true}, true, func(ctx context.Context, p *localcluster.TestPackage) error {
+		cluster, managerBin = p.Cluster, p.ManagerBin
+		for _, ns := range []string{"ome", "ml-serving"} {
+			if err := p.Cluster.EnsureNamespace(ctx, ns); err != nil {
+				return err
+			}
+		}
+		// The guide's cluster: ResourceFlavor a100 and four A100 nodes of 8
+		// GPUs, gpu-node-1 to gpu-node-4, so the high-water mark is 32.
+		return localcluster.WriteDemoCluster(ctx, p.Cluster)
+	}))
+}

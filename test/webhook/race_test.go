@@ -1,0 +1,250 @@
+package webhook
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	quotaclient "ome.io/quota-manager/api/client"
+	aqtyped "ome.io/quota-manager/api/client/clientset/versioned/typed/api/v1beta1"
+	"ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/api/v1beta1/aqtest"
+	"ome.io/quota-manager/events"
+	"ome.io/quota-manager/state"
+)
+
+// balancer stands for the webhook's Service in front of two replicas: it
+// serves the replicas' own certificate on 127.0.0.1:port and sends each
+// review to the next replica in turn, so that two writes sent together are
+// judged by different replicas.
+type balancer struct {
+	port int
+	srv  *http.Server
+	sent [2]atomic.Int64
+}
+
+func startBalancer(t *testing.T, port int, backends [2]int) *balancer {
+	t.Helper()
+	s := getSecret(t)
+	cert, err := tls.X509KeyPair(s.Data["tls.crt"], s.Data["tls.key"])
+	require.NoError(t, err)
+	pool := x509.NewCertPool()
+	require.True(t, pool.AppendCertsFromPEM(s.Data["ca.crt"]))
+	b := &balancer{port: port}
+	var next atomic.Int64
+	transport := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}, MaxIdleConnsPerHost: 64}
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			i := next.Add(1) % 2
+			b.sent[i].Add(1)
+			r.SetURL(&url.URL{Scheme: "https", Host: fmt.Sprintf("127.0.0.1:%d", backends[i])})
+		},
+		Transport: transport,
+	}
+	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	require.NoError(t, err)
+	b.srv = &http.Server{Handler: proxy, TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = b.srv.ServeTLS(ln, "", "") }()
+	t.Cleanup(func() { _ = b.srv.Close(); transport.CloseIdleConnections() })
+	return b
+}
+
+// raceScenario is a pair of writes that each fit the tree alone and not
+// together, prepared by setup for round i.
+type raceScenario struct {
+	name string
+	// setup creates what the round needs and returns the two writes.
+	setup func(t *testing.T, aqs aqtyped.AcceleratorQuotaInterface, i int) (a, b func(context.Context) error)
+	// denial is what the loser's denial says.
+	denial string
+}
+
+// TestConcurrentConflictingWrites fires pairs of writes that each fit alone
+// and break a rule together, at two replicas through a balancer that sends
+// the two writes of a pair to different replicas: two teams that overrun
+// their Cohort together, two parent moves that form a cycle, and a budget
+// raise racing a sibling's create; 50 rounds of each. In every round
+// exactly one write is admitted and the other is denied with the rule's
+// message, and the tree stored in the API server breaks no rule.
+func TestConcurrentConflictingWrites(t *testing.T) {
+	ctx := context.Background()
+	ensureSecret(t)
+	lb := freePort(t)
+	installConfig(t, lb)
+	r1 := startReplica(t, "race-1", freePort(t))
+	r2 := startReplica(t, "race-2", freePort(t))
+	b := startBalancer(t, lb, [2]int{r1.port, r2.port})
+	aqs, err := quotaclient.AcceleratorQuotas(cluster.Config)
+	require.NoError(t, err)
+	t.Cleanup(func() { deleteByPrefix(t, aqs, "race-") })
+
+	team := func(name, parent, nominal string) *v1beta1.AcceleratorQuota {
+		return aqtest.Team(name, parent).Budget(gpu, "a100", nominal).Obj()
+	}
+	create := func(aq *v1beta1.AcceleratorQuota) func(context.Context) error {
+		return func(ctx context.Context) error {
+			_, err := aqs.Create(ctx, aq, metav1.CreateOptions{})
+			return err
+		}
+	}
+	patch := func(name, p string) func(context.Context) error {
+		return func(ctx context.Context) error {
+			_, err := aqs.Patch(ctx, name, types.MergePatchType, []byte(p), metav1.PatchOptions{})
+			return err
+		}
+	}
+	mustCreate := func(t *testing.T, aq *v1beta1.AcceleratorQuota) {
+		t.Helper()
+		require.NoError(t, create(aq)(ctx), "creating %s", aq.Name)
+	}
+	scenarios := []raceScenario{{
+		name: "two creates overrun a Cohort together",
+		setup: func(t *testing.T, aqs aqtyped.AcceleratorQuotaInterface, i int) (func(context.Context) error, func(context.Context) error) {
+			c := fmt.Sprintf("race-over-%02d", i)
+			mustCreate(t, aqtest.Cohort(c, "root").Budget(gpu, "a100", "10").Obj())
+			return create(team(c+"-a", c, "6")), create(team(c+"-b", c, "6"))
+		},
+		denial: "is 10 but its children total 12",
+	}, {
+		name: "two parent moves form a cycle",
+		setup: func(t *testing.T, aqs aqtyped.AcceleratorQuotaInterface, i int) (func(context.Context) error, func(context.Context) error) {
+			x, y := fmt.Sprintf("race-cyc-%02d-x", i), fmt.Sprintf("race-cyc-%02d-y", i)
+			mustCreate(t, aqtest.Cohort(x, "root").Obj())
+			mustCreate(t, aqtest.Cohort(y, "root").Obj())
+			return patch(x, `{"spec":{"parentRef":{"name":"`+y+`"}}}`), patch(y, `{"spec":{"parentRef":{"name":"`+x+`"}}}`)
+		},
+		denial: "spec.parentRef leads back to this node",
+	}, {
+		name: "a budget raise races a sibling's create",
+		setup: func(t *testing.T, aqs aqtyped.AcceleratorQuotaInterface, i int) (func(context.Context) error, func(context.Context) error) {
+			c := fmt.Sprintf("race-sib-%02d", i)
+			mustCreate(t, aqtest.Cohort(c, "root").Budget(gpu, "a100", "10").Obj())
+			mustCreate(t, team(c+"-a", c, "4"))
+			return patch(c+"-a", `{"spec":{"budgets":[{"resourceName":"nvidia.com/gpu","resourceFlavor":"a100","nominal":"8"}]}}`),
+				create(team(c+"-b", c, "4"))
+		},
+		denial: "is 10 but its children total 12",
+	}}
+
+	const rounds = 50
+	won := map[string][2]int{}
+	for _, sc := range scenarios {
+		for i := range rounds {
+			a, bw := sc.setup(t, aqs, i)
+			var wg sync.WaitGroup
+			var errs [2]error
+			start := make(chan struct{})
+			for k, w := range []func(context.Context) error{a, bw} {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-start
+					errs[k] = w(ctx)
+				}()
+			}
+			close(start)
+			wg.Wait()
+			switch {
+			case errs[0] == nil && errs[1] == nil:
+				t.Errorf("%s, round %d: both writes admitted", sc.name, i)
+			case errs[0] != nil && errs[1] != nil:
+				t.Errorf("%s, round %d: both writes denied, though each fits alone: %v; %v", sc.name, i, errs[0], errs[1])
+			default:
+				loser := errs[0]
+				if loser == nil {
+					loser = errs[1]
+				}
+				if !apierrors.IsForbidden(loser) || !strings.Contains(loser.Error(), sc.denial) {
+					t.Errorf("%s, round %d: the loser was refused with %v, want a denial saying %q", sc.name, i, loser, sc.denial)
+				}
+				w := won[sc.name]
+				if errs[0] == nil {
+					w[0]++
+				} else {
+					w[1]++
+				}
+				won[sc.name] = w
+			}
+			if v := storedViolations(t, aqs, "race-"); len(v) > 0 {
+				t.Fatalf("%s, round %d: the stored tree breaks rules: %v", sc.name, i, v)
+			}
+		}
+	}
+	t.Logf("first or second write admitted, per scenario: %v", won)
+	t.Logf("reviews sent to each replica: %d, %d", b.sent[0].Load(), b.sent[1].Load())
+	conflicts := r1.metric(t, "ome_quota_webhook_record_writes_total", `outcome="conflict"`) +
+		r2.metric(t, "ome_quota_webhook_record_writes_total", `outcome="conflict"`)
+	t.Logf("record writes that lost a race and were judged again: %v", conflicts)
+	for _, r := range []*replica{r1, r2} {
+		require.Positive(t, r.metric(t, "ome_quota_webhook_verdicts_total", `verdict="denied"`), "%s denied nothing: it was not judging", r.Name)
+		require.Positive(t, r.metric(t, "ome_quota_webhook_record_writes_total", `outcome="written"`), "%s recorded nothing", r.Name)
+	}
+	require.Positive(t, conflicts, "no write lost the race for the record: the writes were not concurrent")
+}
+
+// storedViolations evaluates the tree as the API server stores it and
+// returns the violations of the nodes whose name has prefix.
+func storedViolations(t *testing.T, aqs aqtyped.AcceleratorQuotaInterface, prefix string) []state.Violation {
+	t.Helper()
+	l, err := aqs.List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	list := l.Items
+	tree := state.Tree{}
+	for i := range list {
+		tree[list[i].Name] = &list[i].Spec
+	}
+	marks := map[state.Pair]state.Amount{{Resource: gpu, Flavor: "a100"}: 1 << 40}
+	var out []state.Violation
+	for _, v := range state.Evaluate(tree, marks, map[string]bool{"a100": true}, events.DefaultConfig()) {
+		if strings.HasPrefix(v.Node, prefix) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// deleteByPrefix deletes the nodes whose name has prefix, children first.
+func deleteByPrefix(t *testing.T, aqs aqtyped.AcceleratorQuotaInterface, prefix string) {
+	ctx := context.Background()
+	for range 10 {
+		l, err := aqs.List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		list := l.Items
+		parents := map[string]bool{}
+		var mine []string
+		for _, aq := range list {
+			if strings.HasPrefix(aq.Name, prefix) {
+				mine = append(mine, aq.Name)
+				if aq.Spec.ParentRef != nil {
+					parents[aq.Spec.ParentRef.Name] = true
+				}
+			}
+		}
+		if len(mine) == 0 {
+			return
+		}
+		for _, n := range mine {
+			if !parents[n] {
+				if err := aqs.Delete(ctx, n, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+					t.Logf("deleting %s: %v", n, err)
+				}
+			}
+		}
+	}
+	t.Errorf("nodes with prefix %s are left", prefix)
+}

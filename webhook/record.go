@@ -1,0 +1,376 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/klog/v2"
+
+	"ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/metrics"
+	"ome.io/quota-manager/state"
+)
+
+// The admission record is a ConfigMap in the manager's namespace that lists
+// the tree writes admitted in the last moments. Every replica adds the
+// write it admits with an Update that carries the ConfigMap's
+// resourceVersion, so admissions are serialized across replicas: a replica
+// that loses the race reads the record again and judges again. Before it
+// judges, a replica waits until its own state has seen every write the
+// record lists land (or learnt that it never will), so it judges on a tree
+// that holds every write admitted before its own. docs/webhook.md says why
+// that is correct.
+const (
+	// RecordKey is the ConfigMap's key that holds the record, as JSON.
+	RecordKey = "admitted"
+	// recordFormat is the record's format; a replica refuses to judge on a
+	// record of a newer one.
+	recordFormat = 1
+	// maxAttempts bounds how often one review judges again after losing a
+	// race for the record.
+	maxAttempts = 8
+)
+
+// Timings of the record. Defaults in DefaultOptions.
+type RecordTimings struct {
+	// Settle is how long a review waits for the writes admitted before it
+	// to reach this replica's state. A write still not seen then is taken
+	// to have failed after its admission.
+	Settle time.Duration
+	// InFlight is how long after its admission a write can still land: a
+	// review does not wait for an older one.
+	InFlight time.Duration
+	// Keep is how long a write stays listed in the record (at least
+	// InFlight, plus room for replicas' clocks to differ).
+	Keep time.Duration
+}
+
+// admitted is one write the record lists.
+type admitted struct {
+	Name string                `json:"name"`
+	Op   admissionv1.Operation `json:"op"`
+	// Generation is the generation the write was judged on (UPDATE and
+	// DELETE): once the node is gone or at a later one, the write has
+	// landed or can no longer land, as the API server judges a write again
+	// when it retries it on a newer object.
+	Generation int64     `json:"generation,omitempty"`
+	At         time.Time `json:"at"`
+	UID        types.UID `json:"uid,omitempty"`
+	By         string    `json:"by,omitempty"`
+}
+
+type recordData struct {
+	Format  int        `json:"format"`
+	Writes  []admitted `json:"writes"`
+	Comment string     `json:"comment,omitempty"`
+}
+
+// same reports whether a is the write w judged on the same object: the
+// API server judging a write again after a conflict, or two clients
+// writing the same node at once, of which at most one can land.
+func (a admitted) same(w Write) bool {
+	return a.Name == w.Name && a.Op == w.Op && a.Generation == w.Generation
+}
+
+// settled reports whether the state shows that the write landed, or that
+// it can no longer land.
+func (a admitted) settled(s *state.State) bool {
+	gen, ok := s.Generation(a.Name)
+	if a.Op == admissionv1.Create {
+		return ok
+	}
+	return !ok || gen > a.Generation
+}
+
+// covers reports whether b is settled whenever a is.
+func (a admitted) covers(b admitted) bool {
+	return a.Name == b.Name && a.Op != admissionv1.Create && b.Op != admissionv1.Create && b.Generation <= a.Generation
+}
+
+// record is the ConfigMap as last read or written, decoded.
+type record struct {
+	cm     *corev1.ConfigMap
+	writes []admitted
+}
+
+// Serializer judges tree writes from the manager's state and serializes
+// the admissions of every replica through the record.
+type Serializer struct {
+	ConfigMaps corev1client.ConfigMapInterface
+	// Namespace and Name of the record's ConfigMap.
+	Namespace, Name string
+	// Get reads a node from the API server: the targeted read for a parent
+	// that the state does not hold yet.
+	Get   func(ctx context.Context, name string) (*v1beta1.AcceleratorQuota, error)
+	State StateReader
+	// Identity names this replica in the record.
+	Identity string
+	Now      func() time.Time
+	RecordTimings
+	// Metrics may be nil.
+	Metrics *metrics.Metrics
+
+	mu  sync.Mutex
+	cur *record
+}
+
+// Judge decides a tree write: it waits until this replica's state holds
+// every write admitted before it, judges on the state (state.State.Admit),
+// and adds an admitted write to the record with a compare-and-swap, judging
+// again when another replica changed the record meanwhile. A dry run is
+// judged the same way and recorded nowhere.
+func (z *Serializer) Judge(ctx context.Context, w Write) (Verdict, error) {
+	settleBy := z.Now().Add(z.Settle)
+	rec, err := z.read(ctx, false)
+	if err != nil {
+		return Verdict{}, err
+	}
+	// fresh: rec was read from the API server during this review.
+	fresh, checkedParent := false, false
+	for range maxAttempts {
+		v, err := z.decide(ctx, w, z.inFlight(rec, w), settleBy)
+		if err != nil {
+			return Verdict{}, err
+		}
+		if !v.Allowed {
+			if !fresh {
+				// A denial stands only against the record as it is now:
+				// another replica may have admitted a write meanwhile.
+				fresh = true
+				cur, err := z.read(ctx, true)
+				if err != nil {
+					return Verdict{}, err
+				}
+				if cur.cm.ResourceVersion != rec.cm.ResourceVersion {
+					rec = cur
+					continue
+				}
+			}
+			if p := missingParent(w, v); p != "" && !checkedParent {
+				// A parent created a moment ago by a path the record does
+				// not see (the manager's own root, or the webhook off).
+				checkedParent = true
+				if _, err := z.Get(ctx, p); err == nil {
+					if err := z.await(ctx, settleBy, func(s *state.State) bool { _, ok := s.Generation(p); return ok }); err != nil {
+						return Verdict{}, err
+					}
+					continue
+				}
+			}
+			return v, nil
+		}
+		if w.DryRun {
+			return v, nil
+		}
+		outcome, err := z.add(ctx, rec, w)
+		z.count(outcome)
+		if apierrors.IsConflict(err) {
+			// Another replica wrote the record first: judge again on it.
+			if rec, err = z.read(ctx, true); err != nil {
+				return Verdict{}, err
+			}
+			fresh = true
+			continue
+		}
+		if err != nil {
+			return Verdict{}, fmt.Errorf("recording the admitted write in ConfigMap %s/%s: %w", z.Namespace, z.Name, err)
+		}
+		return v, nil
+	}
+	return Verdict{}, fmt.Errorf("the admission record, ConfigMap %s/%s, changed %d times while this write was judged", z.Namespace, z.Name, maxAttempts)
+}
+
+// decide waits until the state has settled every write in flight, or
+// until settleBy, and judges w on it.
+func (z *Serializer) decide(ctx context.Context, w Write, inFlight []admitted, settleBy time.Time) (Verdict, error) {
+	var v Verdict
+	var open []admitted
+	err := z.await(ctx, settleBy, func(s *state.State) bool {
+		open = open[:0]
+		for _, a := range inFlight {
+			if !a.settled(s) {
+				open = append(open, a)
+			}
+		}
+		// The state must also hold the node at the generation the API
+		// server judged the write on, when it says one.
+		if gen, ok := s.Generation(w.Name); w.Generation > 0 && (!ok || gen < w.Generation) {
+			open = append(open, admitted{Name: w.Name, Op: w.Op, Generation: w.Generation})
+		}
+		if len(open) > 0 && z.Now().Before(settleBy) {
+			return false
+		}
+		v = verdictOf(s.Admit(w.Name, w.Spec))
+		return true
+	})
+	if len(open) > 0 {
+		klog.FromContext(ctx).Info("judged a write while writes admitted before it were not seen to land; taking them as failed",
+			"node", w.Name, "inFlight", open, "waited", z.Settle)
+	}
+	return v, err
+}
+
+// await calls done under the state's lock after each event, until it
+// reports true. Past settleBy it calls done once more and returns.
+func (z *Serializer) await(ctx context.Context, settleBy time.Time, done func(*state.State) bool) error {
+	for {
+		ok := false
+		next := z.State.Observe(func(s *state.State) { ok = done(s) })
+		if ok {
+			return nil
+		}
+		left := settleBy.Sub(z.Now())
+		if left <= 0 {
+			z.State.View(func(s *state.State) { done(s) })
+			return nil
+		}
+		t := time.NewTimer(left)
+		select {
+		case <-next:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+		t.Stop()
+	}
+}
+
+// missingParent is the parent of the written node when the denial says it
+// does not exist.
+func missingParent(w Write, v Verdict) string {
+	if w.Spec == nil || w.Spec.ParentRef == nil {
+		return ""
+	}
+	for _, d := range v.Denied {
+		if d.Node == w.Name && d.Reason == state.ReasonParentMissing {
+			return w.Spec.ParentRef.Name
+		}
+	}
+	return ""
+}
+
+// inFlight are the writes of the record that can still land, but w's own.
+func (z *Serializer) inFlight(rec *record, w Write) []admitted {
+	now := z.Now()
+	var out []admitted
+	for _, a := range rec.writes {
+		if now.Before(a.At.Add(z.InFlight)) && !a.same(w) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// read returns the record as last read or written, or reads it from the
+// API server when force is set or nothing is cached; it creates the
+// ConfigMap when it does not exist.
+func (z *Serializer) read(ctx context.Context, force bool) (*record, error) {
+	z.mu.Lock()
+	cur := z.cur
+	z.mu.Unlock()
+	if cur != nil && !force {
+		return cur, nil
+	}
+	cm, err := z.ConfigMaps.Get(ctx, z.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		cm, err = z.ConfigMaps.Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: z.Name, Namespace: z.Namespace,
+				Labels: map[string]string{v1beta1.ManagedByLabel: v1beta1.ManagedByValue}},
+			Data: map[string]string{RecordKey: `{"format":1,"writes":[]}`},
+		}, metav1.CreateOptions{FieldManager: FieldManager})
+		if apierrors.IsAlreadyExists(err) {
+			cm, err = z.ConfigMaps.Get(ctx, z.Name, metav1.GetOptions{})
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the admission record, ConfigMap %s/%s: %w", z.Namespace, z.Name, err)
+	}
+	if cm.Labels[v1beta1.ManagedByLabel] != v1beta1.ManagedByValue {
+		return nil, fmt.Errorf("ConfigMap %s/%s, the admission record, lacks the label %s=%s, and the manager writes no object without it: "+
+			"run kubectl label configmap -n %s %s %s=%s, or point --webhook-admission-record at another name",
+			z.Namespace, z.Name, v1beta1.ManagedByLabel, v1beta1.ManagedByValue, z.Namespace, z.Name, v1beta1.ManagedByLabel, v1beta1.ManagedByValue)
+	}
+	rec, err := decodeRecord(cm)
+	if err != nil {
+		return nil, fmt.Errorf("the admission record, ConfigMap %s/%s: %w", z.Namespace, z.Name, err)
+	}
+	z.keep(rec)
+	return rec, nil
+}
+
+func decodeRecord(cm *corev1.ConfigMap) (*record, error) {
+	rec := &record{cm: cm}
+	raw, ok := cm.Data[RecordKey]
+	if !ok || raw == "" {
+		return rec, nil
+	}
+	var d recordData
+	if err := json.Unmarshal([]byte(raw), &d); err != nil {
+		return nil, fmt.Errorf("key %s does not decode (%v): delete the ConfigMap, the manager creates it again", RecordKey, err)
+	}
+	if d.Format > recordFormat {
+		return nil, fmt.Errorf("it is in format %d, written by a newer quota manager than this one (format %d): finish the upgrade of every replica", d.Format, recordFormat)
+	}
+	rec.writes = d.Writes
+	return rec, nil
+}
+
+// keep caches rec unless a newer one is cached.
+func (z *Serializer) keep(rec *record) {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if z.cur == nil || z.cur.cm.ResourceVersion != rec.cm.ResourceVersion {
+		z.cur = rec
+	}
+}
+
+// add writes the record with w in it, on the condition that it is still
+// at rec's resourceVersion. It drops the writes older than Keep and those
+// w covers. The write already listed (a judgement again of the same
+// write) needs no update.
+func (z *Serializer) add(ctx context.Context, rec *record, w Write) (outcome string, err error) {
+	now := z.Now()
+	a := admitted{Name: w.Name, Op: w.Op, Generation: w.Generation, At: now.UTC(), UID: w.UID, By: z.Identity}
+	writes := make([]admitted, 0, len(rec.writes)+1)
+	for _, b := range rec.writes {
+		if b.same(w) && now.Before(b.At.Add(z.InFlight)) {
+			return "already", nil
+		}
+		if now.After(b.At.Add(z.Keep)) || a.covers(b) {
+			continue
+		}
+		writes = append(writes, b)
+	}
+	writes = append(writes, a)
+	raw, err := json.Marshal(recordData{Format: recordFormat, Writes: writes})
+	if err != nil {
+		return "failed", err
+	}
+	cm := rec.cm.DeepCopy()
+	cm.Data = map[string]string{RecordKey: string(raw)}
+	out, err := z.ConfigMaps.Update(ctx, cm, metav1.UpdateOptions{FieldManager: FieldManager})
+	switch {
+	case apierrors.IsConflict(err):
+		return "conflict", err
+	case err != nil:
+		return "failed", err
+	}
+	z.keep(&record{cm: out, writes: writes})
+	return "written", nil
+}
+
+func (z *Serializer) count(outcome string) {
+	if z.Metrics != nil {
+		z.Metrics.WebhookRecord.WithLabelValues(outcome).Inc()
+	}
+}
