@@ -29,15 +29,18 @@ else
   rc=$?
 fi
 
-# Anything still running from the cached binaries is a leak. Give processes
-# a moment to act on the signal their parent's exit sent them.
+# Anything of this run still running is a leak: every process the tests
+# start (etcd, kube-apiserver, Kueue, managers) has this run's temporary
+# folder on its command line. Processes of the cached binaries started by
+# another run at the same time are not this run's to judge or kill. Give
+# processes a moment to act on the signal their parent's exit sent them.
 sleep 1
 # Managers run from binaries built under $tmp.
-leaked=$(pgrep -af "$bin/|$tmp/" || true)
+leaked=$(pgrep -af "$tmp/" || true)
 if [ -n "$leaked" ]; then
   echo "FAIL: processes left behind by the tests:"
   echo "$leaked"
-  pkill -KILL -f "$bin/|$tmp/" || true
+  pkill -KILL -f "$tmp/" || true
   rc=1
 fi
 left=$(find "$tmp" -mindepth 1 -maxdepth 1 -name 'ome-localcluster-*' 2>/dev/null)

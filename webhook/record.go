@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -11,8 +12,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"ome.io/quota-manager/api/v1beta1"
@@ -325,13 +328,54 @@ func decodeRecord(cm *corev1.ConfigMap) (*record, error) {
 	return rec, nil
 }
 
-// keep caches rec unless a newer one is cached.
+// keep caches rec unless a newer one is cached. The resourceVersions are
+// compared as numbers, as a hint only: a record older than the one the API
+// server holds costs a conflict and a read, never a wrong admission.
 func (z *Serializer) keep(rec *record) {
 	z.mu.Lock()
 	defer z.mu.Unlock()
-	if z.cur == nil || z.cur.cm.ResourceVersion != rec.cm.ResourceVersion {
+	if z.cur == nil || newer(rec.cm.ResourceVersion, z.cur.cm.ResourceVersion) {
 		z.cur = rec
 	}
+}
+
+func newer(a, b string) bool {
+	x, errx := strconv.ParseUint(a, 10, 64)
+	y, erry := strconv.ParseUint(b, 10, 64)
+	if errx != nil || erry != nil {
+		return a != b
+	}
+	return x > y
+}
+
+// Run keeps the cached record current with a watch on the one ConfigMap,
+// so that a replica judges on the writes the others admitted without
+// reading the record, and loses the race for it only to a write admitted
+// at the same moment. It returns when ctx is done.
+func (z *Serializer) Run(ctx context.Context, client cache.Getter) {
+	lw := cache.NewFilteredListWatchFromClient(client, "configmaps", z.Namespace, func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", z.Name).String()
+	})
+	inf := cache.NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, cache.Indexers{})
+	seen := func(obj any) {
+		cm, ok := obj.(*corev1.ConfigMap)
+		if !ok || cm.Labels[v1beta1.ManagedByLabel] != v1beta1.ManagedByValue {
+			return
+		}
+		if rec, err := decodeRecord(cm); err == nil {
+			z.keep(rec)
+		}
+	}
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    seen,
+		UpdateFunc: func(_, obj any) { seen(obj) },
+		DeleteFunc: func(any) {
+			z.mu.Lock()
+			z.cur = nil
+			z.mu.Unlock()
+		},
+	})
+	inf.Run(ctx.Done())
 }
 
 // add writes the record with w in it, on the condition that it is still

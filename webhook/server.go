@@ -49,6 +49,8 @@ type Server struct {
 	reviewer *Reviewer
 	certs    *Certs
 	metrics  *metrics.Metrics
+	record   *Serializer
+	kube     kubernetes.Interface
 
 	listening atomic.Bool
 
@@ -82,6 +84,8 @@ func New(opts *Options, cfg *rest.Config, st StateReader, m *metrics.Metrics) (*
 		reviewer: &Reviewer{Judge: z.Judge, Synced: st.Synced},
 		certs:    NewCerts(kube, opts),
 		metrics:  m,
+		record:   z,
+		kube:     kube,
 	}, nil
 }
 
@@ -110,6 +114,9 @@ func (s *Server) Run(ctx context.Context) error {
 	go func() { served <- srv.ServeTLS(ln, "", "") }()
 	certsDone := make(chan error, 1)
 	go func() { certsDone <- s.certs.Run(klog.NewContext(ctx, log)) }()
+	if s.record != nil {
+		go s.record.Run(ctx, s.kube.CoreV1().RESTClient())
+	}
 	s.listening.Store(true)
 	log.Info("serving the admission webhook", "port", s.opts.Port, "path", Path, "secret", s.opts.CertSecret, "config", s.opts.ConfigName)
 
