@@ -63,7 +63,12 @@ type Server struct {
 // node from the API server through cfg only when a parent is missing from
 // st. m may be nil.
 func New(opts *Options, cfg *rest.Config, st StateReader, m *metrics.Metrics) (*Server, error) {
-	kube, err := kubernetes.NewForConfig(cfg)
+	// Protobuf for built-in kinds: the record's Update is on every
+	// admission's path, and so is its encoding in the API server.
+	pcfg := rest.CopyConfig(cfg)
+	pcfg.ContentType = "application/vnd.kubernetes.protobuf"
+	pcfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	kube, err := kubernetes.NewForConfig(pcfg)
 	if err != nil {
 		return nil, err
 	}
