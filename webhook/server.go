@@ -203,6 +203,7 @@ func (s *Server) Handler() http.Handler {
 }
 
 func (s *Server) serveReview(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
 	log := klog.FromContext(r.Context())
 	defer func() {
 		// The last line of defence: Review does not panic (FuzzReview), but
@@ -238,6 +239,9 @@ func (s *Server) serveReview(w http.ResponseWriter, r *http.Request) {
 	}
 	if s.metrics != nil {
 		s.metrics.WebhookVerdicts.WithLabelValues(res.Operation, res.Verdict).Inc()
+		defer func() {
+			s.metrics.WebhookReviewSeconds.WithLabelValues(res.Verdict).Observe(time.Since(start).Seconds())
+		}()
 	}
 	if resp := res.Review.Response; resp != nil && (!resp.Allowed || len(resp.Warnings) > 0) {
 		msg := ""

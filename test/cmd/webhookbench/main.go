@@ -275,7 +275,37 @@ func (b *bench) measure(ctx context.Context, n int) (map[string]map[bool][]time.
 			}
 		}
 	}
+	// Where the time goes: the API server's view of the webhook call, and
+	// the webhook's own.
+	if raw, err := b.c.Kube.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx); err == nil {
+		sum, count := histogram(string(raw), "apiserver_admission_webhook_admission_duration_seconds", `name="`+webhook.WebhookName+`"`)
+		fmt.Fprintf(os.Stderr, "n=%d: the API server's webhook calls: %d, mean %.2fms\n", n, int(count), 1000*sum/max(count, 1))
+	}
+	sum, _ := m.Metric(ctx, "ome_quota_webhook_review_seconds_sum")
+	count, _ := m.Metric(ctx, "ome_quota_webhook_review_seconds_count")
+	fmt.Fprintf(os.Stderr, "n=%d: the webhook's reviews: %d, mean %.2fms\n", n, int(count), 1000*sum/max(count, 1))
 	return out, nil
+}
+
+// histogram sums the _sum and _count series of a histogram whose labels
+// include match.
+func histogram(text, family, match string) (sum, count float64) {
+	for _, line := range strings.Split(text, "\n") {
+		if !strings.Contains(line, match) {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
+		if err != nil {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(line, family+"_sum{"):
+			sum += v
+		case strings.HasPrefix(line, family+"_count{"):
+			count += v
+		}
+	}
+	return sum, count
 }
 
 // setWebhook installs or removes the webhook configuration and waits until
