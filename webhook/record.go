@@ -195,6 +195,10 @@ func (z *Serializer) Judge(ctx context.Context, w Write) (Verdict, error) {
 // decide waits until the state has settled every write in flight, or
 // until settleBy, and judges w on it.
 func (z *Serializer) decide(ctx context.Context, w Write, inFlight []admitted, settleBy time.Time) (Verdict, error) {
+	start := z.Now()
+	if z.Metrics != nil {
+		defer func() { z.Metrics.WebhookSettleSeconds.Observe(z.Now().Sub(start).Seconds()) }()
+	}
 	var v Verdict
 	var open []admitted
 	err := z.await(ctx, settleBy, func(s *state.State) bool {

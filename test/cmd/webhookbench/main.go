@@ -248,6 +248,18 @@ func (b *bench) measure(ctx context.Context, n int) (map[string]map[bool][]time.
 	const block = 50
 	i := 0
 	for _, kind := range []string{"budget", "label"} {
+		wait0, _ := m.Metric(ctx, "ome_quota_webhook_settle_wait_seconds_sum")
+		sum0, _ := m.Metric(ctx, "ome_quota_webhook_review_seconds_sum")
+		count0, _ := m.Metric(ctx, "ome_quota_webhook_review_seconds_count")
+		api0, apiN0 := b.webhookCalls(ctx)
+		report := func() {
+			sum, _ := m.Metric(ctx, "ome_quota_webhook_review_seconds_sum")
+			count, _ := m.Metric(ctx, "ome_quota_webhook_review_seconds_count")
+			api, apiN := b.webhookCalls(ctx)
+			wait, _ := m.Metric(ctx, "ome_quota_webhook_settle_wait_seconds_sum")
+			fmt.Fprintf(os.Stderr, "n=%d, %s writes: the API server's webhook calls: %d, mean %.2fms; the webhook's reviews: %d, mean %.2fms, of which waiting for the state %.2fms\n",
+				n, kind, int(apiN-apiN0), 1000*(api-api0)/max(apiN-apiN0, 1), int(count-count0), 1000*(sum-sum0)/max(count-count0, 1), 1000*(wait-wait0)/max(count-count0, 1))
+		}
 		for done := 0; done < b.updates; done += block {
 			for _, on := range []bool{false, true} {
 				if err := b.setWebhook(ctx, m, on); err != nil {
@@ -274,17 +286,19 @@ func (b *bench) measure(ctx context.Context, n int) (map[string]map[bool][]time.
 				}
 			}
 		}
+		report()
 	}
-	// Where the time goes: the API server's view of the webhook call, and
-	// the webhook's own.
-	if raw, err := b.c.Kube.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx); err == nil {
-		sum, count := histogram(string(raw), "apiserver_admission_webhook_admission_duration_seconds", `name="`+webhook.WebhookName+`"`)
-		fmt.Fprintf(os.Stderr, "n=%d: the API server's webhook calls: %d, mean %.2fms\n", n, int(count), 1000*sum/max(count, 1))
-	}
-	sum, _ := m.Metric(ctx, "ome_quota_webhook_review_seconds_sum")
-	count, _ := m.Metric(ctx, "ome_quota_webhook_review_seconds_count")
-	fmt.Fprintf(os.Stderr, "n=%d: the webhook's reviews: %d, mean %.2fms\n", n, int(count), 1000*sum/max(count, 1))
 	return out, nil
+}
+
+// webhookCalls is the API server's total time in calls of the webhook,
+// and their number.
+func (b *bench) webhookCalls(ctx context.Context) (sum, count float64) {
+	raw, err := b.c.Kube.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return 0, 0
+	}
+	return histogram(string(raw), "apiserver_admission_webhook_admission_duration_seconds", `name="`+webhook.WebhookName+`"`)
 }
 
 // histogram sums the _sum and _count series of a histogram whose labels
