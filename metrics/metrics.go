@@ -89,8 +89,9 @@ func New() *Metrics {
 		m.BudgetNominal, m.BudgetAdmitted, m.BudgetReserved, m.BudgetBorrowed,
 		m.CapacityAllocatable, m.CapacityHighWaterMark, m.CapacityUnattributed,
 		m.Applied, m.Swept, m.Writes, m.WriteErrors, m.NodeStates,
-		m.Events, m.StreamDepth, m.EventLag, m.WebhookVerdicts, m.WebhookRecord, m.WebhookReviewSeconds, m.WebhookSettleSeconds, m.Leader,
+		m.Events, m.StreamDepth, m.EventLag, m.WebhookVerdicts, m.Leader,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
+	m.Registry.MustRegister(m.WebhookRecord, m.WebhookReviewSeconds, m.WebhookSettleSeconds)
 	return m
 }
