@@ -124,6 +124,9 @@ type Serializer struct {
 
 	mu  sync.Mutex
 	cur *record
+	// gaveUp are the listed writes this replica waited Settle for in vain:
+	// it does not wait for them again.
+	gaveUp map[admitted]bool
 }
 
 // Judge decides a tree write: it waits until this replica's state holds
@@ -220,6 +223,7 @@ func (z *Serializer) decide(ctx context.Context, w Write, inFlight []admitted, s
 		return true
 	})
 	if len(open) > 0 {
+		z.giveUp(open)
 		klog.FromContext(ctx).Info("judged a write while writes admitted before it were not seen to land; taking them as failed",
 			"node", w.Name, "inFlight", open, "waited", z.Settle)
 	}
@@ -266,16 +270,40 @@ func missingParent(w Write, v Verdict) string {
 	return ""
 }
 
-// inFlight are the writes of the record that can still land, but w's own.
+// inFlight are the writes of the record that can still land, but w's own
+// and those given up on.
 func (z *Serializer) inFlight(rec *record, w Write) []admitted {
 	now := z.Now()
+	z.mu.Lock()
+	defer z.mu.Unlock()
 	var out []admitted
 	for _, a := range rec.writes {
-		if now.Before(a.At.Add(z.InFlight)) && !a.same(w) {
+		if now.Before(a.At.Add(z.InFlight)) && !a.same(w) && !z.gaveUp[a] {
 			out = append(out, a)
 		}
 	}
 	return out
+}
+
+// giveUp remembers writes waited for in vain, and forgets those too old to
+// be waited for anyway.
+func (z *Serializer) giveUp(open []admitted) {
+	now := z.Now()
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if z.gaveUp == nil {
+		z.gaveUp = map[admitted]bool{}
+	}
+	for a := range z.gaveUp {
+		if !now.Before(a.At.Add(z.InFlight)) {
+			delete(z.gaveUp, a)
+		}
+	}
+	for _, a := range open {
+		if !a.At.IsZero() { // not the written node's own generation
+			z.gaveUp[a] = true
+		}
+	}
 }
 
 // read returns the record as last read or written, or reads it from the
