@@ -42,6 +42,12 @@ type Metrics struct {
 	// wrote first: the write is judged again), already (the write was
 	// listed), failed.
 	WebhookRecord *prometheus.CounterVec
+	// WebhookReviewSeconds is the time from a review's arrival to its
+	// answer, by verdict.
+	WebhookReviewSeconds *prometheus.HistogramVec
+	// WebhookSettleSeconds is how long a review waited for the writes
+	// admitted before it to reach the state.
+	WebhookSettleSeconds prometheus.Histogram
 	// Leader is 1 on the replica that holds the lease.
 	Leader prometheus.Gauge
 }
@@ -82,13 +88,18 @@ func New() *Metrics {
 		WebhookVerdicts: cv("webhook_verdicts_total", "Admission answers, by operation and verdict.", []string{"operation", "verdict"}),
 		WebhookRecord:   cv("webhook_record_writes_total", "Compare-and-swap writes of the admission record, by outcome.", []string{"outcome"}),
 		Leader:          prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "leader", Help: "1 while this replica holds the leader lease."}),
+		WebhookReviewSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "webhook_review_seconds",
+			Help: "Time from a review's arrival to its answer, by verdict.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}, []string{"verdict"}),
+		WebhookSettleSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "webhook_settle_wait_seconds",
+			Help: "How long a review waited for the writes admitted before it to reach the state.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
 	}
 	m.Registry.MustRegister(
 		m.BudgetNominal, m.BudgetAdmitted, m.BudgetReserved, m.BudgetBorrowed,
 		m.CapacityAllocatable, m.CapacityHighWaterMark, m.CapacityUnattributed, m.DRAUnbudgeted,
 		m.Applied, m.Swept, m.Writes, m.WriteErrors, m.NodeStates,
-		m.Events, m.StreamDepth, m.EventLag, m.EventLogErrors, m.WebhookVerdicts, m.WebhookRecord, m.Leader,
+		m.Events, m.StreamDepth, m.EventLag, m.EventLogErrors, m.WebhookVerdicts, m.Leader,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
+	m.Registry.MustRegister(m.WebhookRecord, m.WebhookReviewSeconds, m.WebhookSettleSeconds)
 	return m
 }

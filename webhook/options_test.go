@@ -25,6 +25,9 @@ func TestOptionsDefaults(t *testing.T) {
 	if o.secretNS != "ome" || o.secretName != "ome-quota-manager-webhook-cert" {
 		t.Errorf("secret %s/%s", o.secretNS, o.secretName)
 	}
+	if o.recordNS != "ome" || o.recordName != "ome-quota-manager-admissions" {
+		t.Errorf("admission record %s/%s", o.recordNS, o.recordName)
+	}
 	want := []string{"ome-quota-manager-webhook.ome.svc", "ome-quota-manager-webhook", "ome-quota-manager-webhook.ome",
 		"ome-quota-manager-webhook.ome.svc.cluster.local", "webhook.example"}
 	if d := cmp.Diff(want, o.dnsNames); d != "" {
@@ -52,6 +55,8 @@ func TestOptionsValidate(t *testing.T) {
 		"bad configuration name":        {args: []string{"--webhook-config-name=Not OK"}, errHas: "--webhook-config-name"},
 		"bad host":                      {args: []string{"--webhook-cert-hosts=127.0.0.1,not a host"}, errHas: `--webhook-cert-hosts: "not a host" is neither an IP address nor a DNS name`},
 		"IPv6 host":                     {args: []string{"--webhook-cert-hosts=::1"}},
+		"bad admission record":          {args: []string{"--webhook-admission-record=ome/Record"}, errHas: `--webhook-admission-record: "Record" is not an object name`},
+		"record in the pod's namespace": {args: []string{"--webhook-admission-record=rec", "--webhook-cert-secret=c", "--webhook-service=s"}, podNS: "quota"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

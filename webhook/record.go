@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -11,8 +12,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"ome.io/quota-manager/api/v1beta1"
@@ -121,6 +124,9 @@ type Serializer struct {
 
 	mu  sync.Mutex
 	cur *record
+	// gaveUp are the listed writes this replica waited Settle for in vain:
+	// it does not wait for them again.
+	gaveUp map[admitted]bool
 }
 
 // Judge decides a tree write: it waits until this replica's state holds
@@ -192,6 +198,10 @@ func (z *Serializer) Judge(ctx context.Context, w Write) (Verdict, error) {
 // decide waits until the state has settled every write in flight, or
 // until settleBy, and judges w on it.
 func (z *Serializer) decide(ctx context.Context, w Write, inFlight []admitted, settleBy time.Time) (Verdict, error) {
+	start := z.Now()
+	if z.Metrics != nil {
+		defer func() { z.Metrics.WebhookSettleSeconds.Observe(z.Now().Sub(start).Seconds()) }()
+	}
 	var v Verdict
 	var open []admitted
 	err := z.await(ctx, settleBy, func(s *state.State) bool {
@@ -213,6 +223,7 @@ func (z *Serializer) decide(ctx context.Context, w Write, inFlight []admitted, s
 		return true
 	})
 	if len(open) > 0 {
+		z.giveUp(open)
 		klog.FromContext(ctx).Info("judged a write while writes admitted before it were not seen to land; taking them as failed",
 			"node", w.Name, "inFlight", open, "waited", z.Settle)
 	}
@@ -259,16 +270,40 @@ func missingParent(w Write, v Verdict) string {
 	return ""
 }
 
-// inFlight are the writes of the record that can still land, but w's own.
+// inFlight are the writes of the record that can still land, but w's own
+// and those given up on.
 func (z *Serializer) inFlight(rec *record, w Write) []admitted {
 	now := z.Now()
+	z.mu.Lock()
+	defer z.mu.Unlock()
 	var out []admitted
 	for _, a := range rec.writes {
-		if now.Before(a.At.Add(z.InFlight)) && !a.same(w) {
+		if now.Before(a.At.Add(z.InFlight)) && !a.same(w) && !z.gaveUp[a] {
 			out = append(out, a)
 		}
 	}
 	return out
+}
+
+// giveUp remembers writes waited for in vain, and forgets those too old to
+// be waited for anyway.
+func (z *Serializer) giveUp(open []admitted) {
+	now := z.Now()
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if z.gaveUp == nil {
+		z.gaveUp = map[admitted]bool{}
+	}
+	for a := range z.gaveUp {
+		if !now.Before(a.At.Add(z.InFlight)) {
+			delete(z.gaveUp, a)
+		}
+	}
+	for _, a := range open {
+		if !a.At.IsZero() { // not the written node's own generation
+			z.gaveUp[a] = true
+		}
+	}
 }
 
 // read returns the record as last read or written, or reads it from the
@@ -325,13 +360,54 @@ func decodeRecord(cm *corev1.ConfigMap) (*record, error) {
 	return rec, nil
 }
 
-// keep caches rec unless a newer one is cached.
+// keep caches rec unless a newer one is cached. The resourceVersions are
+// compared as numbers, as a hint only: a record older than the one the API
+// server holds costs a conflict and a read, never a wrong admission.
 func (z *Serializer) keep(rec *record) {
 	z.mu.Lock()
 	defer z.mu.Unlock()
-	if z.cur == nil || z.cur.cm.ResourceVersion != rec.cm.ResourceVersion {
+	if z.cur == nil || newer(rec.cm.ResourceVersion, z.cur.cm.ResourceVersion) {
 		z.cur = rec
 	}
+}
+
+func newer(a, b string) bool {
+	x, errx := strconv.ParseUint(a, 10, 64)
+	y, erry := strconv.ParseUint(b, 10, 64)
+	if errx != nil || erry != nil {
+		return a != b
+	}
+	return x > y
+}
+
+// Run keeps the cached record current with a watch on the one ConfigMap,
+// so that a replica judges on the writes the others admitted without
+// reading the record, and loses the race for it only to a write admitted
+// at the same moment. It returns when ctx is done.
+func (z *Serializer) Run(ctx context.Context, client cache.Getter) {
+	lw := cache.NewFilteredListWatchFromClient(client, "configmaps", z.Namespace, func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", z.Name).String()
+	})
+	inf := cache.NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, cache.Indexers{})
+	seen := func(obj any) {
+		cm, ok := obj.(*corev1.ConfigMap)
+		if !ok || cm.Labels[v1beta1.ManagedByLabel] != v1beta1.ManagedByValue {
+			return
+		}
+		if rec, err := decodeRecord(cm); err == nil {
+			z.keep(rec)
+		}
+	}
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    seen,
+		UpdateFunc: func(_, obj any) { seen(obj) },
+		DeleteFunc: func(any) {
+			z.mu.Lock()
+			z.cur = nil
+			z.mu.Unlock()
+		},
+	})
+	inf.Run(ctx.Done())
 }
 
 // add writes the record with w in it, on the condition that it is still

@@ -278,3 +278,27 @@ func TestReviewClipsWhatTheCallerChose(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkReview is the webhook's own cost of a review: a label write,
+// admitted without judging, and a budget write judged from scratch on the
+// guide's tree.
+func BenchmarkReview(b *testing.B) {
+	alpha16 := aqtest.GuideTree()[1]
+	relabeled := alpha16.DeepCopy()
+	relabeled.Labels = map[string]string{"team": "alpha"}
+	alpha12 := aqtest.Team("team-alpha", "ml-research").Budget(gpu, "a100", "12").Obj()
+	r := guideReviewer()
+	for name, body := range map[string][]byte{
+		"label":  reviewOf(b, admissionv1.Update, "team-alpha", relabeled, alpha16, false),
+		"budget": reviewOf(b, admissionv1.Update, "team-alpha", alpha12, alpha16, false),
+	} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if res := r.Review(context.Background(), body); !res.Review.Response.Allowed {
+					b.Fatal(res.Review.Response.Result.Message)
+				}
+			}
+		})
+	}
+}

@@ -51,6 +51,8 @@ type Server struct {
 	reviewer *Reviewer
 	certs    *Certs
 	metrics  *metrics.Metrics
+	record   *Serializer
+	kube     kubernetes.Interface
 
 	listening atomic.Bool
 
@@ -63,7 +65,12 @@ type Server struct {
 // node from the API server through cfg only when a parent is missing from
 // st. m may be nil.
 func New(opts *Options, cfg *rest.Config, st StateReader, m *metrics.Metrics) (*Server, error) {
-	kube, err := kubernetes.NewForConfig(cfg)
+	// Protobuf for built-in kinds: the record's Update is on every
+	// admission's path, and so is its encoding in the API server.
+	pcfg := rest.CopyConfig(cfg)
+	pcfg.ContentType = "application/vnd.kubernetes.protobuf"
+	pcfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	kube, err := kubernetes.NewForConfig(pcfg)
 	if err != nil {
 		return nil, err
 	}
@@ -92,6 +99,8 @@ func New(opts *Options, cfg *rest.Config, st StateReader, m *metrics.Metrics) (*
 		reviewer: reviewer,
 		certs:    NewCerts(kube, opts),
 		metrics:  m,
+		record:   z,
+		kube:     kube,
 	}, nil
 }
 
@@ -120,6 +129,9 @@ func (s *Server) Run(ctx context.Context) error {
 	go func() { served <- srv.ServeTLS(ln, "", "") }()
 	certsDone := make(chan error, 1)
 	go func() { certsDone <- s.certs.Run(klog.NewContext(ctx, log)) }()
+	if s.record != nil {
+		go s.record.Run(ctx, s.kube.CoreV1().RESTClient())
+	}
 	s.listening.Store(true)
 	log.Info("serving the admission webhook", "port", s.opts.Port, "path", Path, "secret", s.opts.CertSecret, "config", s.opts.ConfigName)
 
@@ -201,6 +213,7 @@ func (s *Server) Handler() http.Handler {
 }
 
 func (s *Server) serveReview(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
 	log := klog.FromContext(r.Context())
 	defer func() {
 		// The last line of defence: Review does not panic (FuzzReview), but
@@ -243,6 +256,9 @@ func (s *Server) serveReview(w http.ResponseWriter, r *http.Request) {
 	}
 	if s.metrics != nil {
 		s.metrics.WebhookVerdicts.WithLabelValues(res.Operation, res.Verdict).Inc()
+		defer func() {
+			s.metrics.WebhookReviewSeconds.WithLabelValues(res.Verdict).Observe(time.Since(start).Seconds())
+		}()
 	}
 	if resp := res.Review.Response; resp != nil && (!resp.Allowed || len(resp.Warnings) > 0) {
 		msg := ""

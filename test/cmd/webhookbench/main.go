@@ -1,7 +1,8 @@
 // Command webhookbench measures what the admission webhook adds to a write
 // of the quota tree, on the local control plane: sequential budget updates
-// of one team, and label-only updates, with the manager running without the
-// webhook and then with it, at each tree size.
+// of one team, and label-only updates, with the API server calling the
+// webhook and not, in alternating blocks of 50 against the same running
+// manager, at each tree size.
 //
 //	go run ./test/cmd/webhookbench [-sizes 1000,5000] [-updates 500]
 //
@@ -23,6 +24,7 @@ import (
 	"syscall"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -96,17 +98,17 @@ func run() error {
 		if err := b.grow(ctx, n); err != nil {
 			return err
 		}
-		for _, on := range []bool{false, true} {
-			res, err := b.measure(ctx, n, on)
-			if err != nil {
-				return err
-			}
-			mode := "off"
-			if on {
-				mode = "on"
-			}
-			for _, kind := range []string{"budget", "label"} {
-				d := res[kind]
+		res, err := b.measure(ctx, n)
+		if err != nil {
+			return err
+		}
+		for _, kind := range []string{"budget", "label"} {
+			for _, on := range []bool{false, true} {
+				mode := "off"
+				if on {
+					mode = "on"
+				}
+				d := res[kind][on]
 				fmt.Printf("%-6d %-10s %-8s %9s %9s %9s %9s\n", n, mode, kind, pct(d, 50), pct(d, 90), pct(d, 99), mean(d))
 			}
 		}
@@ -121,7 +123,8 @@ type bench struct {
 	bin     string
 	aqs     aqtyped.AcceleratorQuotaInterface
 	updates int
-	size    int // nodes written so far, root and the guide's Cohort included
+	size    int // nodes written so far, root included
+	saved   *admissionregistrationv1.ValidatingWebhookConfiguration
 }
 
 // start starts a manager, with the webhook on port (0: without it), and
@@ -210,58 +213,155 @@ func parallel(ctx context.Context, workers, n int, f func(int) error) error {
 	}
 }
 
-// measure starts a manager with or without the webhook, waits until it has
-// the whole tree and has finished writing statuses, and times the writes.
-func (b *bench) measure(ctx context.Context, n int, on bool) (map[string][]time.Duration, error) {
-	port := 0
-	if on {
-		var err error
-		if port, err = localcluster.FreePort(); err != nil {
-			return nil, err
-		}
-		if err := b.c.CreateWebhookConfig(ctx, port); err != nil {
-			return nil, err
-		}
-		defer func() {
-			_ = b.c.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(context.Background(), webhook.DefaultConfigName, metav1.DeleteOptions{})
-		}()
+// measure runs one manager with the webhook at tree size n, waits until
+// its state holds the whole tree and it has stopped writing statuses, and
+// times the writes in blocks of 50, alternating between the webhook
+// configuration removed (the API server calls no webhook) and installed,
+// so that both modes see the same manager and the same load on the
+// machine.
+func (b *bench) measure(ctx context.Context, n int) (map[string]map[bool][]time.Duration, error) {
+	port, err := localcluster.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	if err := b.c.CreateWebhookConfig(ctx, port); err != nil {
+		return nil, err
 	}
 	m, err := b.start(ctx, port)
 	if err != nil {
 		return nil, err
 	}
 	defer m.Stop()
+	defer func() { _ = b.setWebhook(context.Background(), m, false) }()
 	if err := settle(ctx, m, n); err != nil {
 		return nil, err
 	}
 	team := "bench-cohort-0000-team-1"
-	out := map[string][]time.Duration{}
-	for i := range b.updates {
-		p := fmt.Sprintf(`{"spec":{"budgets":[{"resourceName":"nvidia.com/gpu","resourceFlavor":"a100","nominal":"%d"}]}}`, 1+(i+1)%2)
-		d, err := b.timed(ctx, team, p)
-		if err != nil {
-			return nil, fmt.Errorf("budget update %d: %w", i, err)
-		}
-		out["budget"] = append(out["budget"], d)
+	out := map[string]map[bool][]time.Duration{"budget": {}, "label": {}}
+	patches := map[string]func(i int) string{
+		// The team's budget goes between 1 and 0: its Cohort's ten teams
+		// stay within its 10.
+		"budget": func(i int) string {
+			return fmt.Sprintf(`{"spec":{"budgets":[{"resourceName":"nvidia.com/gpu","resourceFlavor":"a100","nominal":"%d"}]}}`, (i+1)%2)
+		},
+		"label": func(i int) string { return fmt.Sprintf(`{"metadata":{"labels":{"bench":"%d"}}}`, i) },
 	}
-	for i := range b.updates {
-		p := fmt.Sprintf(`{"metadata":{"labels":{"bench":"%d"}}}`, i)
-		d, err := b.timed(ctx, team, p)
-		if err != nil {
-			return nil, fmt.Errorf("label update %d: %w", i, err)
+	const block = 50
+	i := 0
+	for _, kind := range []string{"budget", "label"} {
+		wait0, _ := m.Metric(ctx, "ome_quota_webhook_settle_wait_seconds_sum")
+		sum0, _ := m.Metric(ctx, "ome_quota_webhook_review_seconds_sum")
+		count0, _ := m.Metric(ctx, "ome_quota_webhook_review_seconds_count")
+		api0, apiN0 := b.webhookCalls(ctx)
+		report := func() {
+			sum, _ := m.Metric(ctx, "ome_quota_webhook_review_seconds_sum")
+			count, _ := m.Metric(ctx, "ome_quota_webhook_review_seconds_count")
+			api, apiN := b.webhookCalls(ctx)
+			wait, _ := m.Metric(ctx, "ome_quota_webhook_settle_wait_seconds_sum")
+			fmt.Fprintf(os.Stderr, "n=%d, %s writes: the API server's webhook calls: %d, mean %.2fms; the webhook's reviews: %d, mean %.2fms, of which waiting for the state %.2fms\n",
+				n, kind, int(apiN-apiN0), 1000*(api-api0)/max(apiN-apiN0, 1), int(count-count0), 1000*(sum-sum0)/max(count-count0, 1), 1000*(wait-wait0)/max(count-count0, 1))
 		}
-		out["label"] = append(out["label"], d)
-	}
-	if on {
-		judged, err := m.Metric(ctx, "ome_quota_webhook_verdicts_total", `operation="UPDATE"`)
-		if err != nil {
-			return nil, err
+		for done := 0; done < b.updates; done += block {
+			for _, on := range []bool{false, true} {
+				if err := b.setWebhook(ctx, m, on); err != nil {
+					return nil, err
+				}
+				judged, err := m.Metric(ctx, "ome_quota_webhook_verdicts_total", `operation="UPDATE"`)
+				if err != nil {
+					return nil, err
+				}
+				for range min(block, b.updates-done) {
+					i++
+					d, err := b.timed(ctx, team, patches[kind](i))
+					if err != nil {
+						return nil, fmt.Errorf("%s update %d (webhook %v): %w", kind, i, on, err)
+					}
+					out[kind][on] = append(out[kind][on], d)
+				}
+				after, err := m.Metric(ctx, "ome_quota_webhook_verdicts_total", `operation="UPDATE"`)
+				if err != nil {
+					return nil, err
+				}
+				if on != (after > judged) {
+					return nil, fmt.Errorf("webhook %v, but it answered %v updates of the block", on, after-judged)
+				}
+			}
 		}
-		if judged < float64(2*b.updates) {
-			return nil, fmt.Errorf("the webhook answered %v updates, want at least %d: it was not in the path", judged, 2*b.updates)
-		}
+		report()
 	}
 	return out, nil
+}
+
+// webhookCalls is the API server's total time in calls of the webhook,
+// and their number.
+func (b *bench) webhookCalls(ctx context.Context) (sum, count float64) {
+	raw, err := b.c.Kube.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return 0, 0
+	}
+	return histogram(string(raw), "apiserver_admission_webhook_admission_duration_seconds", `name="`+webhook.WebhookName+`"`)
+}
+
+// histogram sums the _sum and _count series of a histogram whose labels
+// include match.
+func histogram(text, family, match string) (sum, count float64) {
+	for _, line := range strings.Split(text, "\n") {
+		if !strings.Contains(line, match) {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
+		if err != nil {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(line, family+"_sum{"):
+			sum += v
+		case strings.HasPrefix(line, family+"_count{"):
+			count += v
+		}
+	}
+	return sum, count
+}
+
+// setWebhook installs or removes the webhook configuration and waits until
+// the API server acts on it: a write of a probe label is judged by the
+// webhook, or not.
+func (b *bench) setWebhook(ctx context.Context, m *localcluster.Manager, on bool) error {
+	vwc := b.c.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations()
+	cfg, err := vwc.Get(ctx, webhook.DefaultConfigName, metav1.GetOptions{})
+	switch {
+	case on && apierrors.IsNotFound(err):
+		saved := b.saved.DeepCopy()
+		saved.ResourceVersion = ""
+		if _, err := vwc.Create(ctx, saved, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	case !on && err == nil:
+		b.saved = cfg
+		if err := vwc.Delete(ctx, webhook.DefaultConfigName, metav1.DeleteOptions{}); err != nil {
+			return err
+		}
+	case err != nil && !apierrors.IsNotFound(err):
+		return err
+	}
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		before, err := m.Metric(ctx, "ome_quota_webhook_verdicts_total", `operation="UPDATE"`)
+		if err != nil {
+			return err
+		}
+		_, err = b.aqs.Patch(ctx, "root", types.MergePatchType, []byte(fmt.Sprintf(`{"metadata":{"labels":{"bench-probe":"%d"}}}`, time.Now().UnixNano())), metav1.PatchOptions{})
+		if err != nil {
+			continue // the CA bundle is not injected yet
+		}
+		after, err := m.Metric(ctx, "ome_quota_webhook_verdicts_total", `operation="UPDATE"`)
+		if err != nil {
+			return err
+		}
+		if on == (after > before) {
+			return nil
+		}
+	}
+	return fmt.Errorf("the API server did not start or stop calling the webhook (on=%v) within a minute", on)
 }
 
 func (b *bench) timed(ctx context.Context, name, patch string) (time.Duration, error) {
