@@ -23,6 +23,7 @@ import (
 
 	quotaclient "ome.io/quota-manager/api/client"
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/api/v1beta1/aqtest"
 	"ome.io/quota-manager/test/localcluster"
 	"ome.io/quota-manager/test/testutil"
 )
@@ -56,10 +57,13 @@ func readyz(t *testing.T, m *localcluster.Manager) (int, string) {
 }
 
 // TestFirstCapacityReportHoldsEveryNode: with thousands of Nodes, the
-// first capacity that the manager writes on root already counts all of
-// them. The informer cache reports synced before its event handler has
-// turned every listed Node into an event; the Synced marker waits for the
-// handlers, so no measurement sees a part of the list.
+// first measurement already counts all of them. The informer cache reports
+// synced before its event handler has turned every listed Node into an
+// event; the Synced marker waits for the handlers, so no measurement sees
+// a part of the list. Root's stored mark (24,000 GPUs) and a team budget
+// equal to it show a partial measurement: with the band at 0 it would lower
+// the mark and freeze the team (CapacityExceeded), if only for a moment.
+// And the first capacity written on root equals the full capacity.
 func TestFirstCapacityReportHoldsEveryNode(t *testing.T) {
 	ctx := context.Background()
 	const flavor = "many"
@@ -98,12 +102,36 @@ func TestFirstCapacityReportHoldsEveryNode(t *testing.T) {
 
 	aqs, err := quotaclient.AcceleratorQuotas(cluster.Config)
 	require.NoError(t, err)
+	want := resource.MustParse(fmt.Sprint(8 * manyNodes))
+	root, err := aqs.Get(ctx, v1beta1.RootName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		root, err = aqs.Create(ctx, aqtest.Root().Obj(), metav1.CreateOptions{})
+	}
+	require.NoError(t, err)
+	root.Status.Capacity = []v1beta1.CapacityStatus{{ResourceName: "nvidia.com/gpu", ResourceFlavor: flavor,
+		Allocatable: want, HighWaterMark: want, ObservedAt: metav1.NewTime(time.Now().Add(-time.Hour))}}
+	_, err = aqs.UpdateStatus(ctx, root, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	_, err = aqs.Create(ctx, aqtest.Team("many-team", v1beta1.RootName).Budget("nvidia.com/gpu", flavor, want.String()).Obj(), metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = aqs.Delete(context.Background(), "many-team", metav1.DeleteOptions{}) })
+
 	w, err := aqs.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + v1beta1.RootName})
 	require.NoError(t, err)
 	defer w.Stop()
 
-	launch(t, "many-nodes", "--webhook=false")
-	want := resource.MustParse(fmt.Sprint(8 * manyNodes))
+	m := launch(t, "many-nodes", "--webhook=false", "--capacity-hysteresis-percent=0", "-v=1")
+	defer func() {
+		// Every transition is logged at -v=1: the team never left Ready.
+		logged, err := os.ReadFile(m.Log)
+		require.NoError(t, err)
+		for _, line := range strings.Split(string(logged), "\n") {
+			if strings.Contains(line, "transition") && strings.Contains(line, "many-team") && strings.Contains(line, "CapacityExceeded") {
+				t.Errorf("a measurement of part of the Nodes froze the team: %s", line)
+			}
+		}
+		require.Regexp(t, `many-team: \w+ -> Ready`, string(logged), "the team's transitions are not logged")
+	}()
 	timeout := time.After(2 * time.Minute)
 	reports := 0
 	for {
@@ -117,6 +145,9 @@ func TestFirstCapacityReportHoldsEveryNode(t *testing.T) {
 			}
 			root, ok := ev.Object.(*v1beta1.AcceleratorQuota)
 			require.True(t, ok, "a watch event of %T", ev.Object)
+			if !managedFieldsOf(root, "ome-quota-manager") {
+				continue // the status the test wrote
+			}
 			for _, c := range root.Status.Capacity {
 				if c.ResourceName != "nvidia.com/gpu" || c.ResourceFlavor != flavor {
 					continue
@@ -228,6 +259,16 @@ func TestMissingKueueCRDs(t *testing.T) {
 	_, _, err = cluster.KubectlOutput(ctx, "create", "-f", f)
 	require.NoError(t, err, "the ready replica admits the write")
 	require.NoError(t, aqDelete(ctx, "crds-missing-team"))
+}
+
+// managedFieldsOf reports whether manager has written root's status.
+func managedFieldsOf(aq *v1beta1.AcceleratorQuota, manager string) bool {
+	for _, f := range aq.ManagedFields {
+		if f.Manager == manager && f.Subresource == "status" {
+			return true
+		}
+	}
+	return false
 }
 
 func aqDelete(ctx context.Context, name string) error {
