@@ -102,6 +102,7 @@ var installArgs = []string{
 	"--webhook-cert-secret=ome/ome-quota-manager-webhook-cert",
 	"--webhook-config-name=ome-quota-manager.ome.io",
 	"--webhook-service=ome/ome-quota-manager-webhook",
+	"--webhook-admission-record=ome/ome-quota-manager-admissions",
 	"--event-log=/var/lib/ome-quota-manager/events",
 	"--event-log-max-bytes=536870912",
 	"--event-log-max-age=168h",
@@ -174,7 +175,7 @@ func TestGuideValues(t *testing.T) {
 		"webhook-wedge recovery: webhook disabled": {
 			files: webhookDisabled,
 			args: with(map[string]string{"--webhook": "false", "--webhook-port": "", "--webhook-cert-secret": "",
-				"--webhook-config-name": "", "--webhook-service": ""}),
+				"--webhook-config-name": "", "--webhook-service": "", "--webhook-admission-record": ""}),
 			check: func(t *testing.T, _ *manager.Options, w *webhook.Options) {
 				require.False(t, w.Enabled)
 			},
@@ -340,6 +341,8 @@ func TestRBAC(t *testing.T) {
 		"coordination.k8s.io leases: create",
 		"coordination.k8s.io leases/ome-quota-manager: get,update",
 		" secrets/ome-quota-manager-webhook-cert: get,list,watch,update",
+		" configmaps: create",
+		" configmaps/ome-quota-manager-admissions: get,list,watch,update",
 	}, rules(role.Rules))
 	crb := convert[rbacv1.ClusterRoleBinding](t, r.Get("ClusterRoleBinding", "ome-quota-manager"))
 	require.Equal(t, []rbacv1.Subject{{Kind: "ServiceAccount", Name: "ome-quota-manager", Namespace: "ome"}}, crb.Subjects)

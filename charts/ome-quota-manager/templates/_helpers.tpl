@@ -71,6 +71,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 - --webhook-cert-secret={{ .Release.Namespace }}/{{ include "oqm.webhookSecret" . }}
 - --webhook-config-name={{ include "oqm.webhookConfig" . }}
 - --webhook-service={{ .Release.Namespace }}/{{ include "oqm.webhookService" . }}
+- --webhook-admission-record={{ .Release.Namespace }}/{{ include "oqm.admissionRecord" . }}
 {{- end }}
 {{- if $q.eventLog.enabled }}
 - --event-log=/var/lib/ome-quota-manager/events
@@ -85,4 +86,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end }}
 - --v={{ int $q.log.level }}
 - --logging-format={{ $q.log.format }}
+{{- end }}
+
+{{/* The ConfigMap through which the replicas serialize admissions. */}}
+{{- define "oqm.admissionRecord" -}}
+{{ include "oqm.name" . }}-admissions
 {{- end }}
