@@ -61,10 +61,11 @@ func TestTwoReplicasWedgeAndRecovery(t *testing.T) {
 			}
 			return ""
 		})
-		// Every create, update and delete fails closed, dry runs included.
+		// Every create, delete and update of a spec fails closed, dry runs
+		// included.
 		for _, args := range [][]string{
 			{"create", "-f", "-"},
-			{"label", "aq", "team-beta", "example.com/wedged=yes"},
+			{"patch", "aq", "team-beta", "--type=merge", "-p", `{"spec":{"budgets":[{"resourceName":"nvidia.com/gpu","resourceFlavor":"a100","nominal":"7"}]}}`},
 			{"delete", "aq", "team-beta", "--dry-run=server"},
 		} {
 			stdin := ""
@@ -75,13 +76,16 @@ func TestTwoReplicasWedgeAndRecovery(t *testing.T) {
 			require.False(t, ok, "kubectl %s passed during the wedge: %s", strings.Join(args, " "), out)
 			require.Contains(t, errOut, `failed calling webhook "acceleratorquota.ome-quota-manager.validator"`, "kubectl %s", strings.Join(args, " "))
 		}
+		// A label leaves the spec alone, so the API server admits it
+		// without calling the webhook, wedged or not.
+		require.Contains(t, mustKubectl(t, "", "label", "aq", "team-beta", "example.com/wedged=yes"), "labeled")
 		// The guide's check that admission answers does not see the wedge:
 		// kubectl sends nothing for an unchanged object, so it prints
 		// "unchanged (server dry run)" without calling the webhook. A dry
-		// run that writes something does call it.
+		// run that creates a node does call it.
 		out := mustKubectl(t, guideTree(t), "apply", "-f", "-", "--dry-run=server")
 		require.Contains(t, out, "acceleratorquota.ome.io/team-beta unchanged (server dry run)")
-		_, errOut, ok := kubectl(t, "", "label", "aq", "root", "example.com/admission-check=ok", "--dry-run=server")
+		_, errOut, ok := kubectl(t, probeNode, "create", "-f", "-", "--dry-run=server")
 		require.False(t, ok)
 		require.Contains(t, errOut, `failed calling webhook "acceleratorquota.ome-quota-manager.validator"`)
 	})
@@ -117,15 +121,21 @@ func TestTwoReplicasWedgeAndRecovery(t *testing.T) {
 			"acceleratorquota.ome.io/team-alpha unchanged (server dry run)\n"+
 			"acceleratorquota.ome.io/team-beta unchanged (server dry run)", strings.TrimSpace(out))
 		require.Equal(t, v0, r.metric(t, "ome_quota_webhook_verdicts_total"), "kubectl sent an unchanged object")
-		// A dry run that writes something reaches the webhook.
-		require.Equal(t, "acceleratorquota.ome.io/root labeled (server dry run)",
-			strings.TrimSpace(mustKubectl(t, "", "label", "aq", "root", "example.com/admission-check=ok", "--dry-run=server")))
+		// A dry run that creates a node reaches the webhook.
+		require.Equal(t, "acceleratorquota.ome.io/admission-probe created (server dry run)",
+			strings.TrimSpace(mustKubectl(t, probeNode, "create", "-f", "-", "--dry-run=server")))
 		require.Equal(t, v0+1, r.metric(t, "ome_quota_webhook_verdicts_total"))
-		// And it judges: a write passes through it, a bad one is denied.
-		before := r.metric(t, "ome_quota_webhook_verdicts_total")
+		// A label does not: its spec is unchanged, so the API server
+		// admits it without a call.
 		require.Contains(t, mustKubectl(t, "", "label", "aq", "team-beta", "example.com/recovered-"), "unlabeled")
+		require.Equal(t, v0+1, r.metric(t, "ome_quota_webhook_verdicts_total"), "a label-only write called the webhook")
+		// And it judges: a bad write is denied.
 		require.Equal(t, "ml-research: budget nvidia.com/gpu on a100 is 24 but its children total 28",
 			denied(t, strings.Replace(guideTree(t), `nominal: "16"`, `nominal: "20"`, 1), "apply", "-f", "-"))
-		require.Equal(t, before+2, r.metric(t, "ome_quota_webhook_verdicts_total"))
+		require.Equal(t, v0+2, r.metric(t, "ome_quota_webhook_verdicts_total"))
 	})
 }
+
+// probeNode is a node that only a dry run creates: a Cohort under root
+// with no budget, which the webhook admits.
+const probeNode = "apiVersion: ome.io/v1beta1\nkind: AcceleratorQuota\nmetadata:\n  name: admission-probe\nspec:\n  role: Cohort\n  parentRef:\n    name: root\n"
