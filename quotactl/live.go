@@ -115,18 +115,17 @@ func (cl *cluster) replay(cfg events.Config, now time.Time) *replayer {
 	return cl.replayWithout(cfg, now, nil)
 }
 
-// replayWithout is replay as if the Nodes named in without did not exist:
-// the first measurement then sees the capacity without them, at once, and
-// moves root's marks (read back from its status) by the hysteresis rule.
+// replayWithout replays the cluster as the manager holds it (root's marks
+// read back from its status, then a measurement with every Node), then
+// deletes the Nodes named in without, one after another as the manager
+// would see their deletions, each moving the marks by the hysteresis rule.
 func (cl *cluster) replayWithout(cfg events.Config, now time.Time, without map[string]bool) *replayer {
 	r := newReplayer(cfg, now)
 	for i := range cl.flavors {
 		r.apply(events.FlavorUpserted(now, sources.FlavorOf(&cl.flavors[i])))
 	}
 	for i := range cl.nodes {
-		if !without[cl.nodes[i].Name] {
-			r.apply(events.NodeUpserted(now, sources.NodeOf(&cl.nodes[i])))
-		}
+		r.apply(events.NodeUpserted(now, sources.NodeOf(&cl.nodes[i])))
 	}
 	for i := range cl.quotas {
 		r.apply(events.QuotaUpserted(now, sources.QuotaOf(&cl.quotas[i])))
@@ -134,7 +133,19 @@ func (cl *cluster) replayWithout(cfg events.Config, now time.Time, without map[s
 	for i := range cl.queues {
 		r.apply(events.QueueUpserted(now, sources.QueueOf(&cl.queues[i])))
 	}
+	// Every object is in: the state measures from here on, as the manager
+	// does after its informers' initial lists. Then the named Nodes go, as
+	// if they were deleted while the manager runs, and it measures again.
+	r.apply(events.Synced(now))
 	r.apply(events.Tick(now))
+	if len(without) > 0 {
+		for i := range cl.nodes {
+			if without[cl.nodes[i].Name] {
+				r.apply(events.Deleted(now, events.KindNode, cl.nodes[i].Name))
+			}
+		}
+		r.apply(events.Tick(now))
+	}
 	return r
 }
 

@@ -330,12 +330,14 @@ spec:
 		require.Contains(t, s.out, "    big CapacityExceeded: budget nvidia.com/gpu on h100 is 28 but the high-water mark on root is 24")
 		require.Contains(t, s.out, "ClusterQueue big-team: Held")
 
-		// A label selector names Nodes too. Without every H100 node the pair
-		// is no longer measured, so its mark stays, as the guide says.
+		// A label selector names Nodes too. The named Nodes go one after
+		// another, as the manager sees deletions: the mark falls with the
+		// first two (16, then 8), and the last H100 node's departure leaves
+		// the pair unmeasured, so the mark stays at 8, as the guide says.
 		v := ome("quota", "validate", "--without-nodes", "nvidia.com/gpu.product=NVIDIA-H100-80GB")
-		require.Equal(t, 0, v.code, v.out+v.errOut)
+		require.Equal(t, 2, v.code, v.out+v.errOut)
 		require.Contains(t, v.out, "Without big-node-1, big-node-2, big-node-3:\n")
-		require.Contains(t, v.out, "high-water mark nvidia.com/gpu@h100 stays at 24\n")
-		require.Contains(t, v.out, "warning big: budget nvidia.com/gpu on h100 is 28 but the high-water mark on root is 24")
+		require.Contains(t, v.out, "high-water mark nvidia.com/gpu@h100 falls from 24 to 8\n")
+		require.Contains(t, v.out, "big would be CapacityExceeded: budget nvidia.com/gpu on h100 is 28 but the high-water mark on root is 8")
 	})
 }
