@@ -255,13 +255,13 @@ func (m *Manager) Run(ctx context.Context) error {
 		}
 		return err
 	}
+	go func() {
+		if err := sources.RunTicker(ctx, m.stream, m.opts.TickInterval(), time.Now); err != nil && !errors.Is(err, context.Canceled) {
+			errc <- err
+		}
+	}()
 	if m.opts.Record {
 		// Informers and the log only: nothing is written, no Lease is held.
-		go func() {
-			if err := sources.RunTicker(ctx, m.stream, m.opts.TickInterval(), time.Now); err != nil && !errors.Is(err, context.Canceled) {
-				errc <- err
-			}
-		}()
 		m.ready.Store(true)
 		log.Info("caches synced; recording", "eventLog", m.opts.EventLog)
 		select {
@@ -274,11 +274,6 @@ func (m *Manager) Run(ctx context.Context) error {
 	// Root is created (or its finalizer restored) in the background: the
 	// webhook may need this replica to be ready before it admits the write.
 	go m.ensureRoot(ctx)
-	go func() {
-		if err := sources.RunTicker(ctx, m.stream, m.opts.TickInterval(), time.Now); err != nil && !errors.Is(err, context.Canceled) {
-			errc <- err
-		}
-	}()
 	go m.projectLoop(ctx)
 	m.ready.Store(true)
 	log.Info("caches synced; running", "enrolledNamespaces", m.opts.EnrolledNamespaces, "tick", m.opts.TickInterval())

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -230,15 +231,7 @@ func writeHistory(w io.Writer, h History) error {
 	for _, s := range h.Writes {
 		lines = append(lines, line{s.Seq, fmt.Sprintf("%d\t%s\t%s", s.Seq, stampOf(s.Time), strings.TrimPrefix(s.Event, fmt.Sprintf("#%d ", s.Seq)))})
 	}
-	slices.SortStableFunc(lines, func(a, b line) int {
-		switch {
-		case a.seq < b.seq:
-			return -1
-		case a.seq > b.seq:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(lines, func(a, b line) int { return cmp.Compare(a.seq, b.seq) })
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "SEQ\tTIME\t%s\n", h.Node)
 	for _, l := range lines {

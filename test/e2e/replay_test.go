@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -135,21 +137,7 @@ func checkFreezeExplained(t *testing.T, dir string) {
 		}
 	}
 	require.Contains(t, replayed, "ClusterQueue/big-team", "the held team's objects are part of what the manager leaves")
-	keys := func(m any) []string {
-		var out []string
-		switch m := m.(type) {
-		case map[string]any:
-			for k := range m {
-				out = append(out, k)
-			}
-		case map[string]map[string]any:
-			for k := range m {
-				out = append(out, k)
-			}
-		}
-		return out
-	}
-	require.ElementsMatch(t, keys(live), keys(replayed))
+	require.ElementsMatch(t, slices.Collect(maps.Keys(live)), slices.Collect(maps.Keys(replayed)))
 	for key, want := range replayed {
 		b, err := json.Marshal(live[key])
 		require.NoError(t, err)
