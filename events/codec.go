@@ -21,7 +21,9 @@ import (
 //     marked the informers' initial lists as delivered; the Decoder upgrades
 //     a version 1 log by reading its first Tick as Synced. A version 1 line
 //     cannot carry anything version 2 added.
-const SchemaVersion = 2
+//   - 3: adds the Verdict kind (the webhook's answers). Versions 1 and 2
+//     read as before; a line of theirs cannot carry a Verdict.
+const SchemaVersion = 3
 
 // oldestVersion is the oldest schema version this build reads.
 const oldestVersion = 1
@@ -96,6 +98,9 @@ func unmarshal(line []byte) (Event, int, error) {
 		if err := v1Only(&w.Event); err != nil {
 			return Event{}, 0, err
 		}
+	}
+	if v < 3 && w.Event.Kind == KindVerdict {
+		return Event{}, 0, fmt.Errorf("event #%d has kind %s, which schema version %d did not have: the log is corrupt", w.Event.Seq, w.Event.Kind, v)
 	}
 	return w.Event, v, nil
 }

@@ -60,6 +60,14 @@ func sampleEvents() []Event {
 		}),
 		Deleted(t0, KindResourceSlice, "n1-gpus"),
 		Deleted(t0, KindDeviceClass, "gpu.nvidia.com"),
+		Verdicted(t0, "team-alpha", &Verdict{UID: "u-1", User: "alice", Groups: []string{"system:authenticated"}, Operation: "UPDATE",
+			Code: 403, Message: "ml-research: budget nvidia.com/gpu on a100 is 24 but its children total 28",
+			Old: &v1beta1.AcceleratorQuotaSpec{Role: v1beta1.RoleClusterQueue, ParentRef: &v1beta1.ParentReference{Name: "ml-research"},
+				Budgets: []v1beta1.Budget{{ResourceName: "nvidia.com/gpu", ResourceFlavor: "a100", Nominal: resource.MustParse("16")}}},
+			New: &v1beta1.AcceleratorQuotaSpec{Role: v1beta1.RoleClusterQueue, ParentRef: &v1beta1.ParentReference{Name: "ml-research"},
+				Budgets: []v1beta1.Budget{{ResourceName: "nvidia.com/gpu", ResourceFlavor: "a100", Nominal: resource.MustParse("20")}}},
+			Replica: "m1"}),
+		Verdicted(t0, "team-gone", &Verdict{UID: "u-2", User: "bob", Operation: "DELETE", Allowed: true}),
 	}
 	for i := range evs {
 		evs[i].Seq = uint64(i + 1)
@@ -118,7 +126,7 @@ func TestEncodingIsPinned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"v":2,"seq":7,"time":"2026-10-05T09:41:12Z","kind":"Node","op":"upsert","key":"n1","node":{"name":"n1","labels":{"a":"1","b":"2"},"capacity":{"nvidia.com/gpu":"8"},"ready":true,"unschedulable":true}}`
+	want := `{"v":3,"seq":7,"time":"2026-10-05T09:41:12Z","kind":"Node","op":"upsert","key":"n1","node":{"name":"n1","labels":{"a":"1","b":"2"},"capacity":{"nvidia.com/gpu":"8"},"ready":true,"unschedulable":true}}`
 	if string(b) != want {
 		t.Errorf("got  %s\nwant %s", b, want)
 	}
@@ -131,9 +139,12 @@ func TestDecodeRefuses(t *testing.T) {
 		want    string
 	}{
 		"newer version": {
-			line: `{"v":3,"seq":1,"kind":"Tick","time":"2026-10-05T09:41:12Z","shiny":true}`, version: 3,
-			want: "schema version 3, newer than 2, the newest this build reads: read the log with the ome-quota-manager version that wrote it, or a newer one",
+			line: `{"v":4,"seq":1,"kind":"Tick","time":"2026-10-05T09:41:12Z","shiny":true}`, version: 4,
+			want: "schema version 4, newer than 3, the newest this build reads: read the log with the ome-quota-manager version that wrote it, or a newer one",
 		},
+		"verdict in version 2": {line: `{"v":2,"seq":1,"kind":"Verdict","key":"a","verdict":{"uid":"u","user":"x","operation":"CREATE","allowed":true},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 2 did not have"},
+		"verdict no key":       {line: `{"v":3,"seq":1,"kind":"Verdict","verdict":{"uid":"u","user":"x","operation":"CREATE","allowed":true},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "name the node written"},
+		"verdict bad op":       {line: `{"v":3,"seq":1,"kind":"Verdict","key":"a","verdict":{"uid":"u","user":"x","operation":"CONNECT","allowed":true},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: `operation "CONNECT"`},
 		"synced in version 1": {line: `{"v":1,"seq":1,"kind":"Synced","time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 1 did not have"},
 		"synced payload":      {line: `{"v":2,"seq":1,"kind":"Synced","time":"2026-10-05T09:41:12Z","failure":{"reason":"x"}}`, version: -1, want: "a synced marker carries none"},
 		"no version":          {line: `{"seq":1,"kind":"Tick"}`, version: 0, want: `no schema version (field "v")`},
@@ -196,7 +207,7 @@ func TestDecodeUpgradesVersion1(t *testing.T) {
 	if err := NewEncoder(&b).Encode(Event{Seq: 2, Time: time.Date(2026, 10, 5, 9, 41, 13, 0, time.UTC), Kind: KindSynced}); err != nil {
 		t.Fatal(err)
 	}
-	if want := `{"v":2,"seq":2,"time":"2026-10-05T09:41:13Z","kind":"Synced"}` + "\n"; b.String() != want {
+	if want := `{"v":3,"seq":2,"time":"2026-10-05T09:41:13Z","kind":"Synced"}` + "\n"; b.String() != want {
 		t.Errorf("encoded %q, want %q", b.String(), want)
 	}
 }

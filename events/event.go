@@ -14,7 +14,7 @@ type Kind string
 
 // Kinds of event. Adding a kind changes what a reader must understand, so
 // it bumps SchemaVersion (see codec.go): Synced, Start, DeviceClass and
-// ResourceSlice (DRA capacity) came with version 2.
+// ResourceSlice (DRA capacity) came with version 2, Verdict with version 3.
 const (
 	KindAcceleratorQuota Kind = "AcceleratorQuota"
 	KindNode             Kind = "Node"
@@ -29,6 +29,11 @@ const (
 	KindStart         Kind = "Start"
 	KindDeviceClass   Kind = "DeviceClass"
 	KindResourceSlice Kind = "ResourceSlice"
+	// KindVerdict is the admission webhook's answer to one write of the
+	// tree: who asked, what they asked, and what was answered. It changes
+	// no state: it is recorded so that a log is an audit trail of the tree.
+	// Its Key is the node written.
+	KindVerdict Kind = "Verdict"
 )
 
 // Op is what happened to the object of an object event.
@@ -68,6 +73,7 @@ type Event struct {
 
 	DeviceClass   *DeviceClass   `json:"deviceClass,omitempty"`
 	ResourceSlice *ResourceSlice `json:"resourceSlice,omitempty"`
+	Verdict       *Verdict       `json:"verdict,omitempty"`
 }
 
 // Quota is the compact form of an AcceleratorQuota: its spec, and the
@@ -138,6 +144,40 @@ type Start struct {
 	Identity string `json:"identity,omitempty"`
 	// Args are the command-line arguments it was started with.
 	Args []string `json:"args,omitempty"`
+}
+
+// Verdict is the payload of a Verdict event: one AdmissionReview of an
+// AcceleratorQuota that the webhook judged on the tree's rules and that was
+// not a dry run.
+type Verdict struct {
+	// UID is the admission request's uid. The API server may send one
+	// request to more than one replica (a timeout, a retry): replay counts
+	// a uid once.
+	UID string `json:"uid"`
+	// User and Groups are the requesting user, as the API server
+	// authenticated them (the request's userInfo).
+	User   string   `json:"user"`
+	Groups []string `json:"groups,omitempty"`
+	// Operation is CREATE, UPDATE or DELETE.
+	Operation string `json:"operation"`
+	Allowed   bool   `json:"allowed"`
+	// Code and Message are the denial's (403 for a rule); empty when
+	// allowed.
+	Code    int32  `json:"code,omitempty"`
+	Message string `json:"message,omitempty"`
+	// Warnings went back with an admitted write.
+	Warnings []string `json:"warnings,omitempty"`
+	// Old is the spec before the write (nil on CREATE, or when the API
+	// server sent no old object); New the spec written (nil on DELETE).
+	Old *v1beta1.AcceleratorQuotaSpec `json:"old,omitempty"`
+	New *v1beta1.AcceleratorQuotaSpec `json:"new,omitempty"`
+	// Replica is the identity of the replica that judged it.
+	Replica string `json:"replica,omitempty"`
+}
+
+// Verdicted is the webhook's verdict on a write of node.
+func Verdicted(t time.Time, node string, v *Verdict) Event {
+	return Event{Time: t, Kind: KindVerdict, Key: node, Verdict: v}
 }
 
 // Started is a start marker.
@@ -220,6 +260,7 @@ func (e *Event) payloads() (int, string) {
 		{e.Queue != nil, "queue"}, {e.Config != nil, "config"}, {e.Failure != nil, "failure"},
 		{e.Start != nil, "start"},
 		{e.DeviceClass != nil, "deviceClass"}, {e.ResourceSlice != nil, "resourceSlice"},
+		{e.Verdict != nil, "verdict"},
 	} {
 		if p.set {
 			if n == 0 {
@@ -288,6 +329,21 @@ func (e *Event) Validate() error {
 		}
 		if name != e.Key {
 			return fmt.Errorf("%s upsert event #%d has key %q but its payload names %q: they must agree", e.Kind, e.Seq, e.Key, name)
+		}
+		return nil
+	case KindVerdict:
+		switch {
+		case e.Op != "":
+			return fmt.Errorf("verdict event #%d has an op: only object events carry one", e.Seq)
+		case e.Key == "":
+			return fmt.Errorf("verdict event #%d has no key: name the node written", e.Seq)
+		case count != 1 || first != "verdict":
+			return fmt.Errorf("verdict event #%d must carry exactly one payload, %q", e.Seq, "verdict")
+		}
+		switch e.Verdict.Operation {
+		case "CREATE", "UPDATE", "DELETE":
+		default:
+			return fmt.Errorf("verdict event #%d has operation %q: use CREATE, UPDATE or DELETE", e.Seq, e.Verdict.Operation)
 		}
 		return nil
 	case KindTick, KindSynced, KindConfig, KindMeasureFailed, KindStart:

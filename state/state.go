@@ -122,7 +122,9 @@ func New() *State {
 // nothing modifies an event once it is published.
 func (s *State) Apply(ev events.Event) []Transition {
 	s.lastSeq, s.seq = ev.Seq, ev.Seq
-	if ev.Validate() != nil {
+	if ev.Validate() != nil || ev.Kind == events.KindVerdict {
+		// A verdict is recorded for the audit trail only: the write it
+		// admitted reaches the state as an AcceleratorQuota event.
 		return nil
 	}
 	s.now = ev.Time.UTC().Truncate(time.Second)

@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -192,7 +193,7 @@ func Open(dir string, o Options) (*Log, error) {
 		l.problems = append(l.problems, Problem{Segment: segs[n-1].name, Message: "the segment holds no readable event; it was renamed to " + filepath.Base(aside) + " and a new one started"})
 		l.segs = segs[:n-1]
 	}
-	if len(segs) > 0 && !damaged && segs[len(segs)-1].first <= l.next {
+	if len(segs) > 0 && !damaged && segs[len(segs)-1].first <= l.next && sameSchema(segs[len(segs)-1]) {
 		if err := l.openActive(segs[len(segs)-1]); err != nil {
 			return nil, err
 		}
@@ -219,6 +220,23 @@ func (l *Log) Problems() []Problem { return l.problems }
 
 // Dir is the log's folder.
 func (l *Log) Dir() string { return l.dir }
+
+// sameSchema reports whether the segment's header names the schema this
+// build writes: a segment of an older schema is left as it is, and new
+// events go to a new segment, so that each header tells the truth.
+func sameSchema(sf segmentFile) bool {
+	f, err := os.Open(sf.path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	b := make([]byte, headerSize)
+	if _, err := io.ReadFull(f, b); err != nil {
+		return false
+	}
+	h, err := decodeHeader(sf.name, b)
+	return err == nil && h.schema == events.SchemaVersion
+}
 
 func (l *Log) openActive(sf segmentFile) error {
 	f, err := os.OpenFile(sf.path, os.O_WRONLY|os.O_APPEND, 0)

@@ -40,6 +40,10 @@ type Reviewer struct {
 	// NotReady says why the replica is not ready (what /readyz prints):
 	// the refusal of a write it cannot judge yet carries it. May be nil.
 	NotReady func() error
+	// OnVerdict, when set, is handed each verdict that Judge gave on a
+	// write that is not a dry run, before the answer goes back: the
+	// manager records it in its event stream (the audit trail).
+	OnVerdict func(ctx context.Context, req *admissionv1.AdmissionRequest, w Write, v Verdict)
 }
 
 // notReady is the refusal of a write that this replica cannot judge,
@@ -214,6 +218,9 @@ func (r *Reviewer) judge(ctx context.Context, req *admissionv1.AdmissionRequest)
 	v, err := r.Judge(ctx, w)
 	if err != nil {
 		return unavailable(fmt.Sprintf("the quota manager cannot judge this write now: %v; retry in a few seconds", err))
+	}
+	if r.OnVerdict != nil && !w.DryRun {
+		r.OnVerdict(ctx, req, w, v)
 	}
 	res := answer(v)
 	res.Operation = op

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/client-go/kubernetes"
@@ -93,6 +94,11 @@ func New(opts *Options, cfg *rest.Config, st StateReader, m *metrics.Metrics) (*
 	reviewer := &Reviewer{Judge: z.Judge, Synced: st.Synced}
 	if nr, ok := st.(interface{ NotReady() error }); ok {
 		reviewer.NotReady = nr.NotReady
+	}
+	if vr, ok := st.(interface {
+		OnVerdict(context.Context, *admissionv1.AdmissionRequest, Write, Verdict)
+	}); ok {
+		reviewer.OnVerdict = vr.OnVerdict
 	}
 	return &Server{
 		opts:     opts,
