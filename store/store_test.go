@@ -375,3 +375,29 @@ func TestOneWriterPerFolder(t *testing.T) {
 	}
 	l2.Close()
 }
+
+// A log written by a build of an older events schema is read, and a newer
+// build continues it in a new segment, whose header names its schema.
+func TestOlderSchemaSegmentIsNotContinued(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, small, 1, 5)
+	s := lastSegment(t, dir)
+	b, _ := os.ReadFile(s.path)
+	copy(b, header{format: FormatVersion, schema: events.SchemaVersion - 1, first: 1}.encode())
+	if err := os.WriteFile(s.path, b, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	write(t, dir, small, 6, 10)
+	segs, err := listSegments(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(segs) != 2 || segs[1].first != 6 {
+		t.Fatalf("segments %+v, want a new one from 6", segs)
+	}
+	seqs, rep := readAll(t, dir, 0)
+	equalSeqs(t, seqs, span(1, 10))
+	if len(rep.Problems) != 0 {
+		t.Errorf("problems: %v", rep.Problems)
+	}
+}
