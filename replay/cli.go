@@ -26,10 +26,18 @@ const usage = `Replays a recorded event log offline and explains the state it pr
 
 Usage:
   ome-quota-manager replay DIR [flags]
+  ome-quota-manager replay DIR [DIR...] --node NAME --history
 
 Views (one at a time; the timeline by default):
   (none)              every transition: seq, time, node, from -> to, reason, cause
   --node NAME         one node's transitions and the writes of its AcceleratorQuota
+  --node NAME --history
+                      the node's audit trail: each write's requesting user and
+                      the webhook's verdict (admitted, or denied and why), the
+                      change (budgets, parent, role, old -> new), the write as
+                      stored, and the transitions that followed. Every replica
+                      judges writes: give each replica's folder, the first is
+                      replayed and the others add their verdicts
   --why NAME          the chain from the node's state back to the input behind it
   --state             the whole state (tree, marks, nodes) at the end or at --at
   --objects           the Kueue objects the projector wants at the end or at --at
@@ -39,6 +47,8 @@ Examples:
   ome-quota-manager replay /var/lib/ome/events --why big-team
   # The tree as it was just before event 1200
   ome-quota-manager replay /var/lib/ome/events --at 1199 --state
+  # Who changed team-alpha, and what did the webhook answer? (two replicas)
+  ome-quota-manager replay /logs/replica-0 /logs/replica-1 --node team-alpha --history
   # What would a 5% hysteresis have changed?
   ome-quota-manager replay /var/lib/ome/events --capacity-hysteresis-percent 5
 
@@ -55,6 +65,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fs.PrintDefaults()
 	}
 	node := fs.String("node", "", "show one node's history")
+	history := fs.Bool("history", false, "with --node: the node's audit trail (verdicts, writes, what followed), merged across the folders given")
 	why := fs.String("why", "", "explain one node's state")
 	at := fs.String("at", "", "stop after this event: a sequence number, or an RFC 3339 time")
 	showState := fs.Bool("state", false, "print the state")
@@ -74,8 +85,14 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "replay: "+format+"\n", a...)
 		return code
 	}
-	if fs.NArg() != 1 {
-		return fail(2, "give exactly one event log folder (got %d arguments); see --help", fs.NArg())
+	if fs.NArg() == 0 {
+		return fail(2, "give the event log folder; see --help")
+	}
+	if *history && *node == "" {
+		return fail(2, "--history is a view of one node: give --node NAME")
+	}
+	if fs.NArg() > 1 && !*history {
+		return fail(2, "%d folders given: only --node NAME --history reads more than one (the verdicts of every replica); other views replay one log", fs.NArg())
 	}
 	if *output != "text" && *output != "json" {
 		return fail(2, "-o must be text or json, got %q", *output)
@@ -125,6 +142,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	dir := fs.Arg(0)
 	o.Objects = *objects
+	o.Others = fs.Args()[1:]
 	res, err := Run(dir, o)
 	if err != nil {
 		return fail(1, "%v", err)
@@ -135,6 +153,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	var out any
 	var text func(w io.Writer) error
 	switch {
+	case *history:
+		tr := res.Trail(*node, fs.Args())
+		out, text = tr, func(w io.Writer) error { return writeTrail(w, tr) }
 	case *node != "":
 		h := res.History(*node)
 		out, text = h, func(w io.Writer) error { return writeHistory(w, h) }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/events"
 	"ome.io/quota-manager/state"
 	"ome.io/quota-manager/store"
@@ -56,6 +57,9 @@ type Options struct {
 	// (Result.Objects); it re-projects the tree after every event that can
 	// change them.
 	Objects bool
+	// Others are the logs of other replicas: their verdicts join the
+	// first log's (Result.Trail); their other events are not replayed.
+	Others []string
 }
 
 // Entry is one transition of the timeline, with the event that caused it.
@@ -95,6 +99,9 @@ type SpecChange struct {
 	Node  string    `json:"node"`
 	Op    string    `json:"op"`
 	Event string    `json:"event"`
+	// Changes are what the write changed in the spec the log held before,
+	// old -> new ("created" for the first one the log holds).
+	Changes []string `json:"changes,omitempty"`
 }
 
 // Result is a replayed log: the state it ends in, the transitions on the
@@ -104,6 +111,8 @@ type Result struct {
 	Timeline []Entry
 	Capacity []CapacityChange
 	Specs    []SpecChange
+	// Verdicts are the webhook's answers recorded in the first log.
+	Verdicts []VerdictEntry
 	// Events counts the events applied; Last is the last one's seq.
 	Events   int
 	Last     uint64
@@ -113,6 +122,8 @@ type Result struct {
 	Config events.Config
 
 	objects map[string]*nodeObjects
+	// foreign are the other logs' verdicts, by time, each request once.
+	foreign []VerdictEntry
 }
 
 // errDone ends a read early once the requested point is passed.
@@ -122,6 +133,7 @@ var errDone = errors.New("done")
 func Run(dir string, o Options) (*Result, error) {
 	r := &Result{State: state.New()}
 	var prev map[state.Pair]state.CapacityEntry
+	specs := map[string]*v1beta1.AcceleratorQuotaSpec{}
 	rep, err := store.Read(dir, 0, func(ev events.Event) error {
 		if o.AtSeq != 0 && ev.Seq > o.AtSeq {
 			return errDone
@@ -148,8 +160,24 @@ func Run(dir string, o Options) (*Result, error) {
 		if o.Objects {
 			r.trackObjects(ev, len(ts))
 		}
-		if ev.Kind == events.KindAcceleratorQuota {
-			r.Specs = append(r.Specs, SpecChange{Seq: ev.Seq, Time: ev.Time.UTC(), Node: ev.Key, Op: string(ev.Op), Event: causeOf()})
+		switch ev.Kind {
+		case events.KindAcceleratorQuota:
+			var spec *v1beta1.AcceleratorQuotaSpec
+			if ev.Quota != nil {
+				spec = &ev.Quota.Spec
+			}
+			var changes []string
+			if old, ok := specs[ev.Key]; ok || spec != nil {
+				changes = specChanges(old, spec)
+			}
+			if spec == nil {
+				delete(specs, ev.Key)
+			} else {
+				specs[ev.Key] = spec
+			}
+			r.Specs = append(r.Specs, SpecChange{Seq: ev.Seq, Time: ev.Time.UTC(), Node: ev.Key, Op: string(ev.Op), Event: causeOf(), Changes: changes})
+		case events.KindVerdict:
+			r.Verdicts = append(r.Verdicts, verdictEntry(0, ev))
 		}
 		prev = r.capacityChanges(ev, causeOf, prev)
 		r.Events++
@@ -161,6 +189,20 @@ func Run(dir string, o Options) (*Result, error) {
 	if err != nil && !errors.Is(err, errDone) {
 		return r, err
 	}
+	var until time.Time
+	if o.AtSeq != 0 || !o.AtTime.IsZero() {
+		until = r.LastTime
+	}
+	var others []VerdictEntry
+	for i, d := range o.Others {
+		vs, problems, err := readVerdicts(d, i+1, until)
+		r.Problems = append(r.Problems, problems...)
+		if err != nil {
+			return r, err
+		}
+		others = append(others, vs...)
+	}
+	r.mergeVerdicts(others)
 	if o.AtSeq != 0 && r.Last < o.AtSeq && r.Last != 0 && o.AtSeq > rep.Last {
 		return r, fmt.Errorf("the log ends at event %d, before --at %d", rep.Last, o.AtSeq)
 	}
@@ -241,6 +283,13 @@ func describe(ev events.Event) string {
 		return fmt.Sprintf("#%d configuration (maxTreeDepth=%d hysteresisPercent=%d)", ev.Seq, c.MaxTreeDepth, c.HysteresisPercent)
 	case events.KindMeasureFailed:
 		return fmt.Sprintf("#%d measurement failed: %s", ev.Seq, ev.Failure.Reason)
+	case events.KindVerdict:
+		v := ev.Verdict
+		answer := "admitted"
+		if !v.Allowed {
+			answer = "denied"
+		}
+		return fmt.Sprintf("#%d %s of AcceleratorQuota %s by %s %s by the webhook", ev.Seq, v.Operation, ev.Key, orNone(v.User), answer)
 	}
 	return ev.String()
 }

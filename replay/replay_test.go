@@ -166,7 +166,9 @@ func TestObjectsAndHistory(t *testing.T) {
 
 func TestUsageErrors(t *testing.T) {
 	for args, want := range map[string]string{
-		"":                      "give exactly one event log folder",
+		"":                      "give the event log folder",
+		"d e":                   "only --node NAME --history reads more than one",
+		"d --history":           "give --node NAME",
 		"d --at yesterday":      "neither a sequence number nor an RFC 3339 time",
 		"d --why a --state":     "separate views",
 		"d -o yaml":             "-o must be text or json",

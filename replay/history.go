@@ -1,0 +1,298 @@
+package replay
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/events"
+	"ome.io/quota-manager/store"
+)
+
+// VerdictEntry is one answer of the admission webhook found in a log.
+type VerdictEntry struct {
+	// Log is the position of the folder it was read from on the command
+	// line: 0 for the first one, whose tree events are replayed.
+	Log  int       `json:"log"`
+	Seq  uint64    `json:"seq"`
+	Time time.Time `json:"time"`
+	Node string    `json:"node"`
+	events.Verdict
+	// Changes are what the write asked to change, old -> new.
+	Changes []string `json:"changes"`
+}
+
+// readVerdicts reads the verdicts of the log in dir, up to until (when not
+// zero), for a merge: its other events are not replayed.
+func readVerdicts(dir string, log int, until time.Time) ([]VerdictEntry, []store.Problem, error) {
+	var out []VerdictEntry
+	rep, err := store.Read(dir, 0, func(ev events.Event) error {
+		if !until.IsZero() && ev.Time.After(until) {
+			return errDone
+		}
+		if ev.Kind == events.KindVerdict {
+			out = append(out, verdictEntry(log, ev))
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errDone) {
+		return nil, rep.Problems, fmt.Errorf("%s: %w", dir, err)
+	}
+	for i := range rep.Problems {
+		rep.Problems[i].Segment = dir + ": " + rep.Problems[i].Segment
+	}
+	return out, rep.Problems, nil
+}
+
+func verdictEntry(log int, ev events.Event) VerdictEntry {
+	return VerdictEntry{Log: log, Seq: ev.Seq, Time: ev.Time.UTC(), Node: ev.Key, Verdict: *ev.Verdict,
+		Changes: specChanges(ev.Verdict.Old, ev.Verdict.New)}
+}
+
+// mergeVerdicts adds the verdicts of the other logs to r's, keeping each
+// admission request (its uid) once: the first log's copy, else the
+// earliest. r.Verdicts stays in the first log's order, the others' placed
+// by time (see History).
+func (r *Result) mergeVerdicts(others []VerdictEntry) {
+	seen := map[string]bool{}
+	for _, v := range r.Verdicts {
+		seen[v.UID] = true
+	}
+	slices.SortStableFunc(others, func(a, b VerdictEntry) int {
+		return cmp.Or(a.Time.Compare(b.Time), cmp.Compare(a.Log, b.Log), cmp.Compare(a.Seq, b.Seq))
+	})
+	for _, v := range others {
+		if v.UID != "" && seen[v.UID] {
+			continue
+		}
+		seen[v.UID] = true
+		r.foreign = append(r.foreign, v)
+	}
+}
+
+// TrailStep is one line of a node's audit trail.
+type TrailStep struct {
+	// Log and Seq place the step: the folder on the command line (0, the
+	// first, for every write and transition) and the event's number in it.
+	Log  int       `json:"log"`
+	Seq  uint64    `json:"seq"`
+	Time time.Time `json:"time"`
+	// What is "verdict", "write" (the AcceleratorQuota as stored), or
+	// "transition".
+	What string `json:"what"`
+	// Node is the node the step is about: the trail's node, or another one
+	// whose transition the trail node's write caused.
+	Node string `json:"node"`
+	// A verdict's fields.
+	User      string   `json:"user,omitempty"`
+	Groups    []string `json:"groups,omitempty"`
+	Operation string   `json:"operation,omitempty"`
+	Verdict   string   `json:"verdict,omitempty"`
+	Replica   string   `json:"replica,omitempty"`
+	// Changes are a verdict's or a write's changes, old -> new.
+	Changes []string `json:"changes,omitempty"`
+	// A transition's phases; Message is a denial's or a transition's.
+	From    string `json:"from,omitempty"`
+	To      string `json:"to,omitempty"`
+	Message string `json:"message,omitempty"`
+	// Event names the write or the cause of a transition.
+	Event string `json:"event,omitempty"`
+}
+
+// Trail is a node's audit trail: who asked to change it and what the
+// webhook answered, the writes that were stored, and the transitions that
+// followed, its own and those its writes caused in the rest of the tree.
+type Trail struct {
+	Node string `json:"node"`
+	// Logs are the folders read, the first one replayed.
+	Logs  []string `json:"logs"`
+	Steps []TrailStep   `json:"steps"`
+}
+
+// Trail returns node's audit trail. The first log's steps are in its order;
+// a verdict from another log goes before the first step of the first log
+// received after it (the logs' clocks are the replicas', so steps a few
+// milliseconds apart on two replicas may show in either order).
+func (r *Result) Trail(node string, logs []string) Trail {
+	tr := Trail{Node: node, Logs: logs, Steps: []TrailStep{}}
+	var own []TrailStep
+	writes := map[uint64]bool{}
+	for _, s := range r.Specs {
+		if s.Node == node {
+			writes[s.Seq] = true
+			own = append(own, TrailStep{Seq: s.Seq, Time: s.Time, What: "write", Node: node, Changes: s.Changes, Event: s.Event})
+		}
+	}
+	for _, v := range r.Verdicts {
+		if v.Node == node {
+			own = append(own, verdictStep(v))
+		}
+	}
+	for _, e := range r.Timeline {
+		if e.Node == node || writes[e.Seq] {
+			own = append(own, TrailStep{Seq: e.Seq, Time: e.Time, What: "transition", Node: e.Node, From: string(e.From), To: string(e.To),
+				Message: e.Message, Event: e.Cause})
+		}
+	}
+	// Within one event: the verdict, the write, then its transitions.
+	rank := map[string]int{"verdict": 0, "write": 1, "transition": 2}
+	slices.SortStableFunc(own, func(a, b TrailStep) int { return cmp.Or(cmp.Compare(a.Seq, b.Seq), cmp.Compare(rank[a.What], rank[b.What])) })
+	var foreign []TrailStep
+	for _, v := range r.foreign {
+		if v.Node == node {
+			foreign = append(foreign, verdictStep(v))
+		}
+	}
+	for _, s := range own {
+		for len(foreign) > 0 && foreign[0].Time.Before(s.Time) {
+			tr.Steps, foreign = append(tr.Steps, foreign[0]), foreign[1:]
+		}
+		tr.Steps = append(tr.Steps, s)
+	}
+	tr.Steps = append(tr.Steps, foreign...)
+	return tr
+}
+
+func verdictStep(v VerdictEntry) TrailStep {
+	s := TrailStep{Log: v.Log, Seq: v.Seq, Time: v.Time, What: "verdict", Node: v.Node, User: v.User, Groups: v.Groups,
+		Operation: v.Operation, Verdict: "admitted", Replica: v.Replica, Changes: v.Changes, Message: v.Message}
+	if !v.Allowed {
+		s.Verdict = "denied"
+	}
+	if len(v.Warnings) > 0 {
+		s.Message = strings.Join(v.Warnings, "; ")
+	}
+	return s
+}
+
+func writeTrail(w io.Writer, tr Trail) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "SEQ\tTIME\tWHO\t%s\n", tr.Node)
+	for _, s := range tr.Steps {
+		seq := fmt.Sprint(s.Seq)
+		if s.Log > 0 {
+			seq = fmt.Sprintf("%d:%d", s.Log, s.Seq)
+		}
+		who, what := "", ""
+		switch s.What {
+		case "verdict":
+			who = s.User
+			what = fmt.Sprintf("%s %s", s.Operation, s.Verdict)
+			if s.Replica != "" {
+				what += " by " + s.Replica
+			}
+			if s.Message != "" {
+				what += ": " + s.Message
+			}
+			if len(s.Changes) > 0 {
+				what += " [" + strings.Join(s.Changes, "; ") + "]"
+			}
+		case "write":
+			what = strings.TrimPrefix(s.Event, fmt.Sprintf("#%d ", s.Seq))
+			if len(s.Changes) > 0 {
+				what += " [" + strings.Join(s.Changes, "; ") + "]"
+			}
+		case "transition":
+			what = fmt.Sprintf("%s %s -> %s", s.Node, s.From, s.To)
+			if s.Message != "" && s.To != "Ready" {
+				what += ": " + s.Message
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", seq, stampOf(s.Time), who, what)
+	}
+	if len(tr.Logs) > 1 {
+		fmt.Fprintln(tw, "(SEQ N:M is event M of the N-th other log; verdicts of one admission request are counted once)")
+	}
+	return tw.Flush()
+}
+
+// specChanges says what a write changes in a node's spec, old -> new:
+// its role, its parent, and each budget's amounts. A nil old is a
+// creation, a nil new a deletion.
+func specChanges(old, new *v1beta1.AcceleratorQuotaSpec) []string {
+	var out []string
+	switch {
+	case old == nil && new == nil:
+		return nil
+	case new == nil:
+		return []string{"deleted"}
+	case old == nil:
+		old = &v1beta1.AcceleratorQuotaSpec{}
+		out = append(out, "created")
+	}
+	if old.Role != new.Role {
+		out = append(out, fmt.Sprintf("role %s -> %s", orNone(string(old.Role)), orNone(string(new.Role))))
+	}
+	if p, q := parentOf(old), parentOf(new); p != q {
+		out = append(out, fmt.Sprintf("parent %s -> %s", orNone(p), orNone(q)))
+	}
+	type key struct{ res, flavor string }
+	olds := map[key]v1beta1.Budget{}
+	for _, b := range old.Budgets {
+		olds[key{b.ResourceName, b.ResourceFlavor}] = b
+	}
+	seen := map[key]bool{}
+	for _, b := range new.Budgets {
+		k := key{b.ResourceName, b.ResourceFlavor}
+		seen[k] = true
+		var nominal, borrowing, lending *resource.Quantity
+		if o, had := olds[k]; had {
+			nominal, borrowing, lending = &o.Nominal, o.BorrowingLimit, o.LendingLimit
+		}
+		name := b.ResourceName + "@" + b.ResourceFlavor
+		for _, f := range []struct {
+			field    string
+			from, to *resource.Quantity
+		}{
+			{"nominal", nominal, &b.Nominal},
+			{"borrowingLimit", borrowing, b.BorrowingLimit},
+			{"lendingLimit", lending, b.LendingLimit},
+		} {
+			if a, z := amountOf(f.from), amountOf(f.to); a != z {
+				out = append(out, fmt.Sprintf("%s %s %s -> %s", name, f.field, a, z))
+			}
+		}
+	}
+	for _, b := range old.Budgets {
+		if !seen[key{b.ResourceName, b.ResourceFlavor}] {
+			out = append(out, fmt.Sprintf("%s@%s removed (nominal was %s)", b.ResourceName, b.ResourceFlavor, b.Nominal.String()))
+		}
+	}
+	if len(out) > 0 && out[0] == "created" {
+		// A creation lists what was set: "role ClusterQueue".
+		for i := range out {
+			out[i] = strings.Replace(out[i], " <none> -> ", " ", 1)
+		}
+	}
+	return out
+}
+
+func parentOf(s *v1beta1.AcceleratorQuotaSpec) string {
+	if s.ParentRef == nil {
+		return ""
+	}
+	return s.ParentRef.Name
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "<none>"
+	}
+	return s
+}
+
+// amountOf prints an optional amount: "<none>" when unset.
+func amountOf(q *resource.Quantity) string {
+	if q == nil {
+		return "<none>"
+	}
+	return q.String()
+}

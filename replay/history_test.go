@@ -1,0 +1,107 @@
+package replay
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/api/v1beta1/aqtest"
+	"ome.io/quota-manager/events"
+	"ome.io/quota-manager/store"
+)
+
+// writeLog writes evs, numbered from 1, to a new log.
+func writeLog(t *testing.T, evs []events.Event) string {
+	t.Helper()
+	dir := t.TempDir()
+	l, err := store.Open(dir, store.Options{Sync: store.SyncNever})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ev := range evs {
+		ev.Seq = uint64(i + 1)
+		if err := l.Append(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func specOf(aq *v1beta1.AcceleratorQuota) *v1beta1.AcceleratorQuotaSpec { return &aq.Spec }
+
+// twoReplicas are the logs of two replicas of one cluster: the guide's
+// tree, team-alpha created through replica a, its raise to 20 denied by
+// replica b, then its raise to 18 admitted by a, which freezes nothing but
+// is seen by both; the API server sent the last request to both replicas.
+func twoReplicas(t *testing.T) (string, string) {
+	t.Helper()
+	alpha16 := aqtest.Team("team-alpha", "ml-research").Budget("nvidia.com/gpu", "a100", "16").Obj()
+	alpha20 := aqtest.Team("team-alpha", "ml-research").Budget("nvidia.com/gpu", "a100", "20").Obj()
+	alpha18 := aqtest.Team("team-alpha", "ml-research").Budget("nvidia.com/gpu", "a100", "18").Borrow("2").Obj()
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	var a []events.Event
+	a = append(a, events.ConfigChanged(t0, events.DefaultConfig()),
+		events.FlavorUpserted(t0, &events.Flavor{Name: "a100", NodeLabels: map[string]string{"gpu.product": "a100"}}))
+	for _, n := range []string{"gpu-node-1", "gpu-node-2", "gpu-node-3", "gpu-node-4"} {
+		a = append(a, events.NodeUpserted(t0, gpuNode(n)))
+	}
+	a = append(a, events.Synced(at(1)))
+	for _, aq := range []*v1beta1.AcceleratorQuota{aqtest.Root().Obj(), aqtest.Cohort("ml-research", "root").Budget("nvidia.com/gpu", "a100", "24").Obj()} {
+		a = append(a, events.QuotaUpserted(at(2), quota(aq)))
+	}
+	a = append(a,
+		events.Verdicted(at(3), "team-alpha", &events.Verdict{UID: "u1", User: "alice", Operation: "CREATE", Allowed: true, New: specOf(alpha16), Replica: "a"}),
+		events.QuotaUpserted(at(3), quota(alpha16)),
+		// 5: the raise to 20, judged by b, lands nowhere.
+		events.Verdicted(at(7), "team-alpha", &events.Verdict{UID: "u3", User: "bob", Operation: "UPDATE", Allowed: true, Old: specOf(alpha16), New: specOf(alpha18), Replica: "a"}),
+		events.QuotaUpserted(at(7), &events.Quota{Name: "team-alpha", Generation: 2, Spec: alpha18.Spec}),
+		events.Verdicted(at(9), "team-beta", &events.Verdict{UID: "u4", User: "carol", Operation: "CREATE", Allowed: true, New: specOf(aqtest.Team("team-beta", "ml-research").Obj()), Replica: "a"}),
+	)
+	b := []events.Event{
+		events.ConfigChanged(t0, events.DefaultConfig()),
+		events.Verdicted(at(5), "team-alpha", &events.Verdict{UID: "u2", User: "bob", Groups: []string{"ml"}, Operation: "UPDATE", Code: 403,
+			Message: "ml-research: budget nvidia.com/gpu on a100 is 24 but its children total 28", Old: specOf(alpha16), New: specOf(alpha20), Replica: "b"}),
+		// The same request as u3, judged by b too: counted once.
+		events.Verdicted(at(7), "team-alpha", &events.Verdict{UID: "u3", User: "bob", Operation: "UPDATE", Allowed: true, Old: specOf(alpha16), New: specOf(alpha18), Replica: "b"}),
+	}
+	return writeLog(t, a), writeLog(t, b)
+}
+
+func TestTrailMergesReplicas(t *testing.T) {
+	a, b := twoReplicas(t)
+	got := run(t, a, b, "--node", "team-alpha", "--history")
+	want := `SEQ  TIME                  WHO    team-alpha
+10   2026-11-30T03:00:03Z  alice  CREATE admitted by a [created; role ClusterQueue; parent ml-research; nvidia.com/gpu@a100 nominal 16]
+11   2026-11-30T03:00:03Z         AcceleratorQuota team-alpha written (generation 1) [created; role ClusterQueue; parent ml-research; nvidia.com/gpu@a100 nominal 16]
+11   2026-11-30T03:00:03Z         team-alpha Pending -> Ready
+1:2  2026-11-30T03:00:05Z  bob    UPDATE denied by b: ml-research: budget nvidia.com/gpu on a100 is 24 but its children total 28 [nvidia.com/gpu@a100 nominal 16 -> 20]
+12   2026-11-30T03:00:07Z  bob    UPDATE admitted by a [nvidia.com/gpu@a100 nominal 16 -> 18; nvidia.com/gpu@a100 borrowingLimit <none> -> 2]
+13   2026-11-30T03:00:07Z         AcceleratorQuota team-alpha written (generation 2) [nvidia.com/gpu@a100 nominal 16 -> 18; nvidia.com/gpu@a100 borrowingLimit <none> -> 2]
+(SEQ N:M is event M of the N-th other log; verdicts of one admission request are counted once)
+`
+	if got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	// The same bytes every time, and the JSON view holds the same steps.
+	if again := run(t, a, b, "--node", "team-alpha", "--history"); again != got {
+		t.Error("a second run printed other bytes")
+	}
+	var rep struct {
+		Items Trail `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(run(t, a, b, "--node", "team-alpha", "--history", "-o", "json")), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(rep.Items.Steps); n != 6 || rep.Items.Steps[3].User != "bob" || rep.Items.Steps[3].Verdict != "denied" || rep.Items.Steps[3].Groups[0] != "ml" {
+		t.Errorf("json steps %+v", rep.Items.Steps)
+	}
+	// One log alone misses the denial that the other replica gave.
+	if alone := run(t, a, "--node", "team-alpha", "--history"); strings.Contains(alone, "denied") {
+		t.Errorf("the first log alone shows a denial it does not hold:\n%s", alone)
+	}
+}
