@@ -113,8 +113,8 @@ type TrailStep struct {
 type Trail struct {
 	Node string `json:"node"`
 	// Logs are the folders read, the first one replayed.
-	Logs  []string `json:"logs"`
-	Steps []TrailStep   `json:"steps"`
+	Logs  []string    `json:"logs"`
+	Steps []TrailStep `json:"steps"`
 }
 
 // Trail returns node's audit trail. The first log's steps are in its order;
@@ -144,7 +144,9 @@ func (r *Result) Trail(node string, logs []string) Trail {
 	}
 	// Within one event: the verdict, the write, then its transitions.
 	rank := map[string]int{"verdict": 0, "write": 1, "transition": 2}
-	slices.SortStableFunc(own, func(a, b TrailStep) int { return cmp.Or(cmp.Compare(a.Seq, b.Seq), cmp.Compare(rank[a.What], rank[b.What])) })
+	slices.SortStableFunc(own, func(a, b TrailStep) int {
+		return cmp.Or(cmp.Compare(a.Seq, b.Seq), cmp.Compare(rank[a.What], rank[b.What]))
+	})
 	var foreign []TrailStep
 	for _, v := range r.foreign {
 		if v.Node == node {
