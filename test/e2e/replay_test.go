@@ -97,9 +97,17 @@ func checkFreezeExplained(t *testing.T, dir string) {
 	require.Regexp(t, `quota big gen=\d+ phase=CapacityExceeded`, after)
 	require.Regexp(t, `quota big-team gen=\d+ phase=Frozen`, after)
 
-	// The objects a replay says the manager leaves are the ones it wrote:
-	// every field the projector sets is in the stored object, for the held
-	// big-team too, and no managed object is missing or extra.
+	// The objects a replay says the manager leaves are the ones it wrote,
+	// for the held big-team too.
+	require.Contains(t, checkObjects(t, dir), "ClusterQueue/big-team", "the held team's objects are part of what the manager leaves")
+}
+
+// checkObjects compares the Kueue objects that "replay DIR --objects"
+// says the manager leaves with the managed objects in the API server:
+// every field the projector sets is in the stored object, and no managed
+// object is missing or extra. It returns the objects' keys.
+func checkObjects(t *testing.T, dir string) []string {
+	t.Helper()
 	var objs struct {
 		Cohorts       []map[string]any `json:"cohorts"`
 		ClusterQueues []map[string]any `json:"clusterQueues"`
@@ -136,7 +144,6 @@ func checkFreezeExplained(t *testing.T, dir string) {
 			replayed[key] = o
 		}
 	}
-	require.Contains(t, replayed, "ClusterQueue/big-team", "the held team's objects are part of what the manager leaves")
 	require.ElementsMatch(t, slices.Collect(maps.Keys(live)), slices.Collect(maps.Keys(replayed)))
 	for key, want := range replayed {
 		b, err := json.Marshal(live[key])
@@ -148,6 +155,7 @@ func checkFreezeExplained(t *testing.T, dir string) {
 			t.Errorf("replay --objects and the API server differ: %s", path)
 		}
 	}
+	return slices.Sorted(maps.Keys(replayed))
 }
 
 // subset returns "" when every field of want is in got with the same

@@ -1,0 +1,104 @@
+package replay
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// update rewrites the golden files from the replay of testdata/guide:
+//
+//	go test ./replay -run TestGolden -update
+var update = flag.Bool("update", false, "rewrite the golden files of TestGolden")
+
+// guideLogDir is a log recorded by the end-to-end TestAuditTrail (test/e2e),
+// with the webhook on, as it wrote it: the guide's tree applied,
+// team-alpha lowered to 12 and raised to 16 again, its raise to 20 denied,
+// a Cohort big of 28 with big-team of 20, the Node gpu-node-4 deleted (big
+// CapacityExceeded, big-team Frozen), big lowered to 24 (both Ready). Made
+// with OME_E2E_SAVE_EVENT_LOG=$PWD/replay/testdata/guide hack/test.sh
+// ./test/e2e -run TestAuditTrail; that test compares the replay's
+// --objects with the API server's objects at the end of the same run.
+const guideLogDir = "testdata/guide"
+
+// TestGolden replays the recorded log and compares each view with its
+// golden file, after checking what the views must say whatever the bytes.
+func TestGolden(t *testing.T) {
+	res, err := Run(guideLogDir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Problems) > 0 {
+		t.Fatalf("the recorded log is damaged: %v", res.Problems)
+	}
+	var frozeAt, repairedAt uint64
+	for _, e := range res.Timeline {
+		switch {
+		case e.Node == "big" && e.To == "CapacityExceeded" && frozeAt == 0:
+			frozeAt = e.Seq
+			if !strings.Contains(e.Cause, "Node gpu-node-4 deleted") {
+				t.Errorf("big froze at #%d for %q, want the deletion of gpu-node-4", e.Seq, e.Cause)
+			}
+		case e.Node == "big-team" && e.To == "Ready" && frozeAt != 0:
+			repairedAt = e.Seq
+		}
+	}
+	if frozeAt == 0 || repairedAt == 0 {
+		t.Fatalf("the log holds no freeze of big (#%d) or no repair after it (#%d)", frozeAt, repairedAt)
+	}
+	before, at := strconv.FormatUint(frozeAt-1, 10), strconv.FormatUint(frozeAt, 10)
+	views := []struct {
+		golden string
+		args   []string
+		// must are substrings the view must hold, golden or not.
+		must []string
+	}{
+		{"timeline.txt", nil, []string{"Node gpu-node-4 deleted"}},
+		{"timeline.json", []string{"-o", "json"}, nil},
+		{"why-big-team.txt", []string{"--why", "big-team", "--at", at}, []string{
+			"big-team is Frozen since #" + at, "Node gpu-node-4 deleted", "the high-water mark of nvidia.com/gpu@a100 fell from 32 to 24"}},
+		{"why-big-team.json", []string{"--why", "big-team", "--at", at, "-o", "json"}, nil},
+		{"state-before.txt", []string{"--at", before, "--state"}, []string{"quota big gen=1 phase=Ready"}},
+		{"state-after.txt", []string{"--at", at, "--state"}, []string{"quota big gen=1 phase=CapacityExceeded", "phase=Frozen"}},
+		{"objects-before.yaml", []string{"--at", before, "--objects"}, []string{"name: big-team"}},
+		{"objects-after.yaml", []string{"--at", at, "--objects"}, []string{"name: big-team"}},
+		{"objects.json", []string{"--objects", "-o", "json"}, nil},
+		{"history-team-alpha.txt", []string{"--node", "team-alpha", "--history"}, []string{
+			"UPDATE denied by trail: ml-research: budget nvidia.com/gpu on a100 is 24 but its children total 28 [nvidia.com/gpu@a100 nominal 16 -> 20]",
+			"UPDATE admitted by trail [nvidia.com/gpu@a100 nominal 12 -> 16]"}},
+		{"history-team-alpha.json", []string{"--node", "team-alpha", "--history", "-o", "json"}, nil},
+		{"history-big.txt", []string{"--node", "big", "--history"}, []string{"big Ready -> CapacityExceeded", "big-team Frozen -> Ready"}},
+		{"whatif-hysteresis-30.txt", []string{"--capacity-hysteresis-percent", "30"}, []string{"CapacityExceeded"}},
+	}
+	for _, v := range views {
+		t.Run(v.golden, func(t *testing.T) {
+			got := run(t, append([]string{guideLogDir}, v.args...)...)
+			for _, m := range v.must {
+				if !strings.Contains(got, m) {
+					t.Errorf("replay %v does not say %q:\n%s", v.args, m, got)
+				}
+			}
+			path := filepath.Join("testdata", "golden", v.golden)
+			if *update {
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v: run with -update to write it", err)
+			}
+			if !bytes.Equal(want, []byte(got)) {
+				t.Errorf("replay %v differs from %s (go test ./replay -run TestGolden -update rewrites it):\n%s", v.args, path, got)
+			}
+		})
+	}
+}

@@ -1,0 +1,148 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"ome.io/quota-manager/test/localcluster"
+)
+
+// saveLogEnv names a folder to copy TestAuditTrail's recorded log into: how
+// replay/testdata/guide is made (see replay's golden tests).
+const saveLogEnv = "OME_E2E_SAVE_EVENT_LOG"
+
+// TestAuditTrail records the guide's scenarios with the admission webhook
+// on: the tree applied, team-alpha lowered and raised again, its raise to
+// 20 denied, a Node deleted and big frozen, big repaired. The replay of the
+// log names the user who changed team-alpha (the one kubectl runs as) and
+// shows the denial, explains the freeze by the Node deletion, and leaves
+// the Kueue objects that the API server holds.
+func TestAuditTrail(t *testing.T) {
+	ctx := context.Background()
+	for i := 1; i <= 4; i++ {
+		_, err := localcluster.ApplyNode(ctx, cluster.Kube, localcluster.GPUNode(fmt.Sprintf("gpu-node-%d", i), 8))
+		require.NoError(t, err)
+	}
+	if _, err := cluster.Kueue.KueueV1beta2().ResourceFlavors().Create(ctx, localcluster.A100Flavor(), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	if err := cluster.CreateWebhookSecret(ctx); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	port, err := localcluster.FreePort()
+	require.NoError(t, err)
+	deleteWebhookConfig := func() {
+		err := cluster.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(ctx, "ome-quota-manager", metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+	}
+	deleteWebhookConfig()
+	require.NoError(t, cluster.CreateWebhookConfig(ctx, port))
+	t.Cleanup(deleteWebhookConfig)
+
+	dir := filepath.Join(t.TempDir(), "events")
+	m := startManager(t, "trail", append([]string{"--webhook=true", "--event-log=" + dir}, localcluster.WebhookFlags(port)...)...)
+	user := strings.TrimSpace(kubectl(t, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"))
+	require.NotEmpty(t, user)
+
+	kubectlEquals(t, 30*time.Second, "google.com/tpu a100 0 0\nnvidia.com/gpu a100 32 32", "get", "aq", "root", "-o", capacityJSONPath)
+	kubectl(t, "apply", "-f", "../../config/samples/quota-tree.yaml")
+	setAlpha := func(n string) (string, error) {
+		_, stderr, err := cluster.KubectlOutput(ctx, "patch", "aq", "team-alpha", "--type=json",
+			"-p", `[{"op":"replace","path":"/spec/budgets/0/nominal","value":"`+n+`"}]`)
+		return stderr, err
+	}
+	for _, n := range []string{"12", "16"} {
+		stderr, err := setAlpha(n)
+		require.NoError(t, err, stderr)
+	}
+	stderr, err := setAlpha("20")
+	require.Error(t, err, "raising team-alpha to 20 was admitted")
+	require.Contains(t, stderr, `denied the request: ml-research: budget nvidia.com/gpu on a100 is 24 but its children total 28`)
+
+	// A Node deleted: the mark falls to 24 and big (28) freezes big-team.
+	big := "apiVersion: ome.io/v1beta1\nkind: AcceleratorQuota\nmetadata:\n  name: big\nspec:\n  role: Cohort\n  parentRef:\n    name: root\n" +
+		"  budgets:\n    - resourceName: nvidia.com/gpu\n      resourceFlavor: a100\n      nominal: \"28\"\n---\n" +
+		"apiVersion: ome.io/v1beta1\nkind: AcceleratorQuota\nmetadata:\n  name: big-team\nspec:\n  role: ClusterQueue\n  parentRef:\n    name: big\n" +
+		"  budgets:\n    - resourceName: nvidia.com/gpu\n      resourceFlavor: a100\n      nominal: \"20\"\n"
+	bigFile := filepath.Join(t.TempDir(), "big.yaml")
+	require.NoError(t, os.WriteFile(bigFile, []byte(big), 0o600))
+	kubectl(t, "apply", "-f", bigFile)
+	waitMaterialized(t, "big", "big-team")
+	require.NoError(t, cluster.Kube.CoreV1().Nodes().Delete(ctx, "gpu-node-4", metav1.DeleteOptions{}))
+	readyReasons := func(want string) func() string {
+		return func() string {
+			got := strings.TrimSpace(kubectl(t, "get", "aq", "big", "big-team", "-o", `jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].reason}{" "}{end}`))
+			if got != want {
+				return fmt.Sprintf("Ready reasons of big and big-team: %q, want %q", got, want)
+			}
+			return ""
+		}
+	}
+	eventually(t, 30*time.Second, readyReasons("CapacityExceeded Frozen"))
+	// Repaired: big lowered to the new mark.
+	kubectl(t, "patch", "aq", "big", "--type=json", "-p", `[{"op":"replace","path":"/spec/budgets/0/nominal","value":"24"}]`)
+	eventually(t, 30*time.Second, readyReasons("Admitted Admitted"))
+	waitMaterialized(t, "big", "big-team")
+	m.Stop()
+	require.Equal(t, 0, m.ExitCode())
+
+	// Who changed team-alpha, and the denial of its raise to 20.
+	trail := replayCmd(t, dir, "--node", "team-alpha", "--history")
+	for _, want := range []string{
+		user + "  UPDATE admitted by trail [nvidia.com/gpu@a100 nominal 16 -> 12]",
+		user + "  UPDATE admitted by trail [nvidia.com/gpu@a100 nominal 12 -> 16]",
+		user + "  UPDATE denied by trail: ml-research: budget nvidia.com/gpu on a100 is 24 but its children total 28 [nvidia.com/gpu@a100 nominal 16 -> 20]",
+		"AcceleratorQuota team-alpha written",
+	} {
+		require.Contains(t, trail, want, "replay --node team-alpha --history")
+	}
+
+	// The freeze, explained by the Node deletion, and the repair.
+	var timeline []struct {
+		Seq   uint64 `json:"seq"`
+		Node  string `json:"node"`
+		To    string `json:"to"`
+		Cause string `json:"cause"`
+	}
+	replayJSON(t, &timeline, dir)
+	var frozeAt, repairedAt uint64
+	for _, e := range timeline {
+		switch {
+		case e.Node == "big" && e.To == "CapacityExceeded":
+			frozeAt = e.Seq
+			require.Contains(t, e.Cause, "Node gpu-node-4 deleted")
+		case e.Node == "big-team" && e.To == "Ready" && frozeAt != 0:
+			repairedAt = e.Seq
+			require.Contains(t, e.Cause, "AcceleratorQuota big written")
+		}
+	}
+	require.NotZero(t, frozeAt, "no freeze in the timeline: %+v", timeline)
+	require.NotZero(t, repairedAt, "no repair in the timeline: %+v", timeline)
+	why := replayCmd(t, dir, "--why", "big-team", "--at", strconv.FormatUint(frozeAt, 10))
+	require.Contains(t, why, fmt.Sprintf("big-team is Frozen since #%d", frozeAt))
+	require.Contains(t, why, "Node gpu-node-4 deleted")
+	require.Contains(t, why, "the high-water mark of nvidia.com/gpu@a100 fell from 32 to 24")
+	require.Regexp(t, `quota big gen=\d+ phase=Ready`, replayCmd(t, dir, "--at", strconv.FormatUint(frozeAt-1, 10), "--state"))
+	require.Regexp(t, `quota big-team gen=\d+ phase=Frozen`, replayCmd(t, dir, "--at", strconv.FormatUint(frozeAt, 10), "--state"))
+	require.Contains(t, checkObjects(t, dir), "ClusterQueue/big-team")
+
+	if to := os.Getenv(saveLogEnv); to != "" {
+		require.NoError(t, os.RemoveAll(to))
+		out, err := exec.Command("cp", "-r", dir, to).CombinedOutput()
+		require.NoError(t, err, string(out))
+		t.Logf("the recorded log is copied to %s", to)
+	}
+}
