@@ -54,9 +54,16 @@ type wire struct {
 // Marshal encodes ev as one JSON object without a trailing newline. Time is
 // written in UTC, so the bytes do not depend on the writer's time zone.
 func Marshal(ev Event) ([]byte, error) {
-	if err := ev.Validate(); err != nil {
-		return nil, fmt.Errorf("cannot encode event: %w", err)
+	b, err := AppendMarshal(nil, ev)
+	if err != nil {
+		return nil, err
 	}
+	return b, nil
+}
+
+// marshalWire is the encoding through encoding/json alone, which
+// AppendMarshal's hand-written one equals.
+func marshalWire(ev Event) ([]byte, error) {
 	ev.Time = ev.Time.UTC()
 	return json.Marshal(wire{V: SchemaVersion, Event: ev})
 }

@@ -314,19 +314,103 @@ func (l *Log) retain() error {
 	return nil
 }
 
+// AppendBatch appends evs, which must carry NextSeq, NextSeq+1, ... in
+// order, with one write per segment they go to rather than one per event:
+// the recorder's way of keeping up with a burst. It returns how many were
+// appended. On an error the events from evs[n] on are not in the log: a
+// failed write loses the events it held (a gap that readers report, as
+// with Append), and the log starts a new segment at the next event
+// appended.
+func (l *Log) AppendBatch(evs []events.Event) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return 0, errors.New("the event log is closed")
+	}
+	buf := l.buf[:0]
+	defer func() { l.buf = buf[:0] }()
+	done, queued := 0, 0 // events written; events in buf after them
+	flush := func() error {
+		if queued == 0 {
+			return nil
+		}
+		if _, err := l.f.Write(buf); err != nil {
+			l.broken = true
+			return fmt.Errorf("appending events %d to %d to the event log: %w", evs[done].Seq, evs[done+queued-1].Seq, err)
+		}
+		l.segs[len(l.segs)-1].size += int64(len(buf))
+		l.next += uint64(queued)
+		done += queued
+		queued, buf = 0, buf[:0]
+		switch l.opts.Sync {
+		case SyncAlways:
+			if err := l.f.Sync(); err != nil {
+				return fmt.Errorf("syncing the event log: %w", err)
+			}
+		case SyncInterval:
+			l.dirty = true
+		}
+		return nil
+	}
+	for _, ev := range evs {
+		if l.broken && queued == 0 && ev.Seq > l.next {
+			l.next = ev.Seq
+			if err := l.rotate(); err != nil {
+				return done, err
+			}
+			l.broken = false
+		}
+		if want := l.next + uint64(queued); ev.Seq != want {
+			return done, errors.Join(flush(), fmt.Errorf("event %s appended where event %d was expected: the stream and the log disagree", ev, want))
+		}
+		start := len(buf)
+		var err error
+		if buf, err = events.AppendMarshal(append(buf, make([]byte, recordHead)...), ev); err != nil {
+			buf = buf[:start]
+			return done, errors.Join(flush(), err)
+		}
+		payload := buf[start+recordHead:]
+		if len(payload) > MaxRecordBytes {
+			buf = buf[:start]
+			return done, errors.Join(flush(), fmt.Errorf("event %s encodes to %d bytes, more than the %d a record may hold", ev, len(payload), MaxRecordBytes))
+		}
+		putRecordHead(buf[start:], payload)
+		active := l.segs[len(l.segs)-1].size + int64(start)
+		if active > headerSize && active+int64(len(buf)-start) > l.opts.MaxSegmentBytes {
+			// This record opens the next segment: write those before it.
+			rec := append([]byte(nil), buf[start:]...)
+			buf = buf[:start]
+			if err := flush(); err != nil {
+				return done, err
+			}
+			if err := l.rotate(); err != nil {
+				l.broken = true
+				return done, err
+			}
+			buf = append(buf, rec...)
+		}
+		queued++
+	}
+	return done, flush()
+}
+
 // Append writes ev, which must carry NextSeq, as one record.
 func (l *Log) Append(ev events.Event) error {
-	payload, err := events.Marshal(ev)
-	if err != nil {
-		return err
-	}
-	if len(payload) > MaxRecordBytes {
-		return fmt.Errorf("event %s encodes to %d bytes, more than the %d a record may hold", ev, len(payload), MaxRecordBytes)
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
 		return errors.New("the event log is closed")
+	}
+	// The record is encoded in place, after room for its head, into a
+	// buffer reused from one append to the next.
+	buf, err := events.AppendMarshal(append(l.buf[:0], make([]byte, recordHead)...), ev)
+	if err != nil {
+		return err
+	}
+	l.buf = buf
+	payload := buf[recordHead:]
+	if len(payload) > MaxRecordBytes {
+		return fmt.Errorf("event %s encodes to %d bytes, more than the %d a record may hold", ev, len(payload), MaxRecordBytes)
 	}
 	if l.broken && ev.Seq > l.next {
 		l.next = ev.Seq
@@ -347,7 +431,7 @@ func (l *Log) Append(ev events.Event) error {
 		}
 		active = &l.segs[len(l.segs)-1]
 	}
-	l.buf = appendRecord(l.buf[:0], payload)
+	putRecordHead(l.buf, payload)
 	if _, err := l.f.Write(l.buf); err != nil {
 		l.broken = true
 		return fmt.Errorf("appending event %d to the event log: %w", ev.Seq, err)

@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -44,13 +45,18 @@ func overheadEvents(n int) []events.Event {
 	return out
 }
 
-// BenchmarkRecordOverhead compares the reducer applying a busy cluster's
-// events alone with the same reducer when each event is first appended to
-// a log (SyncInterval, the default): the cost of recording on the
-// consumer's path.
+// BenchmarkRecordOverhead measures the consumer loop of the manager: the
+// reducer applying a busy cluster's events alone (ApplyOnly), and the same
+// loop handing each event to the recorder first (RecordThenApply), timed
+// until the last event is in the log (a sustained rate, not one that
+// leaves a backlog behind), opening and closing the log untimed. The
+// OneCore variants run with GOMAXPROCS=1: the recorder then takes its CPU
+// from the consumer, the worst case. AppendThenApply appends on the
+// consumer's own goroutine, for comparison. Compare ns/event within one
+// run: figures of runs on a busy machine are not comparable.
 func BenchmarkRecordOverhead(b *testing.B) {
-	evs := overheadEvents(20_000)
-	b.Run("ApplyOnly", func(b *testing.B) {
+	evs := overheadEvents(100_000)
+	applyOnly := func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			st := state.New()
 			for _, ev := range evs {
@@ -58,38 +64,75 @@ func BenchmarkRecordOverhead(b *testing.B) {
 			}
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(evs)), "ns/event")
-	})
-	b.Run("RecordThenApply", func(b *testing.B) {
+	}
+	recordThenApply := func(b *testing.B) {
+		var size int64
 		for i := 0; i < b.N; i++ {
-			l, err := Open(b.TempDir(), Options{MaxBytes: -1})
+			b.StopTimer()
+			dir := b.TempDir()
+			l, err := Open(dir, Options{MaxBytes: -1})
 			if err != nil {
 				b.Fatal(err)
 			}
 			rec := NewRecorder(l, 4096, func(_ events.Event, err error) { b.Error(err) })
 			st := state.New()
+			b.StartTimer()
 			for _, ev := range evs {
 				rec.Record(ev)
 				st.Apply(ev)
 			}
-			rec.Close()
+			rec.Wait(evs[len(evs)-1].Seq)
+			b.StopTimer()
+			if err := rec.Close(); err != nil {
+				b.Fatal(err)
+			}
+			size = logSize(b, dir)
+			b.StartTimer()
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(evs)), "ns/event")
-	})
+		b.ReportMetric(float64(size)/float64(len(evs)), "bytes/event")
+	}
+	oneCore := func(f func(*testing.B)) func(*testing.B) {
+		return func(b *testing.B) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+			f(b)
+		}
+	}
+	b.Run("ApplyOnly", applyOnly)
+	b.Run("RecordThenApply", recordThenApply)
+	b.Run("OneCore/ApplyOnly", oneCore(applyOnly))
+	b.Run("OneCore/RecordThenApply", oneCore(recordThenApply))
 	b.Run("AppendThenApply", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
+			b.StopTimer()
 			l, err := Open(b.TempDir(), Options{MaxBytes: -1})
 			if err != nil {
 				b.Fatal(err)
 			}
 			st := state.New()
+			b.StartTimer()
 			for _, ev := range evs {
 				if err := l.Append(ev); err != nil {
 					b.Fatal(err)
 				}
 				st.Apply(ev)
 			}
+			b.StopTimer()
 			l.Close()
+			b.StartTimer()
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(evs)), "ns/event")
 	})
+}
+
+func logSize(b *testing.B, dir string) int64 {
+	segs, err := listSegments(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total int64
+	for _, s := range segs {
+		total += s.size
+	}
+	return total
 }

@@ -85,10 +85,16 @@ func decodeHeader(name string, b []byte) (header, error) {
 // appendRecord appends payload's record (length, checksum, payload) to dst.
 func appendRecord(dst, payload []byte) []byte {
 	var head [recordHead]byte
-	binary.LittleEndian.PutUint32(head[0:], uint32(len(payload)))
-	binary.LittleEndian.PutUint32(head[4:], crc32.Checksum(payload, crcTab))
+	putRecordHead(head[:], payload)
 	dst = append(dst, head[:]...)
 	return append(dst, payload...)
+}
+
+// putRecordHead writes the head of payload's record (its length and
+// checksum) into head's first recordHead bytes.
+func putRecordHead(head, payload []byte) {
+	binary.LittleEndian.PutUint32(head[0:], uint32(len(payload)))
+	binary.LittleEndian.PutUint32(head[4:], crc32.Checksum(payload, crcTab))
 }
 
 // segmentName is the file name of the segment whose first event is seq.

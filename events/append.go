@@ -1,0 +1,222 @@
+package events
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// AppendMarshal appends the encoding of ev (Marshal's bytes, exactly) to
+// dst. The envelope and the payloads of the busiest kinds (Node,
+// ClusterQueue, Tick, Synced, deletes, failures) are written by hand into
+// dst, which a caller reuses from one event to the next; the other payloads
+// go through encoding/json. A test holds the two encodings equal.
+func AppendMarshal(dst []byte, ev Event) ([]byte, error) {
+	if err := ev.Validate(); err != nil {
+		return dst, fmt.Errorf("cannot encode event: %w", err)
+	}
+	t := ev.Time.UTC()
+	if y := t.Year(); y < 0 || y > 9999 {
+		// encoding/json refuses such a time; say it its way.
+		b, err := marshalWire(ev)
+		return append(dst, b...), err
+	}
+	start := len(dst)
+	dst = append(dst, `{"v":`...)
+	dst = strconv.AppendInt(dst, SchemaVersion, 10)
+	dst = append(dst, `,"seq":`...)
+	dst = strconv.AppendUint(dst, ev.Seq, 10)
+	dst = append(dst, `,"time":"`...)
+	dst = t.AppendFormat(dst, time.RFC3339Nano)
+	dst = append(dst, `","kind":`...)
+	dst = appendString(dst, string(ev.Kind))
+	if ev.Op != "" {
+		dst = append(dst, `,"op":`...)
+		dst = appendString(dst, string(ev.Op))
+	}
+	if ev.Key != "" {
+		dst = append(dst, `,"key":`...)
+		dst = appendString(dst, ev.Key)
+	}
+	var err error
+	switch {
+	case ev.Node != nil:
+		dst = append(dst, `,"node":`...)
+		dst, err = appendNode(dst, ev.Node)
+	case ev.Queue != nil:
+		dst = append(dst, `,"queue":`...)
+		dst, err = appendQueue(dst, ev.Queue)
+	case ev.Failure != nil:
+		dst = append(dst, `,"failure":{"reason":`...)
+		dst = append(appendString(dst, ev.Failure.Reason), '}')
+	default:
+		// At most one payload is set (Validate): encode it as a field.
+		for _, p := range []struct {
+			name string
+			v    any
+			set  bool
+		}{
+			{"quota", ev.Quota, ev.Quota != nil}, {"flavor", ev.Flavor, ev.Flavor != nil}, {"config", ev.Config, ev.Config != nil},
+			{"start", ev.Start, ev.Start != nil}, {"deviceClass", ev.DeviceClass, ev.DeviceClass != nil},
+			{"resourceSlice", ev.ResourceSlice, ev.ResourceSlice != nil}, {"verdict", ev.Verdict, ev.Verdict != nil},
+		} {
+			if !p.set {
+				continue
+			}
+			var b []byte
+			if b, err = json.Marshal(p.v); err != nil {
+				return dst[:start], err
+			}
+			dst = append(dst, `,"`...)
+			dst = append(dst, p.name...)
+			dst = append(dst, `":`...)
+			dst = append(dst, b...)
+		}
+	}
+	if err != nil {
+		return dst[:start], err
+	}
+	return append(dst, '}'), nil
+}
+
+func appendNode(dst []byte, n *Node) ([]byte, error) {
+	dst = append(dst, `{"name":`...)
+	dst = appendString(dst, n.Name)
+	if len(n.Labels) > 0 {
+		dst = append(dst, `,"labels":`...)
+		dst = appendStringMap(dst, n.Labels)
+	}
+	var err error
+	if len(n.Capacity) > 0 {
+		dst = append(dst, `,"capacity":`...)
+		if dst, err = appendQuantityMap(dst, n.Capacity); err != nil {
+			return dst, err
+		}
+	}
+	if len(n.Allocatable) > 0 {
+		dst = append(dst, `,"allocatable":`...)
+		if dst, err = appendQuantityMap(dst, n.Allocatable); err != nil {
+			return dst, err
+		}
+	}
+	dst = append(dst, `,"ready":`...)
+	dst = strconv.AppendBool(dst, n.Ready)
+	if n.Unschedulable {
+		dst = append(dst, `,"unschedulable":true`...)
+	}
+	return append(dst, '}'), nil
+}
+
+func appendQueue(dst []byte, q *Queue) ([]byte, error) {
+	dst = append(dst, `{"name":`...)
+	dst = appendString(dst, q.Name)
+	if q.Managed {
+		dst = append(dst, `,"managed":true`...)
+	}
+	if len(q.Usage) > 0 {
+		dst = append(dst, `,"usage":[`...)
+		for i, u := range q.Usage {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, `{"resource":`...)
+			dst = appendString(dst, u.Resource)
+			dst = append(dst, `,"flavor":`...)
+			dst = appendString(dst, u.Flavor)
+			var err error
+			for _, f := range []struct {
+				name string
+				q    *resource.Quantity
+			}{{`,"admitted":`, &u.Admitted}, {`,"reserved":`, &u.Reserved}, {`,"borrowed":`, &u.Borrowed}} {
+				dst = append(dst, f.name...)
+				if dst, err = appendQuantity(dst, f.q); err != nil {
+					return dst, err
+				}
+			}
+			dst = append(dst, '}')
+		}
+		dst = append(dst, ']')
+	}
+	return append(dst, '}'), nil
+}
+
+// sortedKeys returns m's keys in encoding/json's order (byte order), in
+// buf when they fit.
+func sortedKeys[V any](buf []string, m map[string]V) []string {
+	keys := buf[:0]
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func appendStringMap(dst []byte, m map[string]string) []byte {
+	var buf [8]string
+	dst = append(dst, '{')
+	for i, k := range sortedKeys(buf[:], m) {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendString(dst, k)
+		dst = append(dst, ':')
+		dst = appendString(dst, m[k])
+	}
+	return append(dst, '}')
+}
+
+func appendQuantityMap(dst []byte, m map[string]resource.Quantity) ([]byte, error) {
+	var buf [8]string
+	dst = append(dst, '{')
+	for i, k := range sortedKeys(buf[:], m) {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendString(dst, k)
+		dst = append(dst, ':')
+		q := m[k]
+		var err error
+		if dst, err = appendQuantity(dst, &q); err != nil {
+			return dst, err
+		}
+	}
+	return append(dst, '}'), nil
+}
+
+// appendQuantity appends q as Quantity.MarshalJSON writes it: its
+// canonical form, quoted.
+func appendQuantity(dst []byte, q *resource.Quantity) ([]byte, error) {
+	dst = append(slices.Grow(dst, 48), '"')
+	n := len(dst)
+	// The number is formatted into dst's spare room, in place.
+	number, suffix := q.CanonicalizeBytes(dst[n:n])
+	if len(number) > 0 && &number[0] == &dst[:n+1][n] {
+		dst = dst[:n+len(number)]
+	} else {
+		dst = append(dst, number...)
+	}
+	dst = append(dst, suffix...)
+	return append(dst, '"'), nil
+}
+
+// appendString appends s as a JSON string, as encoding/json writes it:
+// the plain ASCII that names and labels are made of is copied; anything
+// else (a quote, <, >, &, a control character, non-ASCII) is left to
+// encoding/json, to escape it the same way.
+func appendString(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			b, _ := json.Marshal(s)
+			return append(dst, b...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
+}
