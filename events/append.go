@@ -9,6 +9,8 @@ import (
 	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"ome.io/quota-manager/api/v1beta1"
 )
 
 // AppendMarshal appends the encoding of ev (Marshal's bytes, exactly) to
@@ -51,6 +53,9 @@ func AppendMarshal(dst []byte, ev Event) ([]byte, error) {
 	case ev.Queue != nil:
 		dst = append(dst, `,"queue":`...)
 		dst, err = appendQueue(dst, ev.Queue)
+	case ev.Quota != nil:
+		dst = append(dst, `,"quota":`...)
+		dst, err = appendQuota(dst, ev.Quota)
 	case ev.Failure != nil:
 		dst = append(dst, `,"failure":{"reason":`...)
 		dst = append(appendString(dst, ev.Failure.Reason), '}')
@@ -61,7 +66,7 @@ func AppendMarshal(dst []byte, ev Event) ([]byte, error) {
 			v    any
 			set  bool
 		}{
-			{"quota", ev.Quota, ev.Quota != nil}, {"flavor", ev.Flavor, ev.Flavor != nil}, {"config", ev.Config, ev.Config != nil},
+			{"flavor", ev.Flavor, ev.Flavor != nil}, {"config", ev.Config, ev.Config != nil},
 			{"start", ev.Start, ev.Start != nil}, {"deviceClass", ev.DeviceClass, ev.DeviceClass != nil},
 			{"resourceSlice", ev.ResourceSlice, ev.ResourceSlice != nil}, {"verdict", ev.Verdict, ev.Verdict != nil},
 		} {
@@ -141,6 +146,82 @@ func appendQueue(dst []byte, q *Queue) ([]byte, error) {
 			dst = append(dst, '}')
 		}
 		dst = append(dst, ']')
+	}
+	return append(dst, '}'), nil
+}
+
+func appendQuota(dst []byte, q *Quota) ([]byte, error) {
+	dst = append(dst, `{"name":`...)
+	dst = appendString(dst, q.Name)
+	if q.Generation != 0 {
+		dst = append(dst, `,"generation":`...)
+		dst = strconv.AppendInt(dst, q.Generation, 10)
+	}
+	dst = append(dst, `,"spec":`...)
+	var err error
+	if dst, err = appendSpec(dst, &q.Spec); err != nil {
+		return dst, err
+	}
+	if len(q.Capacity) > 0 {
+		// Root's alone: rare enough for encoding/json.
+		b, err := json.Marshal(q.Capacity)
+		if err != nil {
+			return dst, err
+		}
+		dst = append(dst, `,"capacity":`...)
+		dst = append(dst, b...)
+	}
+	return append(dst, '}'), nil
+}
+
+// appendSpec writes an AcceleratorQuota's spec; the management-mode
+// fields (distribution, per-cluster shares) go through encoding/json.
+func appendSpec(dst []byte, s *v1beta1.AcceleratorQuotaSpec) ([]byte, error) {
+	if s.Distribution != nil || slices.ContainsFunc(s.Budgets, func(b v1beta1.Budget) bool { return len(b.PerCluster) > 0 }) {
+		b, err := json.Marshal(s)
+		return append(dst, b...), err
+	}
+	dst = append(dst, `{"role":`...)
+	dst = appendString(dst, string(s.Role))
+	if s.ParentRef != nil {
+		dst = append(dst, `,"parentRef":{"name":`...)
+		dst = append(appendString(dst, s.ParentRef.Name), '}')
+	}
+	var err error
+	if len(s.Budgets) > 0 {
+		dst = append(dst, `,"budgets":[`...)
+		for i := range s.Budgets {
+			b := &s.Budgets[i]
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, `{"resourceName":`...)
+			dst = appendString(dst, b.ResourceName)
+			dst = append(dst, `,"resourceFlavor":`...)
+			dst = appendString(dst, b.ResourceFlavor)
+			dst = append(dst, `,"nominal":`...)
+			if dst, err = appendQuantity(dst, &b.Nominal); err != nil {
+				return dst, err
+			}
+			if b.BorrowingLimit != nil {
+				dst = append(dst, `,"borrowingLimit":`...)
+				if dst, err = appendQuantity(dst, b.BorrowingLimit); err != nil {
+					return dst, err
+				}
+			}
+			if b.LendingLimit != nil {
+				dst = append(dst, `,"lendingLimit":`...)
+				if dst, err = appendQuantity(dst, b.LendingLimit); err != nil {
+					return dst, err
+				}
+			}
+			dst = append(dst, '}')
+		}
+		dst = append(dst, ']')
+	}
+	if s.PriorityTier != nil {
+		dst = append(dst, `,"priorityTier":`...)
+		dst = strconv.AppendInt(dst, int64(*s.PriorityTier), 10)
 	}
 	return append(dst, '}'), nil
 }

@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"ome.io/quota-manager/api/v1beta1"
 )
 
 // The hand-written encoding is encoding/json's, byte for byte: on every
@@ -22,7 +25,33 @@ func TestAppendMarshalEqualsJSON(t *testing.T) {
 	qty := func() resource.Quantity { return resource.MustParse(amounts[r.IntN(len(amounts))]) }
 	for i := 0; i < 500; i++ {
 		at := time.Date(2026, 11, 30, 3, 0, 0, r.IntN(2e9), time.FixedZone("X", 3600*r.IntN(3)))
-		switch i % 2 {
+		switch i % 3 {
+		case 2:
+			spec := v1beta1.AcceleratorQuotaSpec{Role: v1beta1.Role(pick())}
+			if r.IntN(2) == 0 {
+				spec.ParentRef = &v1beta1.ParentReference{Name: pick()}
+			}
+			for j := r.IntN(3); j > 0; j-- {
+				b := v1beta1.Budget{ResourceName: pick(), ResourceFlavor: pick(), Nominal: qty()}
+				if r.IntN(2) == 0 {
+					b.BorrowingLimit = ptr(qty())
+				}
+				if r.IntN(2) == 0 {
+					b.LendingLimit = ptr(qty())
+				}
+				if r.IntN(5) == 0 {
+					b.PerCluster = []v1beta1.ClusterShare{{ClusterName: pick(), Nominal: qty()}}
+				}
+				spec.Budgets = append(spec.Budgets, b)
+			}
+			if r.IntN(3) == 0 {
+				spec.PriorityTier = ptr(int32(r.IntN(5) - 2))
+			}
+			if r.IntN(5) == 0 {
+				spec.Distribution = &apiextensionsv1.JSON{Raw: []byte(`{"a":1}`)}
+			}
+			name := pick()
+			evs = append(evs, QuotaUpserted(at, &Quota{Name: name, Generation: int64(r.IntN(3)), Spec: spec}))
 		case 0:
 			n := &Node{Name: pick(), Ready: r.IntN(2) == 0, Unschedulable: r.IntN(2) == 0}
 			if r.IntN(3) > 0 {
