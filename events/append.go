@@ -238,20 +238,16 @@ func sortedKeys[V any](buf []string, m map[string]V) []string {
 }
 
 func appendStringMap(dst []byte, m map[string]string) []byte {
-	var buf [8]string
-	dst = append(dst, '{')
-	for i, k := range sortedKeys(buf[:], m) {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = appendString(dst, k)
-		dst = append(dst, ':')
-		dst = appendString(dst, m[k])
-	}
-	return append(dst, '}')
+	dst, _ = appendMap(dst, m, func(dst []byte, v string) ([]byte, error) { return appendString(dst, v), nil })
+	return dst
 }
 
 func appendQuantityMap(dst []byte, m map[string]resource.Quantity) ([]byte, error) {
+	return appendMap(dst, m, func(dst []byte, q resource.Quantity) ([]byte, error) { return appendQuantity(dst, &q) })
+}
+
+// appendMap writes m as encoding/json does: its keys sorted.
+func appendMap[V any](dst []byte, m map[string]V, value func([]byte, V) ([]byte, error)) ([]byte, error) {
 	var buf [8]string
 	dst = append(dst, '{')
 	for i, k := range sortedKeys(buf[:], m) {
@@ -260,9 +256,8 @@ func appendQuantityMap(dst []byte, m map[string]resource.Quantity) ([]byte, erro
 		}
 		dst = appendString(dst, k)
 		dst = append(dst, ':')
-		q := m[k]
 		var err error
-		if dst, err = appendQuantity(dst, &q); err != nil {
+		if dst, err = value(dst, m[k]); err != nil {
 			return dst, err
 		}
 	}

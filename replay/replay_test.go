@@ -12,7 +12,6 @@ import (
 	"ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/api/v1beta1/aqtest"
 	"ome.io/quota-manager/events"
-	"ome.io/quota-manager/store"
 )
 
 var t0 = time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)
@@ -30,11 +29,6 @@ func gpuNode(name string) *events.Node {
 // tree, a Cohort "big" of 28 with a team, then one node deleted.
 func guideLog(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	l, err := store.Open(dir, store.Options{Sync: store.SyncNever})
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg := events.DefaultConfig()
 	cfg.EnrolledNamespaces = []string{"ml"}
 	var evs []events.Event
@@ -58,16 +52,7 @@ func guideLog(t *testing.T) string {
 	}
 	add(events.Deleted(t0.Add(time.Minute), events.KindNode, "gpu-node-3"))
 	add(events.Tick(t0.Add(2 * time.Minute)))
-	for i, ev := range evs {
-		ev.Seq = uint64(i + 1)
-		if err := l.Append(ev); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return dir
+	return writeLog(t, evs)
 }
 
 func run(t *testing.T, args ...string) string {

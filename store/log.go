@@ -342,15 +342,7 @@ func (l *Log) AppendBatch(evs []events.Event) (int, error) {
 		l.next += uint64(queued)
 		done += queued
 		queued, buf = 0, buf[:0]
-		switch l.opts.Sync {
-		case SyncAlways:
-			if err := l.f.Sync(); err != nil {
-				return fmt.Errorf("syncing the event log: %w", err)
-			}
-		case SyncInterval:
-			l.dirty = true
-		}
-		return nil
+		return l.wrote()
 	}
 	for _, ev := range evs {
 		if l.broken && queued == 0 && ev.Seq > l.next {
@@ -438,6 +430,11 @@ func (l *Log) Append(ev events.Event) error {
 	}
 	active.size += size
 	l.next++
+	return l.wrote()
+}
+
+// wrote applies the sync policy after a write. Called with mu held.
+func (l *Log) wrote() error {
 	switch l.opts.Sync {
 	case SyncAlways:
 		if err := l.f.Sync(); err != nil {

@@ -212,19 +212,27 @@ func checkContinuous(t *testing.T, dir string, starts int) {
 	require.Len(t, markers, starts, "start markers: %v", markers)
 }
 
-// TestRecord records the cluster with "ome-quota-manager record" while the
-// tree exists, replays what it wrote, and reads the API server's audit log
-// for any write the recorder made.
-func TestRecord(t *testing.T) {
+// ensureGuideCluster applies the guide's A100 Nodes gpu-node-1 to
+// gpu-node-n and creates the ResourceFlavor a100 unless it exists.
+func ensureGuideCluster(t *testing.T, n int) {
+	t.Helper()
 	ctx := context.Background()
-	// The guide's cluster and tree, if TestGuide has not left them (run alone).
-	for i := 1; i <= 3; i++ {
+	for i := 1; i <= n; i++ {
 		_, err := localcluster.ApplyNode(ctx, cluster.Kube, localcluster.GPUNode(fmt.Sprintf("gpu-node-%d", i), 8))
 		require.NoError(t, err)
 	}
 	if _, err := cluster.Kueue.KueueV1beta2().ResourceFlavors().Create(ctx, localcluster.A100Flavor(), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
+}
+
+// TestRecord records the cluster with "ome-quota-manager record" while the
+// tree exists, replays what it wrote, and reads the API server's audit log
+// for any write the recorder made.
+func TestRecord(t *testing.T) {
+	ctx := context.Background()
+	// The guide's cluster and tree, if TestGuide has not left them (run alone).
+	ensureGuideCluster(t, 3)
 	for _, o := range []*v1beta1.AcceleratorQuota{
 		aqtest.Root().Obj(),
 		aqtest.Cohort("ml-research", "root").Budget("nvidia.com/gpu", "a100", "24").Obj(),

@@ -30,13 +30,7 @@ const saveLogEnv = "OME_E2E_SAVE_EVENT_LOG"
 // the Kueue objects that the API server holds.
 func TestAuditTrail(t *testing.T) {
 	ctx := context.Background()
-	for i := 1; i <= 4; i++ {
-		_, err := localcluster.ApplyNode(ctx, cluster.Kube, localcluster.GPUNode(fmt.Sprintf("gpu-node-%d", i), 8))
-		require.NoError(t, err)
-	}
-	if _, err := cluster.Kueue.KueueV1beta2().ResourceFlavors().Create(ctx, localcluster.A100Flavor(), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
+	ensureGuideCluster(t, 4)
 	if err := cluster.CreateWebhookSecret(ctx); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
