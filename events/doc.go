@@ -4,8 +4,10 @@
 // Every input becomes an [Event]: a change to an AcceleratorQuota, a Node, a
 // Kueue ResourceFlavor, a Kueue ClusterQueue's usage, a DRA DeviceClass or
 // ResourceSlice, a timer [Tick], a [Config] (the manager's flags and DRA
-// mappings), a failed measurement, a start marker, or the [Synced] marker
-// that every informer's initial list is in the stream before it. An event is an
+// mappings), a failed measurement, a start marker, the [Synced] marker
+// that every informer's initial list is in the stream before it, or the
+// admission webhook's [Verdict] on a write of the tree (recorded for the
+// audit trail; the state ignores it). An event is an
 // envelope (sequence number, receipt time, kind, operation, object key,
 // schema version on the wire) around a compact payload that holds only what
 // the state needs of the object.
@@ -13,7 +15,10 @@
 // Events have a stable, versioned encoding (JSON lines, one event per line,
 // with the schema version in field "v"): [Encoder] writes it, [Decoder] reads
 // it back, upgrading older versions (see [SchemaVersion]), and refuses with
-// a [VersionError] a line written by a newer version. An event log written today can be replayed tomorrow, bit for bit.
+// a [VersionError] a line written by a newer version. An event log written
+// today can be replayed tomorrow, bit for bit. [AppendMarshal] writes the
+// same bytes as encoding/json would, by hand for the busiest kinds, into a
+// buffer the caller reuses.
 //
 // [Stream] is the queue between the informer handlers (many publishers) and
 // the reducer (exactly one consumer). It assigns gap-free sequence numbers in

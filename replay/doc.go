@@ -3,7 +3,10 @@
 // explain what the manager did: the timeline of every node's transitions
 // with the event behind each, one node's history, the chain of causes behind
 // a node's state (a frozen team back to the Node deletion that lowered the
-// high-water mark), the state and the desired Kueue objects at any point,
+// high-water mark), a node's audit trail (who asked for each write, the
+// webhook's verdict, the change, and what the tree did next, merged across
+// the logs of several replicas), the state and the desired Kueue objects at
+// any point,
 // and what-if runs that replay the same inputs under another configuration
 // and list the transitions that would have differed.
 //

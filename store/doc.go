@@ -25,8 +25,12 @@
 // [Open] scans the folder, finds the last event written and continues the
 // sequence after it: a manager restarted on the same folder numbers its
 // events with no gap. Each [Log.Append] is a single write(2) of the whole
-// record, unbuffered, so a killed process loses no appended event; what a
-// machine crash may lose depends on the [SyncPolicy] (see its values).
+// record, unbuffered, and [Log.AppendBatch] one write(2) of its records per
+// segment, so a killed process loses no appended event; what a machine
+// crash may lose depends on the [SyncPolicy] (see its values). A [Recorder]
+// appends on a goroutine of its own, in batches of what queued up meanwhile.
+// A segment is continued only by a build of the events schema its header
+// names: a newer build starts a new segment.
 // Segments rotate by size; whole segments older than the age bound, or
 // beyond the byte bound, are removed oldest first. The active segment is
 // never removed.
