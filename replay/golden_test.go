@@ -19,7 +19,9 @@ var update = flag.Bool("update", false, "rewrite the golden files of TestGolden"
 // with the webhook on, as it wrote it: the guide's tree applied,
 // team-alpha lowered to 12 and raised to 16 again, its raise to 20 denied,
 // a Cohort big of 28 with big-team of 20, the Node gpu-node-4 deleted (big
-// CapacityExceeded, big-team Frozen), big lowered to 24 (both Ready). Made
+// CapacityExceeded, big-team Frozen), big lowered to 24 (both Ready), then
+// the webhook turned off (the guide's way out of a wedge) and team-beta
+// lowered to 6 unjudged. Made
 // with OME_E2E_SAVE_EVENT_LOG=$PWD/replay/testdata/guide hack/test.sh
 // ./test/e2e -run TestAuditTrail; that test compares the replay's
 // --objects with the API server's objects at the end of the same run.
@@ -71,6 +73,8 @@ func TestGolden(t *testing.T) {
 			"UPDATE denied by trail: ml-research: budget nvidia.com/gpu on a100 is 24 but its children total 28 [nvidia.com/gpu@a100 nominal 16 -> 20]",
 			"UPDATE admitted by trail [nvidia.com/gpu@a100 nominal 12 -> 16]"}},
 		{"history-team-alpha.json", []string{"--node", "team-alpha", "--history", "-o", "json"}, nil},
+		{"history-team-beta.txt", []string{"--node", "team-beta", "--history"}, []string{
+			"[nvidia.com/gpu@a100 nominal 8 -> 6] (no admitted verdict in the logs read: written while the webhook was off"}},
 		{"history-big.txt", []string{"--node", "big", "--history"}, []string{"big Ready -> CapacityExceeded", "big-team Frozen -> Ready"}},
 		{"whatif-hysteresis-30.txt", []string{"--capacity-hysteresis-percent", "30"}, []string{"CapacityExceeded"}},
 	}

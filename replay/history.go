@@ -105,6 +105,12 @@ type TrailStep struct {
 	Message string `json:"message,omitempty"`
 	// Event names the write or the cause of a transition.
 	Event string `json:"event,omitempty"`
+	// Listed marks a write listed at a start rather than made then;
+	// Unjudged a write with no admitted verdict before it in the logs
+	// read: made while the webhook was off, or judged by a replica whose
+	// log was not given.
+	Listed   bool `json:"listed,omitempty"`
+	Unjudged bool `json:"unjudged,omitempty"`
 }
 
 // Trail is a node's audit trail: who asked to change it and what the
@@ -128,7 +134,7 @@ func (r *Result) Trail(node string, logs []string) Trail {
 	for _, s := range r.Specs {
 		if s.Node == node {
 			writes[s.Seq] = true
-			own = append(own, TrailStep{Seq: s.Seq, Time: s.Time, What: "write", Node: node, Changes: s.Changes, Event: s.Event})
+			own = append(own, TrailStep{Seq: s.Seq, Time: s.Time, What: "write", Node: node, Changes: s.Changes, Event: s.Event, Listed: s.Listed})
 		}
 	}
 	for _, v := range r.Verdicts {
@@ -160,6 +166,17 @@ func (r *Result) Trail(node string, logs []string) Trail {
 		tr.Steps = append(tr.Steps, s)
 	}
 	tr.Steps = append(tr.Steps, foreign...)
+	// A write that changed the spec should follow an admitted verdict.
+	judged := false
+	for i := range tr.Steps {
+		switch s := &tr.Steps[i]; s.What {
+		case "verdict":
+			judged = judged || s.Verdict == "admitted"
+		case "write":
+			s.Unjudged = !s.Listed && !judged && len(s.Changes) > 0
+			judged = false
+		}
+	}
 	return tr
 }
 
@@ -201,6 +218,12 @@ func writeTrail(w io.Writer, tr Trail) error {
 			what = strings.TrimPrefix(s.Event, fmt.Sprintf("#%d ", s.Seq))
 			if len(s.Changes) > 0 {
 				what += " [" + strings.Join(s.Changes, "; ") + "]"
+			}
+			switch {
+			case s.Listed:
+				what += " (listed at start)"
+			case s.Unjudged:
+				what += " (no admitted verdict in the logs read: written while the webhook was off, or judged by a replica whose log is not given)"
 			}
 		case "transition":
 			what = fmt.Sprintf("%s %s -> %s", s.Node, s.From, s.To)

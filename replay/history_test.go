@@ -105,3 +105,35 @@ func TestTrailMergesReplicas(t *testing.T) {
 		t.Errorf("the first log alone shows a denial it does not hold:\n%s", alone)
 	}
 }
+
+// A write listed at start is marked so; a change written after Synced with
+// no admitted verdict before it is flagged as unjudged.
+func TestTrailFlagsUnjudgedWrites(t *testing.T) {
+	beta8 := aqtest.Team("team-beta", "root").Budget("nvidia.com/gpu", "a100", "8").Obj()
+	beta6 := aqtest.Team("team-beta", "root").Budget("nvidia.com/gpu", "a100", "6").Obj()
+	dir := writeLog(t, []events.Event{
+		events.ConfigChanged(t0, events.DefaultConfig()),
+		events.QuotaUpserted(t0, quota(aqtest.Root().Obj())),
+		events.QuotaUpserted(t0, quota(beta8)),
+		events.Synced(t0),
+		events.QuotaUpserted(t0.Add(time.Minute), &events.Quota{Name: "team-beta", Generation: 2, Spec: beta6.Spec}),
+	})
+	var rep struct {
+		Items Trail `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(run(t, dir, "--node", "team-beta", "--history", "-o", "json")), &rep); err != nil {
+		t.Fatal(err)
+	}
+	var writes []TrailStep
+	for _, s := range rep.Items.Steps {
+		if s.What == "write" {
+			writes = append(writes, s)
+		}
+	}
+	if len(writes) != 2 || !writes[0].Listed || writes[0].Unjudged || writes[1].Listed || !writes[1].Unjudged {
+		t.Errorf("writes %+v: want the first listed, the second unjudged", writes)
+	}
+	if text := run(t, dir, "--node", "team-beta", "--history"); !strings.Contains(text, "(listed at start)") || !strings.Contains(text, "written while the webhook was off") {
+		t.Errorf("history:\n%s", text)
+	}
+}

@@ -102,6 +102,10 @@ type SpecChange struct {
 	// Changes are what the write changed in the spec the log held before,
 	// old -> new ("created" for the first one the log holds).
 	Changes []string `json:"changes,omitempty"`
+	// Listed is set on the objects an informer listed at a start (between
+	// a Start marker, or the log's beginning, and Synced): they were
+	// written earlier, not then.
+	Listed bool `json:"listed,omitempty"`
 }
 
 // Result is a replayed log: the state it ends in, the transitions on the
@@ -134,6 +138,7 @@ func Run(dir string, o Options) (*Result, error) {
 	r := &Result{State: state.New()}
 	var prev map[state.Pair]state.CapacityEntry
 	specs := map[string]*v1beta1.AcceleratorQuotaSpec{}
+	listing := true
 	rep, err := store.Read(dir, 0, func(ev events.Event) error {
 		if o.AtSeq != 0 && ev.Seq > o.AtSeq {
 			return errDone
@@ -175,7 +180,11 @@ func Run(dir string, o Options) (*Result, error) {
 			} else {
 				specs[ev.Key] = spec
 			}
-			r.Specs = append(r.Specs, SpecChange{Seq: ev.Seq, Time: ev.Time.UTC(), Node: ev.Key, Op: string(ev.Op), Event: causeOf(), Changes: changes})
+			r.Specs = append(r.Specs, SpecChange{Seq: ev.Seq, Time: ev.Time.UTC(), Node: ev.Key, Op: string(ev.Op), Event: causeOf(), Changes: changes, Listed: listing})
+		case events.KindStart:
+			listing = true
+		case events.KindSynced:
+			listing = false
 		case events.KindVerdict:
 			r.Verdicts = append(r.Verdicts, verdictEntry(0, ev))
 		}

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"ome.io/quota-manager/test/localcluster"
+	"ome.io/quota-manager/webhook"
 )
 
 // saveLogEnv names a folder to copy TestAuditTrail's recorded log into: how
@@ -24,10 +25,12 @@ const saveLogEnv = "OME_E2E_SAVE_EVENT_LOG"
 
 // TestAuditTrail records the guide's scenarios with the admission webhook
 // on: the tree applied, team-alpha lowered and raised again, its raise to
-// 20 denied, a Node deleted and big frozen, big repaired. The replay of the
-// log names the user who changed team-alpha (the one kubectl runs as) and
-// shows the denial, explains the freeze by the Node deletion, and leaves
-// the Kueue objects that the API server holds.
+// 20 denied, a Node deleted and big frozen, big repaired, then the webhook
+// turned off (the guide's way out of a wedge) and team-beta lowered. The
+// replay of the log names the user who changed team-alpha (the one kubectl
+// runs as) and shows the denial, flags team-beta's write as unjudged,
+// explains the freeze by the Node deletion, and leaves the Kueue objects
+// that the API server holds.
 func TestAuditTrail(t *testing.T) {
 	ctx := context.Background()
 	ensureGuideCluster(t, 4)
@@ -37,7 +40,7 @@ func TestAuditTrail(t *testing.T) {
 	port, err := localcluster.FreePort()
 	require.NoError(t, err)
 	deleteWebhookConfig := func() {
-		err := cluster.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(ctx, "ome-quota-manager", metav1.DeleteOptions{})
+		err := cluster.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(ctx, webhook.DefaultConfigName, metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			t.Fatal(err)
 		}
@@ -90,6 +93,27 @@ func TestAuditTrail(t *testing.T) {
 	kubectl(t, "patch", "aq", "big", "--type=json", "-p", `[{"op":"replace","path":"/spec/budgets/0/nominal","value":"24"}]`)
 	eventually(t, 30*time.Second, readyReasons("Admitted Admitted"))
 	waitMaterialized(t, "big", "big-team")
+	// The guide's way out of a wedged webhook: turn it off. A write then
+	// lands unjudged, and the audit trail says so.
+	deleteWebhookConfig()
+	// The API server drops the webhook a moment later: once a dry run
+	// leaves the webhook's verdict count alone.
+	eventually(t, 30*time.Second, func() string {
+		before := m.metric(ctx, "ome_quota_webhook_verdicts_total")
+		kubectl(t, "patch", "aq", "team-beta", "--dry-run=server", "--type=json", "-p", `[{"op":"replace","path":"/spec/budgets/0/nominal","value":"7"}]`)
+		if m.metric(ctx, "ome_quota_webhook_verdicts_total") != before {
+			return "the API server still calls the webhook"
+		}
+		return ""
+	})
+	kubectl(t, "patch", "aq", "team-beta", "--type=json", "-p", `[{"op":"replace","path":"/spec/budgets/0/nominal","value":"6"}]`)
+	eventually(t, 30*time.Second, func() string {
+		if !strings.Contains(replayCmd(t, dir, "--node", "team-beta", "--history"), "nominal 8 -> 6") {
+			return "the write of team-beta is not in the log yet"
+		}
+		return ""
+	})
+	waitMaterialized(t, "team-beta")
 	m.Stop()
 	require.Equal(t, 0, m.ExitCode())
 
@@ -103,6 +127,9 @@ func TestAuditTrail(t *testing.T) {
 	} {
 		require.Contains(t, trail, want, "replay --node team-alpha --history")
 	}
+
+	require.Contains(t, replayCmd(t, dir, "--node", "team-beta", "--history"),
+		"[nvidia.com/gpu@a100 nominal 8 -> 6] (no admitted verdict in the logs read: written while the webhook was off")
 
 	// The freeze, explained by the Node deletion, and the repair.
 	var timeline []struct {
