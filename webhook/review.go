@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/json"
 
 	"ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/events"
 	"ome.io/quota-manager/state"
 )
 
@@ -40,10 +41,10 @@ type Reviewer struct {
 	// NotReady says why the replica is not ready (what /readyz prints):
 	// the refusal of a write it cannot judge yet carries it. May be nil.
 	NotReady func() error
-	// OnVerdict, when set, is handed each verdict that Judge gave on a
-	// write that is not a dry run, before the answer goes back: the
-	// manager records it in its event stream (the audit trail).
-	OnVerdict func(ctx context.Context, req *admissionv1.AdmissionRequest, w Write, v Verdict)
+	// OnVerdict, when set, is handed the audit record of each verdict that
+	// Judge gave on a write of node that is not a dry run, before the
+	// answer goes back: the manager records it in its event stream.
+	OnVerdict func(ctx context.Context, node string, v *events.Verdict)
 }
 
 // notReady is the refusal of a write that this replica cannot judge,
@@ -220,7 +221,7 @@ func (r *Reviewer) judge(ctx context.Context, req *admissionv1.AdmissionRequest)
 		return unavailable(fmt.Sprintf("the quota manager cannot judge this write now: %v; retry in a few seconds", err))
 	}
 	if r.OnVerdict != nil && !w.DryRun {
-		r.OnVerdict(ctx, req, w, v)
+		r.OnVerdict(ctx, w.Name, auditOf(req, w, v))
 	}
 	res := answer(v)
 	res.Operation = op

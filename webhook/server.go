@@ -16,7 +16,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/client-go/kubernetes"
@@ -25,6 +24,7 @@ import (
 
 	"ome.io/quota-manager/api/client/clientset/versioned"
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/events"
 	"ome.io/quota-manager/metrics"
 	"ome.io/quota-manager/state"
 )
@@ -96,7 +96,7 @@ func New(opts *Options, cfg *rest.Config, st StateReader, m *metrics.Metrics) (*
 		reviewer.NotReady = nr.NotReady
 	}
 	if vr, ok := st.(interface {
-		OnVerdict(context.Context, *admissionv1.AdmissionRequest, Write, Verdict)
+		OnVerdict(context.Context, string, *events.Verdict)
 	}); ok {
 		reviewer.OnVerdict = vr.OnVerdict
 	}

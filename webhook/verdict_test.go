@@ -3,10 +3,12 @@ package webhook
 import (
 	"context"
 	"testing"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 
 	"ome.io/quota-manager/api/v1beta1/aqtest"
+	"ome.io/quota-manager/events"
 )
 
 // OnVerdict sees each verdict Judge gives on a write that is not a dry run,
@@ -23,9 +25,11 @@ func TestOnVerdict(t *testing.T) {
 		message    string
 	}
 	var got []seen
+	var records []*events.Verdict
 	r := guideReviewer()
-	r.OnVerdict = func(_ context.Context, req *admissionv1.AdmissionRequest, w Write, v Verdict) {
-		got = append(got, seen{req.UserInfo.Username, w.Name, v.Allowed, v.Message})
+	r.OnVerdict = func(_ context.Context, node string, v *events.Verdict) {
+		got = append(got, seen{v.User, node, v.Allowed, v.Message})
+		records = append(records, v)
 	}
 	withUser := func(b []byte) []byte {
 		// reviewOf sends no user; the API server always does.
@@ -46,5 +50,17 @@ func TestOnVerdict(t *testing.T) {
 		if got[i] != want[i] {
 			t.Errorf("verdict %d: got %+v, want %+v", i, got[i], want[i])
 		}
+	}
+	// The record carries the request and the change, old and new.
+	raise := records[0]
+	if raise.UID != "uid-1" || raise.Operation != "UPDATE" || raise.Code != 403 || raise.Old == nil || raise.New == nil ||
+		raise.Old.Budgets[0].Nominal.String() != "16" || raise.New.Budgets[0].Nominal.String() != "20" {
+		t.Errorf("the raise's record: %+v", raise)
+	}
+	if del := records[1]; del.Operation != "DELETE" || del.New != nil || del.Old == nil || del.Old.ParentRef.Name != "ml-research" {
+		t.Errorf("the delete's record: %+v", del)
+	}
+	if ev := events.Verdicted(time.Now(), "team-alpha", raise); ev.Validate() != nil {
+		t.Error(ev.Validate())
 	}
 }

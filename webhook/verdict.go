@@ -1,0 +1,34 @@
+package webhook
+
+import (
+	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/util/json"
+
+	"ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/events"
+)
+
+// auditOf is the audit record of verdict v on w, which req asked for (the
+// payload of a Verdict event): who asked, the spec before and after, the
+// answer. The replica's name is the caller's to add.
+func auditOf(req *admissionv1.AdmissionRequest, w Write, v Verdict) *events.Verdict {
+	out := &events.Verdict{
+		UID: string(req.UID), User: req.UserInfo.Username, Operation: string(req.Operation),
+		Allowed: v.Allowed, Code: v.Code, Message: v.Message, Warnings: v.Warnings,
+	}
+	if len(req.UserInfo.Groups) > 0 {
+		out.Groups = append([]string(nil), req.UserInfo.Groups...)
+	}
+	if w.Spec != nil {
+		out.New = w.Spec.DeepCopy()
+	}
+	if len(req.OldObject.Raw) > 0 {
+		var old struct {
+			Spec v1beta1.AcceleratorQuotaSpec `json:"spec"`
+		}
+		if json.Unmarshal(req.OldObject.Raw, &old) == nil {
+			out.Old = &old.Spec
+		}
+	}
+	return out
+}
