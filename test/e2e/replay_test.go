@@ -62,17 +62,27 @@ func replayJSON(t *testing.T, v any, args ...string) {
 	require.NoError(t, json.Unmarshal(rep.Items, v))
 }
 
+// transition is one entry of replay's timeline, as -o json prints it.
+type transition struct {
+	Seq   uint64 `json:"seq"`
+	Node  string `json:"node"`
+	To    string `json:"to"`
+	Cause string `json:"cause"`
+}
+
+// replayTimeline is the timeline of the log in dir.
+func replayTimeline(t *testing.T, dir string) []transition {
+	t.Helper()
+	var timeline []transition
+	replayJSON(t, &timeline, dir)
+	return timeline
+}
+
 // checkFreezeExplained replays the log that the manager is recording and
 // checks that it explains big-team's freeze by the Node deletion, and that
 // its objects are the ones in the API server.
 func checkFreezeExplained(t *testing.T, dir string) {
-	var timeline []struct {
-		Seq   uint64 `json:"seq"`
-		Node  string `json:"node"`
-		To    string `json:"to"`
-		Cause string `json:"cause"`
-	}
-	replayJSON(t, &timeline, dir)
+	timeline := replayTimeline(t, dir)
 	var at uint64
 	for _, e := range timeline {
 		if e.Node == "big" && e.To == "CapacityExceeded" {

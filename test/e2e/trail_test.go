@@ -132,13 +132,7 @@ func TestAuditTrail(t *testing.T) {
 		"[nvidia.com/gpu@a100 nominal 8 -> 6] (no admitted verdict in the logs read: written while the webhook was off")
 
 	// The freeze, explained by the Node deletion, and the repair.
-	var timeline []struct {
-		Seq   uint64 `json:"seq"`
-		Node  string `json:"node"`
-		To    string `json:"to"`
-		Cause string `json:"cause"`
-	}
-	replayJSON(t, &timeline, dir)
+	timeline := replayTimeline(t, dir)
 	var frozeAt, repairedAt uint64
 	for _, e := range timeline {
 		switch {
