@@ -138,6 +138,7 @@ func New(o *Options, cfg *rest.Config) (*Manager, error) {
 		next = m.log.NextSeq()
 	}
 	m.stream = events.NewStream(4096, next)
+	m.metrics.SetSource(m.metricsSnapshot)
 	return m, nil
 }
 
@@ -338,7 +339,6 @@ func (m *Manager) consume(ctx context.Context) error {
 			m.stateSynced.Store(true)
 		}
 		m.metrics.Events.WithLabelValues(string(ev.Kind)).Inc()
-		m.metrics.StreamDepth.Set(float64(m.stream.Len()))
 		m.metrics.EventLag.Observe(time.Since(ev.Time).Seconds())
 		for _, t := range transitions {
 			log.V(1).Info("transition", "transition", t)
@@ -369,10 +369,8 @@ func (m *Manager) projectLoop(ctx context.Context) {
 		m.mu.Lock()
 		in := m.input()
 		seq := m.st.LastSeq()
-		stray := append(m.st.Unattributed(), m.st.UnattributedDRA()...)
 		m.mu.Unlock()
 		out := projector.Project(in)
-		m.publishMetrics(in, stray)
 		if !m.leader.Load() {
 			continue
 		}
@@ -381,7 +379,9 @@ func (m *Manager) projectLoop(ctx context.Context) {
 			// any write it causes leaves the manager.
 			m.rec.Wait(seq)
 		}
+		started := time.Now()
 		res := m.applier.ApplyObjects(ctx, out)
+		m.metrics.ApplySeconds.Observe(time.Since(started).Seconds())
 		changed := m.setOutcomes(res.Outcomes)
 		if changed {
 			// Statuses from this pass's outcomes, not the last one's: a new
@@ -508,6 +508,7 @@ func (m *Manager) becomeLeader(ctx context.Context) {
 	klog.FromContext(ctx).Info("became the leader: applying")
 	m.leader.Store(true)
 	m.metrics.Leader.Set(1)
+	m.metrics.LeaderTransitions.Inc()
 	m.markDirty()
 }
 
