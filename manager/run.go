@@ -73,6 +73,10 @@ type Manager struct {
 	extraReady []func() error
 
 	draProblems []string // as last logged; guarded by mu
+
+	// announce emits Kubernetes Events on transitions (kubeevents.go);
+	// guarded by mu.
+	announce *announcer
 }
 
 // RestConfig builds the client configuration from --kubeconfig, or from the
@@ -275,6 +279,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	// Root is created (or its finalizer restored) in the background: the
 	// webhook may need this replica to be ready before it admits the write.
 	go m.ensureRoot(ctx)
+	m.startAnnouncer(ctx)
 	go m.projectLoop(ctx)
 	m.ready.Store(true)
 	log.Info("caches synced; running", "enrolledNamespaces", m.opts.EnrolledNamespaces, "tick", m.opts.TickInterval())
@@ -331,6 +336,7 @@ func (m *Manager) consume(ctx context.Context) error {
 		}
 		m.mu.Lock()
 		transitions := m.st.Apply(ev)
+		m.announceApplied(transitions)
 		m.noteDRA(log, ev)
 		close(m.applied)
 		m.applied = make(chan struct{})
@@ -416,6 +422,7 @@ func (m *Manager) setOutcomes(o map[string]projector.Outcome) bool {
 			changed = true
 		}
 	}
+	m.announceOutcomes(o)
 	m.outcomes = o
 	return changed
 }
