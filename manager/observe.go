@@ -54,9 +54,10 @@ func (m *Manager) metricsSnapshot() metrics.Snapshot {
 		for r, a := range perResource {
 			s.Unattributed = append(s.Unattributed, metrics.Unattributed{Resource: r, Reason: reasonNoMatchingFlavor, Amount: a})
 		}
-		if len(nodes) > 0 {
-			s.UnattributedNodes = map[string]int{reasonNoMatchingFlavor: len(nodes)}
-		}
+		// The count is there at 0 too: an alert reads it, and a series
+		// that exists only while there is a problem cannot be told from a
+		// missing scrape.
+		s.UnattributedNodes = map[string]int{reasonNoMatchingFlavor: len(nodes)}
 		for _, u := range st.Unbudgeted() {
 			if s.DRAUnbudgeted == nil {
 				s.DRAUnbudgeted = map[string]int{}

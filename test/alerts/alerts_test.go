@@ -23,6 +23,8 @@ type ruleFile struct {
 		Rules []struct {
 			Alert       string            `json:"alert"`
 			Expr        string            `json:"expr"`
+			For         string            `json:"for"`
+			Labels      map[string]string `json:"labels"`
 			Annotations map[string]string `json:"annotations"`
 		} `json:"rules"`
 	} `json:"groups"`
@@ -38,6 +40,8 @@ func alertNames(t *testing.T) []string {
 	for _, g := range f.Groups {
 		for _, r := range g.Rules {
 			require.NotEmpty(t, r.Alert, "every rule is an alert")
+			require.Contains(t, []string{"critical", "warning", "info"}, r.Labels["severity"], "%s's severity", r.Alert)
+			require.NotEmpty(t, r.For, "%s fires only on a lasting condition", r.Alert)
 			require.Equal(t, "docs/runbooks.md#"+strings.ToLower(r.Alert), r.Annotations["runbook"], "%s's runbook annotation", r.Alert)
 			out = append(out, r.Alert)
 		}
