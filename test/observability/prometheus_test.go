@@ -263,4 +263,35 @@ func TestPrometheusScrapesTheGuide(t *testing.T) {
 		require.NoError(t, err)
 		require.Contains(t, out[strings.Index(out, "Events:"):], "CapacityMarkLowered")
 	})
+
+	t.Run("the node back thaws big-team, and the alert's expression is silent", func(t *testing.T) {
+		_, err := localcluster.ApplyNode(ctx, cluster.Kube, localcluster.GPUNode("gpu-node-4", 8))
+		require.NoError(t, err)
+		testutil.Eventually(t, 30*time.Second, func() string {
+			if r, msg := condition(t, "big-team", "Ready"); r != "True Admitted" {
+				return "big-team: Ready " + r + " " + msg
+			}
+			return ""
+		})
+		testutil.Eventually(t, 30*time.Second, func() string {
+			out, err := cluster.Kubectl(ctx, "describe", "aq", "big-team")
+			if err != nil {
+				return err.Error()
+			}
+			if !strings.Contains(out[strings.Index(out, "Events:"):], "Thawed") {
+				return "no Thawed Event:\n" + out
+			}
+			return ""
+		})
+		for _, a := range alerts(t) {
+			if a.name == "OmeQuotaNodeNotReady" {
+				testutil.Eventually(t, 30*time.Second, func() string {
+					if s := query(t, prom, a.expr); len(s) > 0 {
+						return fmt.Sprintf("%s still returns %v", a.name, s)
+					}
+					return ""
+				})
+			}
+		}
+	})
 }
