@@ -59,8 +59,7 @@ generate:
 	  --output-pkg $(CLIENT_PKG)/informers \
 	  --versioned-clientset-package $(CLIENT_PKG)/clientset/versioned \
 	  --listers-package $(CLIENT_PKG)/listers ./api/v1beta1
-	$(GO) run ./hack/metricsdoc docs/metrics.md
-	$(GO) run ./hack/dashboard charts/ome-quota-manager/files/dashboard.json
+	$(GO) run ./hack/observability
 
 ## plugin: bin/kubectl-ome, and krew archives with dist/ome.yaml (VERSION=v1.2.3 to name a release).
 plugin:

@@ -10,6 +10,6 @@
 //
 // Every metric is declared once in the catalog (catalog.go); the
 // collectors are built from it and docs/metrics.md is generated from it
-// (go run ./hack/metricsdoc, part of make generate). A test fails when the
+// (go run ./hack/observability, part of make generate). A test fails when the
 // document, the catalog and the registry disagree.
 package metrics

@@ -16,7 +16,7 @@ import (
 func TestDocumentIsGenerated(t *testing.T) {
 	got, err := os.ReadFile("../docs/metrics.md")
 	require.NoError(t, err)
-	require.Equal(t, Table(), string(got), "docs/metrics.md is stale: run make generate (go run ./hack/metricsdoc)")
+	require.Equal(t, Table(), string(got), "docs/metrics.md is stale: run make generate (go run ./hack/observability)")
 }
 
 // The catalog, and with it the document, lists exactly what the registry

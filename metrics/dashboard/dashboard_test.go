@@ -20,7 +20,7 @@ func TestCommittedJSONIsGenerated(t *testing.T) {
 	require.NoError(t, err)
 	got, err := os.ReadFile(committed)
 	require.NoError(t, err)
-	require.Equal(t, string(want), string(got), "%s is stale: run make generate (go run ./hack/dashboard)", committed)
+	require.Equal(t, string(want), string(got), "%s is stale: run make generate (go run ./hack/observability)", committed)
 }
 
 // Every metric a query names is one the manager serves; the e2e suite
