@@ -97,6 +97,12 @@ ome_quota_event_stream_depth 5
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 
+	// A duplicated budget does not fail the scrape.
+	snap.Budgets = append(snap.Budgets, snap.Budgets[1])
+	n, err = testutil.GatherAndCount(m.Registry, mBudgetNominal.Name)
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+
 	snap.Unattributed, snap.UnattributedNodes = nil, nil
 	n, err = testutil.GatherAndCount(m.Registry, mUnattributed.Name, mUnattributedNodes.Name)
 	require.NoError(t, err)

@@ -91,7 +91,15 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	g := func(spec Spec, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(descs[spec.Name], prometheus.GaugeValue, v, labels...)
 	}
+	// The API server refuses two budgets on one pair (a list map); a
+	// duplicate from elsewhere must not fail the whole scrape.
+	seen := make(map[[4]string]bool, len(s.Budgets))
 	for _, b := range s.Budgets {
+		key := [4]string{b.Quota, b.Role, b.Resource, b.Flavor}
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
 		l := []string{s.Plane, b.Quota, b.Role, b.Resource, b.Flavor}
 		g(mBudgetNominal, b.Nominal, l...)
 		if b.Usage != nil {
