@@ -15,7 +15,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	"sigs.k8s.io/yaml"
 
 	"ome.io/quota-manager/api/v1beta1/aqtest"
@@ -293,5 +296,31 @@ func TestPrometheusScrapesTheGuide(t *testing.T) {
 				})
 			}
 		}
+	})
+
+	t.Run("a foreign ClusterQueue of a team's name: an ObjectConflict Event", func(t *testing.T) {
+		foreign := &kueuev1beta2.ClusterQueue{
+			ObjectMeta: metav1.ObjectMeta{Name: "team-gamma"},
+			Spec: kueuev1beta2.ClusterQueueSpec{ResourceGroups: []kueuev1beta2.ResourceGroup{{
+				CoveredResources: []corev1.ResourceName{"nvidia.com/gpu"},
+				Flavors: []kueuev1beta2.FlavorQuotas{{Name: "a100", Resources: []kueuev1beta2.ResourceQuota{
+					{Name: "nvidia.com/gpu", NominalQuota: resource.MustParse("1")}}}},
+			}}},
+		}
+		_, err := kq.ClusterQueues().Create(ctx, foreign, metav1.CreateOptions{})
+		require.NoError(t, err)
+		_, err = aqs.Create(ctx, aqtest.Team("team-gamma", "root").Budget("nvidia.com/gpu", "a100", "2").Obj(), metav1.CreateOptions{})
+		require.NoError(t, err)
+		testutil.Eventually(t, 30*time.Second, func() string {
+			out, err := cluster.Kubectl(ctx, "describe", "aq", "team-gamma")
+			if err != nil {
+				return err.Error()
+			}
+			i := strings.Index(out, "Events:")
+			if i < 0 || !strings.Contains(out[i:], "ObjectConflict") || !strings.Contains(out[i:], "ClusterQueue team-gamma") {
+				return "no ObjectConflict Event naming the ClusterQueue:\n" + out
+			}
+			return ""
+		})
 	})
 }
