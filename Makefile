@@ -8,9 +8,11 @@ PKGS := ./...
 
 all: lint test
 
-## tools: build (or find in the cache) etcd, kube-apiserver, kubectl and Kueue.
+## tools: build (or find in the cache) etcd, kube-apiserver, kubectl and Kueue,
+## and (their own cache key) prometheus and promtool.
 tools:
 	@hack/tools.sh >/dev/null
+	@hack/tools.sh prometheus >/dev/null
 
 ## test: lint, then unit, integration and e2e tests on a real local control plane.
 test: lint tools
@@ -36,7 +38,8 @@ image:
 	  -o $(abspath $(IMAGE_DIR))/ome-quota-manager-$(IMAGE_ARCH).tar
 	@echo "image $(IMAGE) for linux/$(IMAGE_ARCH): $(IMAGE_DIR)/ome-quota-manager-$(IMAGE_ARCH).tar"
 
-## generate: the CRD, deepcopy functions and typed client (api/client) from api/v1beta1.
+## generate: the CRD, deepcopy functions and typed client (api/client) from api/v1beta1;
+## docs/metrics.md from the metrics catalog; the chart's Grafana dashboard JSON.
 CLIENT_PKG := ome.io/quota-manager/api/client
 GEN_FLAGS := --go-header-file hack/boilerplate.go.txt
 generate:
@@ -56,6 +59,7 @@ generate:
 	  --output-pkg $(CLIENT_PKG)/informers \
 	  --versioned-clientset-package $(CLIENT_PKG)/clientset/versioned \
 	  --listers-package $(CLIENT_PKG)/listers ./api/v1beta1
+	$(GO) run ./hack/observability
 
 ## plugin: bin/kubectl-ome, and krew archives with dist/ome.yaml (VERSION=v1.2.3 to name a release).
 plugin:

@@ -8,6 +8,10 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=$("$root/hack/tools.sh") || exit 1
 export OME_TOOLS_DIR=$bin
+# prometheus and promtool (tools/prometheus, their own cache key): the alert
+# rules' tests and the observability e2e test use them.
+prom=$("$root/hack/tools.sh" prometheus) || exit 1
+export OME_PROMETHEUS_DIR=$prom
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ome-test.XXXXXX")
 cleanup() { rm -rf "$tmp"; }

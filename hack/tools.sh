@@ -46,6 +46,26 @@ if [ "${1:-}" = helm ]; then
   exit 0
 fi
 
+if [ "${1:-}" = prometheus ]; then
+  # The Prometheus server and promtool (tools/prometheus, a module of its own
+  # because it pulls a newer k8s.io than the project's). Keyed by that module
+  # alone, in its own parent folder ($cache/prometheus), like helm above.
+  prom_version=$(cd "$root/tools/prometheus" && go list -m -f '{{.Version}}' github.com/prometheus/prometheus)
+  pkey=$( { go env GOVERSION GOOS GOARCH; echo "$layout $prom_version"; cat "$root"/tools/prometheus/go.mod "$root"/tools/prometheus/go.sum; } | sha256sum | cut -c1-16)
+  dir="$cache/prometheus/$pkey"
+  mkdir -p "$dir"
+  prom_ldflags="-s -w -X github.com/prometheus/common/version.Version=$prom_version"
+  build promtool prometheus github.com/prometheus/prometheus/cmd/promtool "$prom_ldflags"
+  build prometheus prometheus github.com/prometheus/prometheus/cmd/prometheus "$prom_ldflags"
+  for b in promtool prometheus; do
+    if [ -f "$dir.tmp/$b" ]; then mv "$dir.tmp/$b" "$dir/$b"; fi
+  done
+  rmdir "$dir.tmp" 2>/dev/null || true
+  find "$cache/prometheus" -mindepth 1 -maxdepth 1 -type d ! -name "$pkey" ! -name "$pkey.tmp" -exec rm -rf {} + 2>/dev/null || true
+  echo "$dir"
+  exit 0
+fi
+
 # The control plane's key covers its three modules only (tools/helm has its
 # own key above), listed in the order the former tools/*/ glob gave them.
 key=$( { go env GOVERSION GOOS GOARCH; echo "$layout"; cat "$root"/tools/{etcd,kube,kueue}/go.mod "$root"/tools/{etcd,kube,kueue}/go.sum "$root"/tools/etcd/main.go; } | sha256sum | cut -c1-16)

@@ -73,6 +73,10 @@ type Manager struct {
 	extraReady []func() error
 
 	draProblems []string // as last logged; guarded by mu
+
+	// announce emits Kubernetes Events on transitions (kubeevents.go);
+	// guarded by mu.
+	announce *announcer
 }
 
 // RestConfig builds the client configuration from --kubeconfig, or from the
@@ -138,6 +142,7 @@ func New(o *Options, cfg *rest.Config) (*Manager, error) {
 		next = m.log.NextSeq()
 	}
 	m.stream = events.NewStream(4096, next)
+	m.metrics.SetSource(m.metricsSnapshot)
 	return m, nil
 }
 
@@ -274,6 +279,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	// Root is created (or its finalizer restored) in the background: the
 	// webhook may need this replica to be ready before it admits the write.
 	go m.ensureRoot(ctx)
+	m.startAnnouncer(ctx)
 	go m.projectLoop(ctx)
 	m.ready.Store(true)
 	log.Info("caches synced; running", "enrolledNamespaces", m.opts.EnrolledNamespaces, "tick", m.opts.TickInterval())
@@ -330,6 +336,7 @@ func (m *Manager) consume(ctx context.Context) error {
 		}
 		m.mu.Lock()
 		transitions := m.st.Apply(ev)
+		m.announceApplied(transitions)
 		m.noteDRA(log, ev)
 		close(m.applied)
 		m.applied = make(chan struct{})
@@ -338,7 +345,6 @@ func (m *Manager) consume(ctx context.Context) error {
 			m.stateSynced.Store(true)
 		}
 		m.metrics.Events.WithLabelValues(string(ev.Kind)).Inc()
-		m.metrics.StreamDepth.Set(float64(m.stream.Len()))
 		m.metrics.EventLag.Observe(time.Since(ev.Time).Seconds())
 		for _, t := range transitions {
 			log.V(1).Info("transition", "transition", t)
@@ -369,10 +375,8 @@ func (m *Manager) projectLoop(ctx context.Context) {
 		m.mu.Lock()
 		in := m.input()
 		seq := m.st.LastSeq()
-		stray := append(m.st.Unattributed(), m.st.UnattributedDRA()...)
 		m.mu.Unlock()
 		out := projector.Project(in)
-		m.publishMetrics(in, stray)
 		if !m.leader.Load() {
 			continue
 		}
@@ -381,7 +385,9 @@ func (m *Manager) projectLoop(ctx context.Context) {
 			// any write it causes leaves the manager.
 			m.rec.Wait(seq)
 		}
+		started := time.Now()
 		res := m.applier.ApplyObjects(ctx, out)
+		m.metrics.ApplySeconds.Observe(time.Since(started).Seconds())
 		changed := m.setOutcomes(res.Outcomes)
 		if changed {
 			// Statuses from this pass's outcomes, not the last one's: a new
@@ -416,6 +422,7 @@ func (m *Manager) setOutcomes(o map[string]projector.Outcome) bool {
 			changed = true
 		}
 	}
+	m.announceOutcomes(o)
 	m.outcomes = o
 	return changed
 }
@@ -508,6 +515,7 @@ func (m *Manager) becomeLeader(ctx context.Context) {
 	klog.FromContext(ctx).Info("became the leader: applying")
 	m.leader.Store(true)
 	m.metrics.Leader.Set(1)
+	m.metrics.LeaderTransitions.Inc()
 	m.markDirty()
 }
 

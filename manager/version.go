@@ -1,28 +1,14 @@
 package manager
 
-import "runtime/debug"
+import "ome.io/quota-manager/metrics"
 
 // Version is the binary's version: its module version and, when it was
 // built from a checkout, the VCS revision (with "+dirty" for local changes).
+// ome_quota_build_info carries the same two.
 func Version() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown"
-	}
-	v := bi.Main.Version
-	var rev, dirty string
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			if s.Value == "true" {
-				dirty = "+dirty"
-			}
-		}
-	}
+	v, rev := metrics.VCS()
 	if rev != "" {
-		v += " " + rev + dirty
+		v += " " + rev
 	}
 	return v
 }

@@ -1,24 +1,17 @@
-// Package metrics defines the manager's Prometheus collectors, on a registry
-// of their own that cmd/ome-quota-manager serves on /metrics.
 package metrics
 
 import (
+	"sync/atomic"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
-// Metrics holds every collector.
+// Metrics holds the instrumented collectors; the state's gauges come from
+// the collector that SetSource feeds.
 type Metrics struct {
 	Registry *prometheus.Registry
 
-	// Budget gauges, labelled plane, quota, role, resource, flavor.
-	BudgetNominal, BudgetAdmitted, BudgetReserved, BudgetBorrowed *prometheus.GaugeVec
-	// Capacity gauges, rewritten whole after each measurement.
-	CapacityAllocatable, CapacityHighWaterMark *prometheus.GaugeVec
-	CapacityUnattributed                       *prometheus.GaugeVec
-	// DRAUnbudgeted counts DRA devices per DeviceClass that no mapping
-	// names, which no budget covers.
-	DRAUnbudgeted *prometheus.GaugeVec
 	// Applied counts objects a materialization pass brought to, or confirmed
 	// at, their desired state: it rises on every pass. Writes counts real API
 	// writes, flat on a quiet cluster. Swept counts deletions of objects no
@@ -26,13 +19,12 @@ type Metrics struct {
 	Applied, Swept *prometheus.CounterVec
 	Writes         *prometheus.CounterVec
 	WriteErrors    *prometheus.CounterVec
-	// NodeStates counts tree nodes per state.
-	NodeStates *prometheus.GaugeVec
-	// Events counts events applied by kind; StreamDepth is the queue length;
-	// EventLag is the time from receipt to application.
-	Events      *prometheus.CounterVec
-	StreamDepth prometheus.Gauge
-	EventLag    prometheus.Histogram
+	// ApplySeconds is the duration of one materialization pass.
+	ApplySeconds prometheus.Histogram
+	// Events counts events applied by kind; EventLag is the time from
+	// receipt to application.
+	Events   *prometheus.CounterVec
+	EventLag prometheus.Histogram
 	// EventLogErrors counts events the event log could not record.
 	EventLogErrors prometheus.Counter
 	// WebhookVerdicts counts admission answers by operation and verdict.
@@ -48,58 +40,93 @@ type Metrics struct {
 	// WebhookSettleSeconds is how long a review waited for the writes
 	// admitted before it to reach the state.
 	WebhookSettleSeconds prometheus.Histogram
-	// Leader is 1 on the replica that holds the lease.
-	Leader prometheus.Gauge
+	// Leader is 1 on the replica that holds the lease; LeaderTransitions
+	// counts the times this replica became the leader.
+	Leader            prometheus.Gauge
+	LeaderTransitions prometheus.Counter
+	// KubeEvents counts Kubernetes Events emitted on transitions, by reason.
+	KubeEvents *prometheus.CounterVec
+
+	source     atomic.Pointer[func() Snapshot]
+	collectors []prometheus.Collector
 }
 
-const ns = "ome_quota"
+// Namespace prefixes every metric of the manager.
+const Namespace = "ome_quota"
+
+// VerdictUnavailable is the webhook's verdict label for a review it could
+// not judge (the replica is not ready): the webhook-errors alert counts it.
+const VerdictUnavailable = "unavailable"
+
+// ObjectKinds are the kind label values of the backend counters, created
+// at 0 so that a rate over them exists before the first write.
+var ObjectKinds = []string{"Cohort", "ClusterQueue", "LocalQueue"}
 
 // New creates and registers every collector.
 func New() *Metrics {
-	budget := []string{"plane", "quota", "role", "resource", "flavor"}
-	pair := []string{"resource", "flavor"}
-	gv := func(name, help string, labels []string) *prometheus.GaugeVec {
-		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: name, Help: help}, labels)
+	m := &Metrics{Registry: prometheus.NewRegistry()}
+	m.Applied = counterVec(mApplied)
+	m.Swept = counterVec(mSwept)
+	m.Writes = counterVec(mWrites)
+	m.WriteErrors = counterVec(mWriteErrors)
+	m.ApplySeconds = histogram(mApplySeconds)
+	m.Events = counterVec(mEvents)
+	m.EventLag = histogram(mEventLag)
+	m.EventLogErrors = counter(mEventLogErrors)
+	m.WebhookVerdicts = counterVec(mWebhookVerdicts)
+	m.WebhookRecord = counterVec(mWebhookRecord)
+	m.WebhookReviewSeconds = histogramVec(mWebhookReview)
+	m.WebhookSettleSeconds = histogram(mWebhookSettle)
+	m.Leader = gauge(mLeader)
+	m.LeaderTransitions = counter(mLeaderTransitions)
+	m.KubeEvents = counterVec(mKubeEvents)
+	// The series the alert rules read exist at 0 from the start, so that a
+	// rate over them is 0, not absent, until something happens.
+	for _, k := range ObjectKinds {
+		m.Applied.WithLabelValues(k)
+		m.Swept.WithLabelValues(k)
+		m.WriteErrors.WithLabelValues(k, "apply")
 	}
-	cv := func(name, help string, labels []string) *prometheus.CounterVec {
-		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: name, Help: help}, labels)
+	m.WriteErrors.WithLabelValues("status", "apply-status")
+	for _, op := range []string{"CREATE", "UPDATE", "DELETE"} {
+		m.WebhookVerdicts.WithLabelValues(op, VerdictUnavailable)
 	}
-	m := &Metrics{
-		Registry:              prometheus.NewRegistry(),
-		BudgetNominal:         gv("budget_nominal", "A node's nominal budget per resource and flavor.", budget),
-		BudgetAdmitted:        gv("budget_admitted", "What a team's admitted workloads use.", budget),
-		BudgetReserved:        gv("budget_reserved", "What a team's workloads hold a quota reservation for.", budget),
-		BudgetBorrowed:        gv("budget_borrowed", "What a team uses above its nominal, borrowed from its cohort.", budget),
-		CapacityAllocatable:   gv("capacity_allocatable", "Accelerators on Ready, uncordoned nodes, per resource and flavor.", pair),
-		CapacityHighWaterMark: gv("capacity_high_water_mark", "The damped peak of installed capacity that budgets are checked against.", pair),
-		CapacityUnattributed:  gv("capacity_unattributed", "Capacity on nodes that match no ResourceFlavor, per node, resource and reason.", []string{"node", "resource", "reason"}),
-		DRAUnbudgeted:         gv("dra_unbudgeted_devices", "DRA devices published under a DeviceClass that no mapping names, per DeviceClass: no budget covers them.", []string{"deviceclass"}),
-		Applied:               cv("backend_applied_total", "Objects a materialization pass brought to, or confirmed at, their desired state.", []string{"kind"}),
-		Swept:                 cv("backend_swept_total", "Managed objects deleted because no node wants them.", []string{"kind"}),
-		Writes:                cv("backend_writes_total", "Write requests sent to the API server.", []string{"kind", "verb"}),
-		WriteErrors:           cv("backend_write_errors_total", "Write requests that failed.", []string{"kind", "verb"}),
-		NodeStates:            gv("nodes", "Tree nodes per state.", []string{"state"}),
-		Events:                cv("events_total", "Events applied to the state, by kind.", []string{"kind"}),
-		StreamDepth:           prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "event_stream_depth", Help: "Events waiting in the stream."}),
-		EventLag: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "event_lag_seconds",
-			Help: "Time from an event's receipt to its application.", Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10)}),
-		EventLogErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "event_log_errors_total",
-			Help: "Events that could not be appended to the recorded event log (--event-log); a replay reports the gap."}),
-		WebhookVerdicts: cv("webhook_verdicts_total", "Admission answers, by operation and verdict.", []string{"operation", "verdict"}),
-		WebhookRecord:   cv("webhook_record_writes_total", "Compare-and-swap writes of the admission record, by outcome.", []string{"outcome"}),
-		Leader:          prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "leader", Help: "1 while this replica holds the leader lease."}),
-		WebhookReviewSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "webhook_review_seconds",
-			Help: "Time from a review's arrival to its answer, by verdict.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}, []string{"verdict"}),
-		WebhookSettleSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "webhook_settle_wait_seconds",
-			Help: "How long a review waited for the writes admitted before it to reach the state.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
-	}
-	m.Registry.MustRegister(
-		m.BudgetNominal, m.BudgetAdmitted, m.BudgetReserved, m.BudgetBorrowed,
-		m.CapacityAllocatable, m.CapacityHighWaterMark, m.CapacityUnattributed, m.DRAUnbudgeted,
-		m.Applied, m.Swept, m.Writes, m.WriteErrors, m.NodeStates,
-		m.Events, m.StreamDepth, m.EventLag, m.EventLogErrors, m.WebhookVerdicts, m.Leader,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	m.register(
+		m.Applied, m.Swept, m.Writes, m.WriteErrors, m.ApplySeconds,
+		m.Events, m.EventLag, m.EventLogErrors,
+		m.WebhookVerdicts, m.WebhookRecord, m.WebhookReviewSeconds, m.WebhookSettleSeconds,
+		m.Leader, m.LeaderTransitions, m.KubeEvents,
+		newBuildInfo(), &stateCollector{m: m},
 	)
-	m.Registry.MustRegister(m.WebhookRecord, m.WebhookReviewSeconds, m.WebhookSettleSeconds)
+	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+func (m *Metrics) register(cs ...prometheus.Collector) {
+	m.Registry.MustRegister(cs...)
+	m.collectors = append(m.collectors, cs...)
+}
+
+// SetSource gives the scrape-time collector the function that takes a
+// snapshot of the state. Until it is set, the state's gauges are absent.
+func (m *Metrics) SetSource(f func() Snapshot) { m.source.Store(&f) }
+
+func counterVec(s Spec) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: s.Name, Help: s.Help}, s.Labels)
+}
+
+func counter(s Spec) prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{Name: s.Name, Help: s.Help})
+}
+
+func gauge(s Spec) prometheus.Gauge {
+	return prometheus.NewGauge(prometheus.GaugeOpts{Name: s.Name, Help: s.Help})
+}
+
+func histogram(s Spec) prometheus.Histogram {
+	return prometheus.NewHistogram(prometheus.HistogramOpts{Name: s.Name, Help: s.Help, Buckets: s.Buckets})
+}
+
+func histogramVec(s Spec) *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: s.Name, Help: s.Help, Buckets: s.Buckets}, s.Labels)
 }

@@ -324,6 +324,7 @@ func TestRBAC(t *testing.T) {
 		"ome.io acceleratorquotas: get,list,watch,create",
 		"ome.io acceleratorquotas/root: update",
 		"ome.io acceleratorquotas/status: patch",
+		" events: create,patch",
 		" nodes: list,watch",
 		"kueue.x-k8s.io resourceflavors: list,watch",
 		"resource.k8s.io deviceclasses: list,watch",

@@ -1,0 +1,69 @@
+package manager
+
+import (
+	v1beta1 "ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/metrics"
+	"ome.io/quota-manager/state"
+)
+
+// reasonNoMatchingFlavor is the one reason capacity is unattributed today:
+// its node matches no ResourceFlavor.
+const reasonNoMatchingFlavor = "NoMatchingFlavor"
+
+// metricsSnapshot copies the state's figures for a scrape, under the
+// reducer's lock (View), so one scrape reads one consistent state. It
+// copies plain numbers only; the cost is O(tree nodes + budgets + pairs +
+// Kubernetes Nodes), about what one projection pass reads.
+func (m *Manager) metricsSnapshot() metrics.Snapshot {
+	s := metrics.Snapshot{Plane: ModeWorkload, StreamDepth: m.stream.Len()}
+	m.View(func(st *state.State) {
+		cfg := st.Config()
+		s.EnrolledNamespaces = len(cfg.EnrolledNamespaces)
+		s.ReportInterval = cfg.ReportInterval.Duration
+		for _, nv := range st.Nodes() {
+			role := string(nv.Spec.Role)
+			s.Nodes = append(s.Nodes, metrics.Node{Quota: nv.Name, Role: role, Reason: string(nv.Reason), Ready: nv.Ready()})
+			var usage map[state.Pair]metrics.Usage
+			if nv.Spec.Role == v1beta1.RoleClusterQueue {
+				usage = map[state.Pair]metrics.Usage{}
+				for _, u := range st.Usage(nv.Name) {
+					usage[state.Pair{Resource: u.Resource, Flavor: u.Flavor}] = metrics.Usage{
+						Admitted: u.Admitted.AsApproximateFloat64(), Reserved: u.Reserved.AsApproximateFloat64(), Borrowed: u.Borrowed.AsApproximateFloat64()}
+				}
+			}
+			for _, b := range nv.Spec.Budgets {
+				mb := metrics.Budget{Quota: nv.Name, Role: role, Resource: b.ResourceName, Flavor: b.ResourceFlavor, Nominal: b.Nominal.AsApproximateFloat64()}
+				if usage != nil {
+					u := usage[state.Pair{Resource: b.ResourceName, Flavor: b.ResourceFlavor}]
+					mb.Usage = &u
+				}
+				s.Budgets = append(s.Budgets, mb)
+			}
+		}
+		for _, c := range st.Capacity() {
+			s.Capacity = append(s.Capacity, metrics.Capacity{Resource: c.Resource, Flavor: c.Flavor,
+				Allocatable: c.Allocatable.Float(), Installed: c.Installed.Float(), HighWater: c.HighWaterMark.Float(), ObservedAt: c.ObservedAt})
+		}
+		s.Schedulable, s.Cordoned, s.NotReady = st.MachineCounts()
+		perResource := map[string]float64{}
+		nodes := map[string]struct{}{}
+		for _, u := range append(st.Unattributed(), st.UnattributedDRA()...) {
+			perResource[u.Resource] += u.Amount.Float()
+			nodes[u.Node] = struct{}{}
+		}
+		for r, a := range perResource {
+			s.Unattributed = append(s.Unattributed, metrics.Unattributed{Resource: r, Reason: reasonNoMatchingFlavor, Amount: a})
+		}
+		// The count is there at 0 too: an alert reads it, and a series
+		// that exists only while there is a problem cannot be told from a
+		// missing scrape.
+		s.UnattributedNodes = map[string]int{reasonNoMatchingFlavor: len(nodes)}
+		for _, u := range st.Unbudgeted() {
+			if s.DRAUnbudgeted == nil {
+				s.DRAUnbudgeted = map[string]int{}
+			}
+			s.DRAUnbudgeted[u.DeviceClass] = int(u.Devices)
+		}
+	})
+	return s
+}

@@ -1,0 +1,135 @@
+package metrics
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Type is a metric's Prometheus type.
+type Type string
+
+// Metric types.
+const (
+	Counter   Type = "counter"
+	Gauge     Type = "gauge"
+	Histogram Type = "histogram"
+)
+
+// Spec declares one metric: the collectors are built from it and
+// docs/metrics.md lists it.
+type Spec struct {
+	Name    string
+	Type    Type
+	Help    string
+	Labels  []string
+	Buckets []float64
+	// Source says where the value comes from, for the document.
+	Source string
+}
+
+func (s Spec) desc() *prometheus.Desc { return prometheus.NewDesc(s.Name, s.Help, s.Labels, nil) }
+
+const (
+	scrape     = "state, at scrape time"
+	applier    = "applier"
+	consumer   = "event consumer"
+	webhookSrc = "webhook"
+	election   = "leader election"
+	recorder   = "events recorder"
+	binary     = "binary"
+)
+
+var (
+	budgetLabels = []string{"plane", "quota", "role", "resource", "flavor"}
+	pairLabels   = []string{"resource", "flavor"}
+)
+
+// The state's gauges, read at scrape time.
+var (
+	mBudgetNominal = Spec{Name: "ome_quota_budget_nominal", Type: Gauge, Labels: budgetLabels, Source: scrape,
+		Help: "A tree node's nominal budget per resource and flavor."}
+	mBudgetAdmitted = Spec{Name: "ome_quota_budget_admitted", Type: Gauge, Labels: budgetLabels, Source: scrape,
+		Help: "What a team's admitted workloads use, from its ClusterQueue's status."}
+	mBudgetReserved = Spec{Name: "ome_quota_budget_reserved", Type: Gauge, Labels: budgetLabels, Source: scrape,
+		Help: "What a team's workloads hold a quota reservation for."}
+	mBudgetBorrowed = Spec{Name: "ome_quota_budget_borrowed", Type: Gauge, Labels: budgetLabels, Source: scrape,
+		Help: "What a team uses above its nominal, borrowed from its cohort."}
+	mNodeReady = Spec{Name: "ome_quota_node_ready", Type: Gauge, Labels: []string{"quota", "role", "reason"}, Source: scrape,
+		Help: "1 when a tree node is Ready, else 0; reason is Admitted or the rule it breaks (Frozen below a node that breaks one)."}
+	mNodes = Spec{Name: "ome_quota_nodes", Type: Gauge, Labels: []string{"state"}, Source: scrape,
+		Help: "Tree nodes per state: Ready, or the reason a node is not."}
+	mCapacityAllocatable = Spec{Name: "ome_quota_capacity_allocatable", Type: Gauge, Labels: pairLabels, Source: scrape,
+		Help: "Accelerators on Ready, uncordoned nodes, per resource and flavor."}
+	mCapacityInstalled = Spec{Name: "ome_quota_capacity_installed", Type: Gauge, Labels: pairLabels, Source: scrape,
+		Help: "Accelerators on every node, cordoned and NotReady included, per resource and flavor."}
+	mCapacityMark = Spec{Name: "ome_quota_capacity_high_water_mark", Type: Gauge, Labels: pairLabels, Source: scrape,
+		Help: "The damped peak of installed capacity that budgets are checked against."}
+	mCapacityObserved = Spec{Name: "ome_quota_capacity_observed_timestamp_seconds", Type: Gauge, Labels: pairLabels, Source: scrape,
+		Help: "When the pair was last measured (root's observedAt), in Unix seconds."}
+	mCapacityReportInterval = Spec{Name: "ome_quota_capacity_report_interval_seconds", Type: Gauge, Source: scrape,
+		Help: "The configured --capacity-report-interval; 0 when the refresh of observedAt is off."}
+	mCapacityNodes = Spec{Name: "ome_quota_capacity_nodes", Type: Gauge, Labels: []string{"state"}, Source: scrape,
+		Help: "Kubernetes Nodes by how capacity counts them: schedulable, cordoned, not_ready."}
+	mUnattributed = Spec{Name: "ome_quota_capacity_unattributed", Type: Gauge, Labels: []string{"resource", "reason"}, Source: scrape,
+		Help: "Installed capacity that no ResourceFlavor's budget can use, per resource and reason."}
+	mUnattributedNodes = Spec{Name: "ome_quota_capacity_unattributed_nodes", Type: Gauge, Labels: []string{"reason"}, Source: scrape,
+		Help: "Nodes carrying unattributed capacity, per reason."}
+	mDRAUnbudgeted = Spec{Name: "ome_quota_dra_unbudgeted_devices", Type: Gauge, Labels: []string{"deviceclass"}, Source: scrape,
+		Help: "DRA devices published under a DeviceClass that no mapping names, per DeviceClass: no budget covers them."}
+	mEnrolled = Spec{Name: "ome_quota_enrolled_namespaces", Type: Gauge, Source: scrape,
+		Help: "Namespaces enrolled for LocalQueues; while 0 nothing is written to Kueue."}
+	mStreamDepth = Spec{Name: "ome_quota_event_stream_depth", Type: Gauge, Source: scrape,
+		Help: "Events waiting in the stream."}
+)
+
+// The instrumented metrics.
+var (
+	mApplied = Spec{Name: "ome_quota_backend_applied_total", Type: Counter, Labels: []string{"kind"}, Source: applier,
+		Help: "Objects a materialization pass brought to, or confirmed at, their desired state."}
+	mSwept = Spec{Name: "ome_quota_backend_swept_total", Type: Counter, Labels: []string{"kind"}, Source: applier,
+		Help: "Managed objects deleted because no node wants them."}
+	mWrites = Spec{Name: "ome_quota_backend_writes_total", Type: Counter, Labels: []string{"kind", "verb"}, Source: applier,
+		Help: "Write requests sent to the API server."}
+	mWriteErrors = Spec{Name: "ome_quota_backend_write_errors_total", Type: Counter, Labels: []string{"kind", "verb"}, Source: applier,
+		Help: "Write requests that failed."}
+	mApplySeconds = Spec{Name: "ome_quota_backend_apply_seconds", Type: Histogram, Source: applier,
+		Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
+		Help:    "Duration of one materialization pass: compare, write what differs, sweep."}
+	mEvents = Spec{Name: "ome_quota_events_total", Type: Counter, Labels: []string{"kind"}, Source: consumer,
+		Help: "Events applied to the state, by kind."}
+	mEventLag = Spec{Name: "ome_quota_event_lag_seconds", Type: Histogram, Source: consumer,
+		Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
+		Help:    "Time from an event's receipt to its application."}
+	mEventLogErrors = Spec{Name: "ome_quota_event_log_errors_total", Type: Counter, Source: consumer,
+		Help: "Events that could not be appended to the recorded event log (--event-log); a replay reports the gap."}
+	mWebhookVerdicts = Spec{Name: "ome_quota_webhook_verdicts_total", Type: Counter, Labels: []string{"operation", "verdict"}, Source: webhookSrc,
+		Help: "Admission answers, by operation and verdict."}
+	mWebhookRecord = Spec{Name: "ome_quota_webhook_record_writes_total", Type: Counter, Labels: []string{"outcome"}, Source: webhookSrc,
+		Help: "Compare-and-swap writes of the admission record, by outcome."}
+	mWebhookReview = Spec{Name: "ome_quota_webhook_review_seconds", Type: Histogram, Labels: []string{"verdict"}, Source: webhookSrc,
+		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+		Help:    "Time from a review's arrival to its answer, by verdict."}
+	mWebhookSettle = Spec{Name: "ome_quota_webhook_settle_wait_seconds", Type: Histogram, Source: webhookSrc,
+		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+		Help:    "How long a review waited for the writes admitted before it to reach the state."}
+	mLeader = Spec{Name: "ome_quota_leader", Type: Gauge, Source: election,
+		Help: "1 while this replica holds the leader lease."}
+	mLeaderTransitions = Spec{Name: "ome_quota_leader_transitions_total", Type: Counter, Source: election,
+		Help: "Times this replica became the leader."}
+	mKubeEvents = Spec{Name: "ome_quota_kube_events_total", Type: Counter, Labels: []string{"reason"}, Source: recorder,
+		Help: "Kubernetes Events emitted on tree node transitions, by reason."}
+	mBuildInfo = Spec{Name: "ome_quota_build_info", Type: Gauge, Labels: []string{"version", "revision", "goversion"}, Source: binary,
+		Help: "Always 1; the labels say which build runs."}
+)
+
+// Catalog lists every metric of the manager, by name. The Go runtime's
+// and the process's standard metrics (go_*, process_*) come on top.
+func Catalog() []Spec {
+	out := []Spec{
+		mBudgetNominal, mBudgetAdmitted, mBudgetReserved, mBudgetBorrowed, mNodeReady, mNodes,
+		mCapacityAllocatable, mCapacityInstalled, mCapacityMark, mCapacityObserved, mCapacityReportInterval,
+		mCapacityNodes, mUnattributed, mUnattributedNodes, mDRAUnbudgeted, mEnrolled, mStreamDepth,
+		mApplied, mSwept, mWrites, mWriteErrors, mApplySeconds, mEvents, mEventLag, mEventLogErrors,
+		mWebhookVerdicts, mWebhookRecord, mWebhookReview, mWebhookSettle,
+		mLeader, mLeaderTransitions, mKubeEvents, mBuildInfo,
+	}
+	sortSpecs(out)
+	return out
+}

@@ -1,0 +1,146 @@
+package metrics
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Snapshot is what the scrape-time collector reads: a copy of the state's
+// figures that the manager takes under the reducer's lock, so that one
+// scrape sees one consistent state.
+type Snapshot struct {
+	// Plane is the manager's mode, the plane label of the budget gauges.
+	Plane   string
+	Budgets []Budget
+	// Nodes are the tree's nodes with their readiness.
+	Nodes    []Node
+	Capacity []Capacity
+	// Schedulable, Cordoned and NotReady count Kubernetes Nodes.
+	Schedulable, Cordoned, NotReady int
+	Unattributed                    []Unattributed
+	// UnattributedNodes counts the nodes with unattributed capacity, per reason.
+	UnattributedNodes map[string]int
+	// DRAUnbudgeted counts devices per DeviceClass that no mapping names.
+	DRAUnbudgeted      map[string]int
+	EnrolledNamespaces int
+	ReportInterval     time.Duration
+	StreamDepth        int
+}
+
+// Budget is one budget of one tree node. Usage is set for teams only.
+type Budget struct {
+	Quota, Role, Resource, Flavor string
+	Nominal                       float64
+	Usage                         *Usage
+}
+
+// Usage is what a team's workloads use of one budget.
+type Usage struct{ Admitted, Reserved, Borrowed float64 }
+
+// Node is one tree node's readiness: Reason is Admitted when Ready.
+type Node struct {
+	Quota, Role, Reason string
+	Ready               bool
+}
+
+// Capacity is one (resource, flavor) pair of root's capacity.
+type Capacity struct {
+	Resource, Flavor                  string
+	Allocatable, Installed, HighWater float64
+	ObservedAt                        time.Time
+}
+
+// Unattributed is capacity of one resource that no flavor's budget can use.
+type Unattributed struct {
+	Resource, Reason string
+	Amount           float64
+}
+
+// stateSpecs are the gauges the collector reads from a Snapshot.
+var stateSpecs = []Spec{
+	mBudgetNominal, mBudgetAdmitted, mBudgetReserved, mBudgetBorrowed, mNodeReady, mNodes,
+	mCapacityAllocatable, mCapacityInstalled, mCapacityMark, mCapacityObserved, mCapacityReportInterval,
+	mCapacityNodes, mUnattributed, mUnattributedNodes, mDRAUnbudgeted, mEnrolled, mStreamDepth,
+}
+
+// stateCollector turns a Snapshot into gauges at scrape time. Nothing is
+// kept between scrapes, so a series is gone as soon as its cause is.
+type stateCollector struct{ m *Metrics }
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, s := range stateSpecs {
+		ch <- s.desc()
+	}
+}
+
+var descs = func() map[string]*prometheus.Desc {
+	out := map[string]*prometheus.Desc{}
+	for _, s := range stateSpecs {
+		out[s.Name] = s.desc()
+	}
+	return out
+}()
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	f := c.m.source.Load()
+	if f == nil {
+		return
+	}
+	s := (*f)()
+	g := func(spec Spec, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(descs[spec.Name], prometheus.GaugeValue, v, labels...)
+	}
+	// The API server refuses two budgets on one pair (a list map); a
+	// duplicate from elsewhere must not fail the whole scrape.
+	seen := make(map[[4]string]bool, len(s.Budgets))
+	for _, b := range s.Budgets {
+		key := [4]string{b.Quota, b.Role, b.Resource, b.Flavor}
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		l := []string{s.Plane, b.Quota, b.Role, b.Resource, b.Flavor}
+		g(mBudgetNominal, b.Nominal, l...)
+		if b.Usage != nil {
+			g(mBudgetAdmitted, b.Usage.Admitted, l...)
+			g(mBudgetReserved, b.Usage.Reserved, l...)
+			g(mBudgetBorrowed, b.Usage.Borrowed, l...)
+		}
+	}
+	states := map[string]int{}
+	for _, n := range s.Nodes {
+		v, st := 0.0, n.Reason
+		if n.Ready {
+			v, st = 1, "Ready"
+		}
+		g(mNodeReady, v, n.Quota, n.Role, n.Reason)
+		states[st]++
+	}
+	for st, n := range states {
+		g(mNodes, float64(n), st)
+	}
+	for _, p := range s.Capacity {
+		g(mCapacityAllocatable, p.Allocatable, p.Resource, p.Flavor)
+		g(mCapacityInstalled, p.Installed, p.Resource, p.Flavor)
+		g(mCapacityMark, p.HighWater, p.Resource, p.Flavor)
+		if !p.ObservedAt.IsZero() {
+			g(mCapacityObserved, float64(p.ObservedAt.UnixMilli())/1000, p.Resource, p.Flavor)
+		}
+	}
+	g(mCapacityReportInterval, s.ReportInterval.Seconds())
+	g(mCapacityNodes, float64(s.Schedulable), "schedulable")
+	g(mCapacityNodes, float64(s.Cordoned), "cordoned")
+	g(mCapacityNodes, float64(s.NotReady), "not_ready")
+	for _, u := range s.Unattributed {
+		g(mUnattributed, u.Amount, u.Resource, u.Reason)
+	}
+	for r, n := range s.UnattributedNodes {
+		g(mUnattributedNodes, float64(n), r)
+	}
+	for dc, n := range s.DRAUnbudgeted {
+		g(mDRAUnbudgeted, float64(n), dc)
+	}
+	g(mEnrolled, float64(s.EnrolledNamespaces))
+	g(mStreamDepth, float64(s.StreamDepth))
+}
