@@ -14,15 +14,15 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 layout=1
 cache=${OME_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ome-quota-manager}
 
-# build NAME MODULE_DIR PACKAGE [LDFLAGS]: one binary into $dir.tmp, with a
-# package count as progress.
+# build NAME MODULE_DIR PACKAGE [LDFLAGS [TAGS]]: one binary into $dir.tmp,
+# with a package count as progress.
 build() {
-  local name=$1 mod=$2 pkg=$3 ldflags=${4:-"-s -w"}
+  local name=$1 mod=$2 pkg=$3 ldflags=${4:-"-s -w"} tags=${5:-}
   if [ -x "$dir/$name" ]; then return 0; fi
   local start=$SECONDS
   echo ">> building $name from $pkg (cold: several minutes on 2 cores; cached in $dir)" >&2
   mkdir -p "$dir.tmp"
-  (cd "$root/tools/$mod" && CGO_ENABLED=0 go build -mod=readonly -trimpath -v -ldflags "$ldflags" -o "$dir.tmp/$name" "$pkg") 2>&1 |
+  (cd "$root/tools/$mod" && CGO_ENABLED=0 go build -mod=readonly -trimpath -v -tags "$tags" -ldflags "$ldflags" -o "$dir.tmp/$name" "$pkg") 2>&1 |
     awk -v n="$name" '/^(go: downloading|#)/ {print > "/dev/stderr"; next} {c++; if (c % 200 == 0) {printf("   %s: %d packages compiled\n", n, c) > "/dev/stderr"; fflush("/dev/stderr")}} /\.go:[0-9]+:/ {print > "/dev/stderr"}'
   if [ "${PIPESTATUS[0]}" -ne 0 ] || [ ! -x "$dir.tmp/$name" ]; then
     echo "!! building $name failed: see the errors above; re-run 'make tools' once fixed" >&2
@@ -51,12 +51,15 @@ if [ "${1:-}" = prometheus ]; then
   # because it pulls a newer k8s.io than the project's). Keyed by that module
   # alone, in its own parent folder ($cache/prometheus), like helm above.
   prom_version=$(cd "$root/tools/prometheus" && go list -m -f '{{.Version}}' github.com/prometheus/prometheus)
-  pkey=$( { go env GOVERSION GOOS GOARCH; echo "$layout $prom_version"; cat "$root"/tools/prometheus/go.mod "$root"/tools/prometheus/go.sum; } | sha256sum | cut -c1-16)
+  # Only static scrape targets are used, so every service discovery plugin
+  # (cloud SDKs, most of the module's weight) is left out of both binaries.
+  prom_tags=remove_all_sd
+  pkey=$( { go env GOVERSION GOOS GOARCH; echo "$layout $prom_version $prom_tags"; cat "$root"/tools/prometheus/go.mod "$root"/tools/prometheus/go.sum; } | sha256sum | cut -c1-16)
   dir="$cache/prometheus/$pkey"
   mkdir -p "$dir"
   prom_ldflags="-s -w -X github.com/prometheus/common/version.Version=$prom_version"
-  build promtool prometheus github.com/prometheus/prometheus/cmd/promtool "$prom_ldflags"
-  build prometheus prometheus github.com/prometheus/prometheus/cmd/prometheus "$prom_ldflags"
+  build promtool prometheus github.com/prometheus/prometheus/cmd/promtool "$prom_ldflags" "$prom_tags"
+  build prometheus prometheus github.com/prometheus/prometheus/cmd/prometheus "$prom_ldflags" "$prom_tags"
   for b in promtool prometheus; do
     if [ -f "$dir.tmp/$b" ]; then mv "$dir.tmp/$b" "$dir/$b"; fi
   done
