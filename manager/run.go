@@ -62,6 +62,7 @@ type Manager struct {
 	applied  chan struct{} // closed and replaced after each event
 
 	dirty  chan struct{}
+	shell  *shell
 	leader atomic.Bool
 	ready  atomic.Bool
 	// stateSynced is set once the state has applied the Synced marker:
@@ -118,13 +119,18 @@ func New(o *Options, cfg *rest.Config) (*Manager, error) {
 	}
 	m.inf.aq = m.inf.quota.Ome().V1beta1().AcceleratorQuotas().Informer()
 	kq := m.inf.kueue.Kueue().V1beta2()
+	lqs := kq.LocalQueues().Informer()
+	if err := lqs.AddIndexers(cache.Indexers{lqByName: indexByName}); err != nil {
+		return nil, err
+	}
 	m.applier = &apply.Applier{
 		Kueue: m.kueue, AQs: m.aqs, Metrics: m.metrics, Workers: o.ApplyWorkers, Now: time.Now,
 		Listers: apply.Listers{
 			Cohorts: kq.Cohorts().Lister(), ClusterQueues: kq.ClusterQueues().Lister(), LocalQueues: kq.LocalQueues().Lister(),
-			AQ: aqGetter(m.inf.aq),
+			AQ: aqGetter(m.inf.aq), LocalQueuesNamed: localQueuesNamed(lqs),
 		},
 	}
+	m.shell = newShell(m)
 	next := uint64(1)
 	if o.EventLog != "" {
 		so, err := o.StoreOptions()
@@ -213,8 +219,9 @@ func (m *Manager) Run(ctx context.Context) error {
 		{m.inf.core.Core().V1().Nodes().Informer(), handlers.Nodes()},
 		{kq.ResourceFlavors().Informer(), handlers.Flavors()},
 		{kq.ClusterQueues().Informer(), handlers.ClusterQueues()},
-		{kq.Cohorts().Informer(), m.kick()},
-		{kq.LocalQueues().Informer(), m.kick()},
+		{kq.ClusterQueues().Informer(), drift{m.shell, "ClusterQueue"}},
+		{kq.Cohorts().Informer(), drift{m.shell, "Cohort"}},
+		{kq.LocalQueues().Informer(), drift{m.shell, "LocalQueue"}},
 	} {
 		reg, err := h.inf.AddEventHandler(h.h)
 		if err != nil {
@@ -275,6 +282,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	// webhook may need this replica to be ready before it admits the write.
 	go m.ensureRoot(ctx)
 	go m.projectLoop(ctx)
+	m.shell.run(ctx, m.opts.ApplyWorkers)
 	m.ready.Store(true)
 	log.Info("caches synced; running", "enrolledNamespaces", m.opts.EnrolledNamespaces, "tick", m.opts.TickInterval())
 
@@ -306,9 +314,6 @@ func (m *Manager) Run(ctx context.Context) error {
 	return err
 }
 
-// kick re-projects on changes to the objects the applier compares with.
-func (m *Manager) kick() cacheHandler { return cacheHandler{m.markDirty} }
-
 func (m *Manager) markDirty() {
 	select {
 	case m.dirty <- struct{}{}:
@@ -330,6 +335,7 @@ func (m *Manager) consume(ctx context.Context) error {
 		}
 		m.mu.Lock()
 		transitions := m.st.Apply(ev)
+		changes := m.st.TakeChanges()
 		m.noteDRA(log, ev)
 		close(m.applied)
 		m.applied = make(chan struct{})
@@ -337,6 +343,7 @@ func (m *Manager) consume(ctx context.Context) error {
 		if ev.Kind == events.KindSynced {
 			m.stateSynced.Store(true)
 		}
+		m.shell.note(ev.Kind, changes)
 		m.metrics.Events.WithLabelValues(string(ev.Kind)).Inc()
 		m.metrics.StreamDepth.Set(float64(m.stream.Len()))
 		m.metrics.EventLag.Observe(time.Since(ev.Time).Seconds())
@@ -352,72 +359,26 @@ func (m *Manager) consume(ctx context.Context) error {
 	return err
 }
 
-// projectLoop projects after each burst of events and, as leader, applies.
+// projectLoop publishes the gauges from the state after a burst of events,
+// at most once a second: they read the whole tree. Writing is the shell's.
 func (m *Manager) projectLoop(ctx context.Context) {
-	log := klog.FromContext(ctx)
-	var retry <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-m.dirty:
-		case <-retry:
 		}
-		retry = nil
-		// Let a burst of events land before projecting.
-		time.Sleep(20 * time.Millisecond)
 		m.mu.Lock()
 		in := m.input()
-		seq := m.st.LastSeq()
 		stray := append(m.st.Unattributed(), m.st.UnattributedDRA()...)
 		m.mu.Unlock()
-		out := projector.Project(in)
 		m.publishMetrics(in, stray)
-		if !m.leader.Load() {
-			continue
-		}
-		if m.rec != nil {
-			// Every event this projection derives from is in the log before
-			// any write it causes leaves the manager.
-			m.rec.Wait(seq)
-		}
-		res := m.applier.ApplyObjects(ctx, out)
-		changed := m.setOutcomes(res.Outcomes)
-		if changed {
-			// Statuses from this pass's outcomes, not the last one's: a new
-			// leader must not report Pending for objects already in place.
-			m.mu.Lock()
-			in = m.input()
-			m.mu.Unlock()
-			out = projector.Project(in)
-		}
-		sres := m.applier.ApplyStatus(ctx, out)
-		res.Writes += sres.Writes
-		res.Errors = append(res.Errors, sres.Errors...)
-		if res.Writes > 0 || len(res.Errors) > 0 {
-			log.V(1).Info("materialized", "writes", res.Writes, "confirmed", res.Confirmed, "swept", res.Swept, "errors", len(res.Errors))
-		}
-		switch {
-		case len(res.Errors) > 0:
-			retry = time.After(2 * time.Second)
-		case !res.RetryAt.IsZero():
-			// A write refused for good is retried when its backoff ends.
-			retry = time.After(time.Until(res.RetryAt))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
 		}
 	}
-}
-
-func (m *Manager) setOutcomes(o map[string]projector.Outcome) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	changed := len(o) != len(m.outcomes)
-	for k, v := range o {
-		if m.outcomes[k] != v {
-			changed = true
-		}
-	}
-	m.outcomes = o
-	return changed
 }
 
 // ensureRoot creates root when it is missing at start, and puts its
@@ -509,6 +470,7 @@ func (m *Manager) becomeLeader(ctx context.Context) {
 	m.leader.Store(true)
 	m.metrics.Leader.Set(1)
 	m.markDirty()
+	m.shell.resync()
 }
 
 // serve runs the metrics and health endpoints. /metrics is HTTPS with

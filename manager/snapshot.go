@@ -11,6 +11,13 @@ func (m *Manager) input() projector.Input {
 	return projector.FromState(m.st, c.EnrolledNamespaces, projector.CoverResources(c.CoverResources), m.outcomes)
 }
 
+// settings reads what projecting one node needs besides the node; m.mu is
+// held.
+func (m *Manager) settings() projector.Input {
+	c := m.st.Config()
+	return projector.Settings(m.st, c.EnrolledNamespaces, projector.CoverResources(c.CoverResources), nil)
+}
+
 // publishMetrics rewrites the gauges from one projection input, whole, so
 // that a series disappears with its cause.
 func (m *Manager) publishMetrics(in projector.Input, stray []state.Unattributed) {

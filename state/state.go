@@ -47,6 +47,10 @@ type State struct {
 
 	pass  pass
 	facts Facts // scratch for evaluate, so that it allocates nothing
+
+	// What the events since the last TakeChanges changed (see Changes).
+	changed    map[string]struct{}
+	changedAll bool
 }
 
 // member is one node of the tree.
@@ -148,9 +152,9 @@ func (s *State) Apply(ev events.Event) []Transition {
 		}
 	case events.KindClusterQueue:
 		if ev.Op == events.OpDelete || !ev.Queue.Managed {
-			delete(s.usage, ev.Key)
+			s.setUsage(ev.Key, nil, false)
 		} else {
-			s.usage[ev.Key] = slices.SortedFunc(slices.Values(ev.Queue.Usage), compareUsage)
+			s.setUsage(ev.Key, ev.Queue.Usage, true)
 		}
 	case events.KindDeviceClass:
 		if ev.Op == events.OpDelete {
@@ -177,6 +181,7 @@ func (s *State) Apply(ev events.Event) []Transition {
 		s.failedAt, s.failure = s.now, ev.Failure.Reason
 	}
 	s.settle()
+	s.noteChanges(ev.Kind)
 	out := s.transitions
 	s.transitions = nil
 	return out
@@ -434,6 +439,7 @@ func (s *State) Clone() *State {
 	c.reported = slices.Clone(s.reported)
 	c.usage = maps.Clone(s.usage) // usage slices are never modified in place
 	c.transitions = nil
+	c.changed, c.changedAll = nil, false
 	c.pass = newPass()
 	c.facts = Facts{}
 	return &c

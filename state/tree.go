@@ -38,6 +38,11 @@ func (s *State) upsertQuota(q *events.Quota) {
 	spec := &q.Spec // events are never modified once published: keep it
 	sh := shapeOf(name, spec)
 	m := s.members[name]
+	if m == nil || m.gen != q.Generation || !m.shape.equal(sh) {
+		// A status written back (the manager's own, most often) leaves the
+		// generation alone and changes nothing the projection reads.
+		s.changedNode(name)
+	}
 	if m != nil && m.shape.equal(sh) {
 		m.spec, m.gen = spec, q.Generation
 		return
@@ -82,6 +87,7 @@ func (s *State) deleteQuota(name string) {
 	if m == nil {
 		return
 	}
+	s.changedNode(name)
 	s.relink(name, m.shape, shape{})
 	delete(s.members, name)
 	move(m.machine, PhaseDeleted, "", "")
@@ -315,6 +321,9 @@ func (s *State) settle() {
 			continue
 		}
 		phase, reason, msg := m.settled()
+		if phase != m.phase || msg != m.message {
+			s.changedNode(name)
+		}
 		m.message = msg
 		if phase != m.phase {
 			m.phase = phase
