@@ -51,7 +51,6 @@ func (s *State) upsertQuota(q *events.Quota) {
 	var old shape
 	if created {
 		m = &member{name: name, phase: PhasePending, place: Place{Depth: -1}}
-		m.machine = s.newMachine(name, PhasePending)
 		s.members[name] = m
 	} else {
 		old = m.shape
@@ -90,7 +89,7 @@ func (s *State) deleteQuota(name string) {
 	s.changedNode(name)
 	s.relink(name, m.shape, shape{})
 	delete(s.members, name)
-	move(m.machine, PhaseDeleted, "", "")
+	move(s.machine, name, m.phase, PhaseDeleted, "", "")
 	s.queue(m.shape.parent)
 	for _, k := range s.kids[name] {
 		s.replace(k, false)
@@ -326,8 +325,8 @@ func (s *State) settle() {
 		}
 		m.message = msg
 		if phase != m.phase {
+			move(s.machine, name, m.phase, phase, reason, msg)
 			m.phase = phase
-			move(m.machine, phase, reason, msg)
 		}
 	}
 }
