@@ -50,18 +50,7 @@ func Project(in Input) *Output {
 		Statuses:    map[string]*v1beta1.AcceleratorQuotaStatus{},
 	}
 	for i := range nodes {
-		no := ProjectNode(&nodes[i], in)
-		out.Statuses[no.Name] = no.Status
-		if no.Held {
-			out.Held[no.Name] = true
-		}
-		if no.Cohort != nil {
-			out.Cohorts = append(out.Cohorts, no.Cohort)
-		}
-		if no.ClusterQueue != nil {
-			out.ClusterQueues = append(out.ClusterQueues, no.ClusterQueue)
-		}
-		out.LocalQueues = append(out.LocalQueues, no.LocalQueues...)
+		out.Add(ProjectNode(&nodes[i], in))
 	}
 	sort.SliceStable(out.LocalQueues, func(i, j int) bool {
 		a, b := out.LocalQueues[i], out.LocalQueues[j]
@@ -71,6 +60,28 @@ func Project(in Input) *Output {
 		return *a.Name < *b.Name
 	})
 	return out
+}
+
+// Add adds one node's share to the projection, its objects after those
+// already there.
+func (out *Output) Add(no NodeOutput) {
+	if out.Held == nil {
+		out.Held = map[string]bool{}
+	}
+	if out.Statuses == nil {
+		out.Statuses = map[string]*v1beta1.AcceleratorQuotaStatus{}
+	}
+	out.Statuses[no.Name] = no.Status
+	if no.Held {
+		out.Held[no.Name] = true
+	}
+	if no.Cohort != nil {
+		out.Cohorts = append(out.Cohorts, no.Cohort)
+	}
+	if no.ClusterQueue != nil {
+		out.ClusterQueues = append(out.ClusterQueues, no.ClusterQueue)
+	}
+	out.LocalQueues = append(out.LocalQueues, no.LocalQueues...)
 }
 
 // Namespaces sorts and deduplicates enrolled namespaces, as ProjectNode

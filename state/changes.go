@@ -61,15 +61,16 @@ func (s *State) noteChanges(k events.Kind) {
 // when a figure differs: Kueue rewrites a ClusterQueue's status on every
 // admission, most often with the same totals.
 func (s *State) setUsage(team string, u []events.Usage, present bool) {
+	// No usage reported and an empty usage project alike.
 	if !present {
-		if _, ok := s.usage[team]; ok {
-			delete(s.usage, team)
+		if len(s.usage[team]) > 0 {
 			s.changedNode(team)
 		}
+		delete(s.usage, team)
 		return
 	}
 	u = slices.SortedFunc(slices.Values(u), compareUsage)
-	if old, ok := s.usage[team]; !ok || !slices.EqualFunc(old, u, usageEqual) {
+	if !slices.EqualFunc(s.usage[team], u, usageEqual) {
 		s.changedNode(team)
 	}
 	s.usage[team] = u

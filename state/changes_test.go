@@ -30,6 +30,7 @@ func TestTakeChanges(t *testing.T) {
 		ev   events.Event
 		want Changes
 	}{
+		{"a ClusterQueue's first status, with no usage", events.QueueUpserted(t0, &events.Queue{Name: "team-alpha", Managed: true}), Changes{}},
 		{"a team's usage", usage("4"), Changes{Nodes: []string{"team-beta"}}},
 		{"the same usage again (Kueue rewrote its status)", usage("4"), Changes{}},
 		{"a Node: root's capacity", events.NodeUpserted(t0, &events.Node{Name: "n5", Labels: map[string]string{"gpu": "a100"}, Ready: true}), Changes{Nodes: []string{"root"}}},

@@ -58,6 +58,11 @@ type Applier struct {
 	// the projection goroutine uses it.
 	seenMu         sync.Mutex
 	seen, nextSeen map[string]seenAt
+	// statusSent remembers, per node, the last status written: its hash
+	// and the resourceVersion cached when it was sent. While the cache
+	// still holds that version, it has not seen the write yet, and the same
+	// status is not sent again.
+	statusSent map[string]statusSeen
 	// inflight counts the writes being sent, per object key: a cache
 	// notification for an object with a write in flight is its echo.
 	inflight map[string]int
@@ -82,6 +87,11 @@ type refusal struct {
 	delay time.Duration
 	until time.Time
 	err   error
+}
+
+type statusSeen struct {
+	before string
+	hash   uint64
 }
 
 type seenAt struct {
@@ -148,16 +158,8 @@ func (a *Applier) ApplyNode(ctx context.Context, no *projector.NodeOutput) *Resu
 	if !no.Materialize {
 		return res
 	}
-	out := &projector.Output{Materialize: true, Held: map[string]bool{}, LocalQueues: no.LocalQueues}
-	if no.Held {
-		out.Held[no.Name] = true
-	}
-	if no.Cohort != nil {
-		out.Cohorts = append(out.Cohorts, no.Cohort)
-	}
-	if no.ClusterQueue != nil {
-		out.ClusterQueues = append(out.ClusterQueues, no.ClusterQueue)
-	}
+	out := &projector.Output{Materialize: true}
+	out.Add(*no)
 	a.runOneByOne(ctx, a.kueueWrites(ctx, out, res), res)
 	a.runOneByOne(ctx, a.nodeSweeps(no.Name, out, res), res)
 	return res
@@ -665,11 +667,19 @@ func (a *Applier) statusWrites(ctx context.Context, out *projector.Output, res *
 		if cur == nil || !cur.DeletionTimestamp.IsZero() && name != v1beta1.RootName {
 			continue
 		}
+		h := hashOf(out.Statuses[name])
+		a.seenMu.Lock()
+		sent, ok := a.statusSent[name]
+		a.seenMu.Unlock()
+		if ok && sent.hash == h && sent.before == cur.ResourceVersion {
+			continue // written, not yet in the cache
+		}
 		st := out.Statuses[name].DeepCopy()
 		stampConditions(st, &cur.Status, a.Now())
 		if statusEqual(st, &cur.Status) {
 			continue
 		}
+		before := cur.ResourceVersion
 		if klog.V(4).Enabled() {
 			a1, _ := toJSONMap(st)
 			b1, _ := toJSONMap(&cur.Status)
@@ -684,6 +694,14 @@ func (a *Applier) statusWrites(ctx context.Context, out *projector.Output, res *
 			_, err = a.AQs.ApplyStatus(ctx, ac, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 			if apierrors.IsNotFound(err) {
 				return nil
+			}
+			if err == nil {
+				a.seenMu.Lock()
+				if a.statusSent == nil {
+					a.statusSent = map[string]statusSeen{}
+				}
+				a.statusSent[node] = statusSeen{before: before, hash: h}
+				a.seenMu.Unlock()
 			}
 			return err
 		}})
