@@ -113,9 +113,9 @@ func New(o *Options, cfg *rest.Config) (*Manager, error) {
 	}
 	m.aqs = quotas.OmeV1beta1().AcceleratorQuotas()
 	m.inf = &informerSet{
-		core:  informers.NewSharedInformerFactory(m.kube, noResync),
-		kueue: kueueinformers.NewSharedInformerFactory(m.kueue, noResync),
-		quota: aqinformers.NewSharedInformerFactory(quotas, noResync),
+		core:  informers.NewSharedInformerFactoryWithOptions(m.kube, noResync, informers.WithTransform(dropManagedFields)),
+		kueue: kueueinformers.NewSharedInformerFactoryWithOptions(m.kueue, noResync, kueueinformers.WithTransform(dropManagedFields)),
+		quota: aqinformers.NewSharedInformerFactoryWithOptions(quotas, noResync, aqinformers.WithTransform(dropManagedFields)),
 	}
 	m.inf.aq = m.inf.quota.Ome().V1beta1().AcceleratorQuotas().Informer()
 	kq := m.inf.kueue.Kueue().V1beta2()
