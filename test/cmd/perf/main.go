@@ -134,10 +134,14 @@ type bench struct {
 
 func run() error {
 	q := flag.Bool("quick", false, "a small tree, in about a minute")
+	cohorts := flag.Int("cohorts", 0, "Cohorts under root, instead of the tree's (20 teams each in the full tree)")
 	flag.Parse()
 	sh := full
 	if *q {
 		sh = quick
+	}
+	if *cohorts > 0 {
+		sh.cohorts = max(*cohorts, sh.small+1)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
