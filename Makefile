@@ -4,7 +4,7 @@ SHELL := /bin/bash
 GO ?= go
 PKGS := ./...
 
-.PHONY: all test demo tools generate lint fuzz bench image plugin
+.PHONY: all test demo tools generate lint fuzz bench image plugin perf
 
 all: lint test
 
@@ -75,6 +75,11 @@ lint:
 FUZZTIME ?= 10m
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzApply -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./state/
+
+## perf: the manager against a bare client on the local control plane, T21k
+## (about 10 minutes on 2 cores); QUICK=1 runs a small tree in about a minute.
+perf: tools
+	$(GO) run ./test/cmd/perf $(if $(QUICK),-quick)
 
 ## bench: the core's per-event benchmarks.
 bench:

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 	kueueinformers "sigs.k8s.io/kueue/client-go/informers/externalversions"
@@ -57,3 +58,14 @@ func (s *informerSet) waitForSync(stop <-chan struct{}) error {
 }
 
 const noResync = time.Duration(0)
+
+// dropManagedFields leaves metadata.managedFields out of the caches: nothing
+// reads them, and they are often the largest part of a small object (a
+// LocalQueue, a fake Node), so the caches hold less than a plain
+// informer's.
+func dropManagedFields(obj any) (any, error) {
+	if o, err := meta.Accessor(obj); err == nil {
+		o.SetManagedFields(nil)
+	}
+	return obj, nil
+}

@@ -100,16 +100,14 @@ func (m *Manager) announceApplied(transitions []state.Transition) {
 	}
 }
 
-// announceOutcomes emits ObjectConflict when a node's outcome becomes one;
-// m.mu is held and m.outcomes still holds the previous outcomes.
-func (m *Manager) announceOutcomes(next map[string]projector.Outcome) {
+// announceOutcome emits ObjectConflict when a node's outcome becomes one;
+// m.mu is held and m.outcomes still holds the node's previous outcome.
+func (m *Manager) announceOutcome(node string, o projector.Outcome) {
 	if m.announce == nil || !m.leader.Load() {
 		return
 	}
-	for node, o := range next {
-		if o.Kind == projector.OutcomeConflict && m.outcomes[node].Kind != projector.OutcomeConflict {
-			m.emit(node, corev1.EventTypeWarning, EventObjectConflict, o.Message)
-		}
+	if o.Kind == projector.OutcomeConflict && m.outcomes[node].Kind != projector.OutcomeConflict {
+		m.emit(node, corev1.EventTypeWarning, EventObjectConflict, o.Message)
 	}
 }
 

@@ -88,8 +88,8 @@ func DefaultOptions() *Options {
 		MetricsSecure:      true,
 		HealthAddr:         ":8081",
 		ApplyWorkers:       16,
-		KubeAPIQPS:         200,
-		KubeAPIBurst:       400,
+		KubeAPIQPS:         100,
+		KubeAPIBurst:       200,
 		DRA:                true,
 		DRAConfigPoll:      10 * time.Second,
 		LeaderElect:        true,
@@ -117,8 +117,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure, "serve /metrics over HTTPS, to scrapers whose bearer token the API server authenticates (TokenReview) and allows to get the non-resource URL /metrics (SubjectAccessReview); false serves plain HTTP to anyone, for local use")
 	fs.StringVar(&o.MetricsCertDir, "metrics-cert-dir", o.MetricsCertDir, "folder holding tls.crt and tls.key for the metrics endpoint, reloaded when they change; empty means a self-signed certificate made in memory at start")
 	fs.StringVar(&o.HealthAddr, "health-probe-bind-address", o.HealthAddr, "address of /healthz and /readyz; 0 turns them off")
-	fs.IntVar(&o.ApplyWorkers, "apply-workers", o.ApplyWorkers, "writes to the API server in flight at once")
-	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "client-side request rate to the API server")
+	fs.IntVar(&o.ApplyWorkers, "apply-workers", o.ApplyWorkers, "nodes compared and written at once, each one write at a time (two more workers take only urgent changes)")
+	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "client-side request rate to the API server (raise it, with --kube-api-burst and --apply-workers, for a first materialization of thousands of objects: see docs/performance.md)")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "client-side request burst to the API server")
 	fs.BoolVar(&o.DRA, "dra", o.DRA, "measure DRA devices from DeviceClasses and ResourceSlices (resource.k8s.io/v1) when the API server serves them")
 	fs.StringVar(&o.DRAConfig, "dra-config", o.DRAConfig, "file with the DRA deviceClassMappings (logical resource name -> DeviceClass names, optional Counter sources); Kueue's own Configuration file is accepted as is")

@@ -61,7 +61,7 @@ type Manager struct {
 	outcomes map[string]projector.Outcome
 	applied  chan struct{} // closed and replaced after each event
 
-	dirty  chan struct{}
+	shell  *shell
 	leader atomic.Bool
 	ready  atomic.Bool
 	// stateSynced is set once the state has applied the Synced marker:
@@ -102,7 +102,7 @@ func RestConfig(o *Options) (*rest.Config, error) {
 
 // New builds a manager; nothing runs until Run.
 func New(o *Options, cfg *rest.Config) (*Manager, error) {
-	m := &Manager{opts: o, cfg: cfg, metrics: metrics.New(), st: state.New(), outcomes: map[string]projector.Outcome{}, dirty: make(chan struct{}, 1), applied: make(chan struct{})}
+	m := &Manager{opts: o, cfg: cfg, metrics: metrics.New(), st: state.New(), outcomes: map[string]projector.Outcome{}, applied: make(chan struct{})}
 	var err error
 	if m.kube, err = kubernetes.NewForConfig(cfg); err != nil {
 		return nil, err
@@ -116,19 +116,24 @@ func New(o *Options, cfg *rest.Config) (*Manager, error) {
 	}
 	m.aqs = quotas.OmeV1beta1().AcceleratorQuotas()
 	m.inf = &informerSet{
-		core:  informers.NewSharedInformerFactory(m.kube, noResync),
-		kueue: kueueinformers.NewSharedInformerFactory(m.kueue, noResync),
-		quota: aqinformers.NewSharedInformerFactory(quotas, noResync),
+		core:  informers.NewSharedInformerFactoryWithOptions(m.kube, noResync, informers.WithTransform(dropManagedFields)),
+		kueue: kueueinformers.NewSharedInformerFactoryWithOptions(m.kueue, noResync, kueueinformers.WithTransform(dropManagedFields)),
+		quota: aqinformers.NewSharedInformerFactoryWithOptions(quotas, noResync, aqinformers.WithTransform(dropManagedFields)),
 	}
 	m.inf.aq = m.inf.quota.Ome().V1beta1().AcceleratorQuotas().Informer()
 	kq := m.inf.kueue.Kueue().V1beta2()
+	lqs := kq.LocalQueues().Informer()
+	if err := lqs.AddIndexers(cache.Indexers{lqByName: indexByName}); err != nil {
+		return nil, err
+	}
 	m.applier = &apply.Applier{
 		Kueue: m.kueue, AQs: m.aqs, Metrics: m.metrics, Workers: o.ApplyWorkers, Now: time.Now,
 		Listers: apply.Listers{
 			Cohorts: kq.Cohorts().Lister(), ClusterQueues: kq.ClusterQueues().Lister(), LocalQueues: kq.LocalQueues().Lister(),
-			AQ: aqGetter(m.inf.aq),
+			AQ: aqGetter(m.inf.aq), LocalQueuesNamed: localQueuesNamed(lqs),
 		},
 	}
+	m.shell = newShell(m)
 	next := uint64(1)
 	if o.EventLog != "" {
 		so, err := o.StoreOptions()
@@ -218,8 +223,9 @@ func (m *Manager) Run(ctx context.Context) error {
 		{m.inf.core.Core().V1().Nodes().Informer(), handlers.Nodes()},
 		{kq.ResourceFlavors().Informer(), handlers.Flavors()},
 		{kq.ClusterQueues().Informer(), handlers.ClusterQueues()},
-		{kq.Cohorts().Informer(), m.kick()},
-		{kq.LocalQueues().Informer(), m.kick()},
+		{kq.ClusterQueues().Informer(), drift{m.shell, "ClusterQueue"}},
+		{kq.Cohorts().Informer(), drift{m.shell, "Cohort"}},
+		{kq.LocalQueues().Informer(), drift{m.shell, "LocalQueue"}},
 	} {
 		reg, err := h.inf.AddEventHandler(h.h)
 		if err != nil {
@@ -280,7 +286,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	// webhook may need this replica to be ready before it admits the write.
 	go m.ensureRoot(ctx)
 	m.startAnnouncer(ctx)
-	go m.projectLoop(ctx)
+	m.shell.run(ctx, m.opts.ApplyWorkers)
 	m.ready.Store(true)
 	log.Info("caches synced; running", "enrolledNamespaces", m.opts.EnrolledNamespaces, "tick", m.opts.TickInterval())
 
@@ -312,16 +318,6 @@ func (m *Manager) Run(ctx context.Context) error {
 	return err
 }
 
-// kick re-projects on changes to the objects the applier compares with.
-func (m *Manager) kick() cacheHandler { return cacheHandler{m.markDirty} }
-
-func (m *Manager) markDirty() {
-	select {
-	case m.dirty <- struct{}{}:
-	default:
-	}
-}
-
 // consume is the one goroutine that applies events to the state.
 func (m *Manager) consume(ctx context.Context) error {
 	log := klog.FromContext(ctx)
@@ -329,13 +325,14 @@ func (m *Manager) consume(ctx context.Context) error {
 		// What the state sees is what the log holds: the event is queued
 		// for the log before it is applied, and nothing derived from it is
 		// written to the API server before the log has it (see
-		// projectLoop). A failed append is logged and counted; the state
+		// materialize). A failed append is logged and counted; the state
 		// still applies the event, and a replay reports the gap.
 		if m.rec != nil {
 			m.rec.Record(ev)
 		}
 		m.mu.Lock()
 		transitions := m.st.Apply(ev)
+		changes := m.st.TakeChanges()
 		m.announceApplied(transitions)
 		m.noteDRA(log, ev)
 		close(m.applied)
@@ -344,87 +341,18 @@ func (m *Manager) consume(ctx context.Context) error {
 		if ev.Kind == events.KindSynced {
 			m.stateSynced.Store(true)
 		}
+		m.shell.note(ev.Kind, changes)
 		m.metrics.Events.WithLabelValues(string(ev.Kind)).Inc()
 		m.metrics.EventLag.Observe(time.Since(ev.Time).Seconds())
 		for _, t := range transitions {
 			log.V(1).Info("transition", "transition", t)
 		}
-		m.markDirty()
 		return nil
 	})
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}
 	return err
-}
-
-// projectLoop projects after each burst of events and, as leader, applies.
-func (m *Manager) projectLoop(ctx context.Context) {
-	log := klog.FromContext(ctx)
-	var retry <-chan time.Time
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-m.dirty:
-		case <-retry:
-		}
-		retry = nil
-		// Let a burst of events land before projecting.
-		time.Sleep(20 * time.Millisecond)
-		m.mu.Lock()
-		in := m.input()
-		seq := m.st.LastSeq()
-		m.mu.Unlock()
-		out := projector.Project(in)
-		if !m.leader.Load() {
-			continue
-		}
-		if m.rec != nil {
-			// Every event this projection derives from is in the log before
-			// any write it causes leaves the manager.
-			m.rec.Wait(seq)
-		}
-		started := time.Now()
-		res := m.applier.ApplyObjects(ctx, out)
-		m.metrics.ApplySeconds.Observe(time.Since(started).Seconds())
-		changed := m.setOutcomes(res.Outcomes)
-		if changed {
-			// Statuses from this pass's outcomes, not the last one's: a new
-			// leader must not report Pending for objects already in place.
-			m.mu.Lock()
-			in = m.input()
-			m.mu.Unlock()
-			out = projector.Project(in)
-		}
-		sres := m.applier.ApplyStatus(ctx, out)
-		res.Writes += sres.Writes
-		res.Errors = append(res.Errors, sres.Errors...)
-		if res.Writes > 0 || len(res.Errors) > 0 {
-			log.V(1).Info("materialized", "writes", res.Writes, "confirmed", res.Confirmed, "swept", res.Swept, "errors", len(res.Errors))
-		}
-		switch {
-		case len(res.Errors) > 0:
-			retry = time.After(2 * time.Second)
-		case !res.RetryAt.IsZero():
-			// A write refused for good is retried when its backoff ends.
-			retry = time.After(time.Until(res.RetryAt))
-		}
-	}
-}
-
-func (m *Manager) setOutcomes(o map[string]projector.Outcome) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	changed := len(o) != len(m.outcomes)
-	for k, v := range o {
-		if m.outcomes[k] != v {
-			changed = true
-		}
-	}
-	m.announceOutcomes(o)
-	m.outcomes = o
-	return changed
 }
 
 // ensureRoot creates root when it is missing at start, and puts its
@@ -516,7 +444,7 @@ func (m *Manager) becomeLeader(ctx context.Context) {
 	m.leader.Store(true)
 	m.metrics.Leader.Set(1)
 	m.metrics.LeaderTransitions.Inc()
-	m.markDirty()
+	m.shell.resync()
 }
 
 // serve runs the metrics and health endpoints. /metrics is HTTPS with

@@ -4,8 +4,9 @@ import (
 	"ome.io/quota-manager/projector"
 )
 
-// input reads the state into the projection's input; m.mu is held.
-func (m *Manager) input() projector.Input {
+// settings reads what projecting one node needs besides the node; m.mu is
+// held.
+func (m *Manager) settings() projector.Input {
 	c := m.st.Config()
-	return projector.FromState(m.st, c.EnrolledNamespaces, projector.CoverResources(c.CoverResources), m.outcomes)
+	return projector.Settings(m.st, c.EnrolledNamespaces, projector.CoverResources(c.CoverResources), nil)
 }

@@ -91,7 +91,7 @@ var (
 		Help: "Write requests that failed."}
 	mApplySeconds = Spec{Name: "ome_quota_backend_apply_seconds", Type: Histogram, Source: applier,
 		Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
-		Help:    "Duration of one materialization pass: compare, write what differs, sweep."}
+		Help:    "Duration of one node's materialization: compare its objects, write what differs, sweep."}
 	mEvents = Spec{Name: "ome_quota_events_total", Type: Counter, Labels: []string{"kind"}, Source: consumer,
 		Help: "Events applied to the state, by kind."}
 	mEventLag = Spec{Name: "ome_quota_event_lag_seconds", Type: Histogram, Source: consumer,
@@ -129,6 +129,7 @@ func Catalog() []Spec {
 		mApplied, mSwept, mWrites, mWriteErrors, mApplySeconds, mEvents, mEventLag, mEventLogErrors,
 		mWebhookVerdicts, mWebhookRecord, mWebhookReview, mWebhookSettle,
 		mLeader, mLeaderTransitions, mKubeEvents, mBuildInfo,
+		mQueueDepth, mQueueAdds, mQueueRetries, mQueueLatency, mQueueWork, mQueueUnfinished, mQueueLongest,
 	}
 	sortSpecs(out)
 	return out

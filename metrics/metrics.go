@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"k8s.io/client-go/util/workqueue"
 )
 
 // Metrics holds the instrumented collectors; the state's gauges come from
@@ -19,7 +20,7 @@ type Metrics struct {
 	Applied, Swept *prometheus.CounterVec
 	Writes         *prometheus.CounterVec
 	WriteErrors    *prometheus.CounterVec
-	// ApplySeconds is the duration of one materialization pass.
+	// ApplySeconds is the duration of one node's comparison and writes.
 	ApplySeconds prometheus.Histogram
 	// Events counts events applied by kind; EventLag is the time from
 	// receipt to application.
@@ -46,6 +47,8 @@ type Metrics struct {
 	LeaderTransitions prometheus.Counter
 	// KubeEvents counts Kubernetes Events emitted on transitions, by reason.
 	KubeEvents *prometheus.CounterVec
+	// Queues is the metrics provider of the shell's work queues.
+	Queues workqueue.MetricsProvider
 
 	source     atomic.Pointer[func() Snapshot]
 	collectors []prometheus.Collector
@@ -80,6 +83,8 @@ func New() *Metrics {
 	m.Leader = gauge(mLeader)
 	m.LeaderTransitions = counter(mLeaderTransitions)
 	m.KubeEvents = counterVec(mKubeEvents)
+	queues := newQueueMetrics()
+	m.Queues = queues
 	// The series the alert rules read exist at 0 from the start, so that a
 	// rate over them is 0, not absent, until something happens.
 	for _, k := range ObjectKinds {
@@ -98,6 +103,7 @@ func New() *Metrics {
 		m.Leader, m.LeaderTransitions, m.KubeEvents,
 		newBuildInfo(), &stateCollector{m: m},
 	)
+	m.register(queues.collectors()...)
 	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -113,6 +119,10 @@ func (m *Metrics) SetSource(f func() Snapshot) { m.source.Store(&f) }
 
 func counterVec(s Spec) *prometheus.CounterVec {
 	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: s.Name, Help: s.Help}, s.Labels)
+}
+
+func gaugeVec(s Spec) *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: s.Name, Help: s.Help}, s.Labels)
 }
 
 func counter(s Spec) prometheus.Counter {

@@ -42,34 +42,15 @@ func labels() map[string]string {
 func Project(in Input) *Output {
 	nodes := slices.Clone(in.Nodes)
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
-	namespaces := slices.Clone(in.EnrolledNamespaces)
-	sort.Strings(namespaces)
-	namespaces = slices.Compact(namespaces)
+	in.EnrolledNamespaces = Namespaces(in.EnrolledNamespaces)
 
 	out := &Output{
-		Materialize: len(namespaces) > 0,
+		Materialize: len(in.EnrolledNamespaces) > 0,
 		Held:        map[string]bool{},
 		Statuses:    map[string]*v1beta1.AcceleratorQuotaStatus{},
 	}
 	for i := range nodes {
-		n := &nodes[i]
-		out.Statuses[n.Name] = status(n, in, out.Materialize)
-		if !n.Ready {
-			out.Held[n.Name] = true
-			continue
-		}
-		if !out.Materialize {
-			continue
-		}
-		switch n.Role {
-		case v1beta1.RoleCohort:
-			out.Cohorts = append(out.Cohorts, cohort(n))
-		case v1beta1.RoleClusterQueue:
-			out.ClusterQueues = append(out.ClusterQueues, clusterQueue(n, namespaces, in.CoverResources))
-			for _, ns := range namespaces {
-				out.LocalQueues = append(out.LocalQueues, localQueue(n, ns))
-			}
-		}
+		out.Add(ProjectNode(&nodes[i], in))
 	}
 	sort.SliceStable(out.LocalQueues, func(i, j int) bool {
 		a, b := out.LocalQueues[i], out.LocalQueues[j]
@@ -78,6 +59,76 @@ func Project(in Input) *Output {
 		}
 		return *a.Name < *b.Name
 	})
+	return out
+}
+
+// Add adds one node's share to the projection, its objects after those
+// already there.
+func (out *Output) Add(no NodeOutput) {
+	if out.Held == nil {
+		out.Held = map[string]bool{}
+	}
+	if out.Statuses == nil {
+		out.Statuses = map[string]*v1beta1.AcceleratorQuotaStatus{}
+	}
+	out.Statuses[no.Name] = no.Status
+	if no.Held {
+		out.Held[no.Name] = true
+	}
+	if no.Cohort != nil {
+		out.Cohorts = append(out.Cohorts, no.Cohort)
+	}
+	if no.ClusterQueue != nil {
+		out.ClusterQueues = append(out.ClusterQueues, no.ClusterQueue)
+	}
+	out.LocalQueues = append(out.LocalQueues, no.LocalQueues...)
+}
+
+// Namespaces sorts and deduplicates enrolled namespaces, as ProjectNode
+// reads them.
+func Namespaces(enrolled []string) []string {
+	ns := slices.Clone(enrolled)
+	slices.Sort(ns)
+	return slices.Compact(ns)
+}
+
+// NodeOutput is one node's share of a projection: what the shell compares
+// when only that node changed.
+type NodeOutput struct {
+	Name string
+	// Materialize is false while no namespace is enrolled.
+	Materialize bool
+	// Held is true for a node that is not Ready: its Kueue objects are
+	// neither written nor swept.
+	Held bool
+	// The node's desired Kueue objects: a Cohort, or a ClusterQueue and
+	// a LocalQueue per enrolled namespace (sorted); none while held or
+	// while nothing is materialized.
+	Cohort       *kueueac.CohortApplyConfiguration
+	ClusterQueue *kueueac.ClusterQueueApplyConfiguration
+	LocalQueues  []*kueueac.LocalQueueApplyConfiguration
+	// Status is the node's status, without lastTransitionTime.
+	Status *v1beta1.AcceleratorQuotaStatus
+}
+
+// ProjectNode computes one node's desired objects and status. Of in it
+// reads the settings, root's capacity and the node's outcome, not Nodes;
+// in.EnrolledNamespaces must be sorted and deduplicated (Namespaces).
+func ProjectNode(n *Node, in Input) NodeOutput {
+	materialize := len(in.EnrolledNamespaces) > 0
+	out := NodeOutput{Name: n.Name, Materialize: materialize, Held: !n.Ready, Status: status(n, in, materialize)}
+	if !n.Ready || !materialize {
+		return out
+	}
+	switch n.Role {
+	case v1beta1.RoleCohort:
+		out.Cohort = cohort(n)
+	case v1beta1.RoleClusterQueue:
+		out.ClusterQueue = clusterQueue(n, in.EnrolledNamespaces, in.CoverResources)
+		for _, ns := range in.EnrolledNamespaces {
+			out.LocalQueues = append(out.LocalQueues, localQueue(n, ns))
+		}
+	}
 	return out
 }
 

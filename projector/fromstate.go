@@ -10,6 +10,16 @@ import (
 // FromState builds the projection's input from the core's state and the
 // shell's settings. The state is only read.
 func FromState(s *state.State, enrolled []string, cover map[string]resource.Quantity, outcomes map[string]Outcome) Input {
+	in := Settings(s, enrolled, cover, outcomes)
+	for _, nv := range s.Nodes() {
+		in.Nodes = append(in.Nodes, nodeOf(s, nv))
+	}
+	return in
+}
+
+// Settings is FromState without the nodes: what ProjectNode reads besides
+// the node itself.
+func Settings(s *state.State, enrolled []string, cover map[string]resource.Quantity, outcomes map[string]Outcome) Input {
 	in := Input{
 		Capacity:           s.CapacityStatus(),
 		EnrolledNamespaces: enrolled,
@@ -19,26 +29,37 @@ func FromState(s *state.State, enrolled []string, cover map[string]resource.Quan
 	for _, u := range s.Unbudgeted() {
 		in.Unbudgeted = append(in.Unbudgeted, v1beta1.UnbudgetedDevices{DeviceClassName: u.DeviceClass, Devices: u.Devices})
 	}
-	for _, nv := range s.Nodes() {
-		n := Node{
-			Name:       nv.Name,
-			Generation: nv.Generation,
-			Role:       nv.Spec.Role,
-			Parent:     nv.Parent,
-			Budgets:    nv.Spec.Budgets,
-			Ready:      nv.Status.Ready(),
-			Reason:     string(nv.Reason),
-			Message:    nv.Message,
-		}
-		if nv.Spec.Role == v1beta1.RoleClusterQueue {
-			for _, u := range s.Usage(nv.Name) {
-				if n.Usage == nil {
-					n.Usage = map[Pair]Usage{}
-				}
-				n.Usage[Pair{u.Resource, u.Flavor}] = Usage{Admitted: u.Admitted, Reserved: u.Reserved, Borrowed: u.Borrowed}
-			}
-		}
-		in.Nodes = append(in.Nodes, n)
-	}
 	return in
+}
+
+// NodeFromState is one node of the projection's input, read from the
+// state; false when the node does not exist.
+func NodeFromState(s *state.State, name string) (Node, bool) {
+	nv, ok := s.Node(name)
+	if !ok {
+		return Node{}, false
+	}
+	return nodeOf(s, nv), true
+}
+
+func nodeOf(s *state.State, nv state.NodeView) Node {
+	n := Node{
+		Name:       nv.Name,
+		Generation: nv.Generation,
+		Role:       nv.Spec.Role,
+		Parent:     nv.Parent,
+		Budgets:    nv.Spec.Budgets,
+		Ready:      nv.Status.Ready(),
+		Reason:     string(nv.Reason),
+		Message:    nv.Message,
+	}
+	if nv.Spec.Role == v1beta1.RoleClusterQueue {
+		for _, u := range s.Usage(nv.Name) {
+			if n.Usage == nil {
+				n.Usage = map[Pair]Usage{}
+			}
+			n.Usage[Pair{u.Resource, u.Flavor}] = Usage{Admitted: u.Admitted, Reserved: u.Reserved, Borrowed: u.Borrowed}
+		}
+	}
+	return n
 }

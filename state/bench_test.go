@@ -2,6 +2,7 @@ package state
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -170,4 +171,37 @@ func BenchmarkAdmit(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkTreeHeap reports the heap a tree of T21k's shape holds in the
+// state (51 Cohorts, 1,000 teams: 1,051 nodes), per node: the state
+// machines' share of it was 13.7 MiB of 73 MiB when each node had its own.
+func BenchmarkTreeHeap(b *testing.B) {
+	tree := []events.Event{quota("root", spec(v1beta1.RoleCohort))}
+	for c := range 50 {
+		cohort := fmt.Sprintf("cohort-%02d", c)
+		tree = append(tree, quota(cohort, spec(v1beta1.RoleCohort, under("root"))))
+		for t := range 20 {
+			tree = append(tree, quota(fmt.Sprintf("team-%02d-%02d", c, t), spec(v1beta1.RoleClusterQueue, under(cohort))))
+		}
+	}
+	var keep *State
+	for b.Loop() {
+		keep = nil
+		before := heapInUse()
+		s := New()
+		applyAll(s, tree...)
+		keep = s
+		b.ReportMetric(float64(heapInUse()-before)/float64(len(tree)), "heapB/node")
+	}
+	if len(keep.Nodes()) != len(tree) {
+		b.Fatalf("%d nodes, want %d", len(keep.Nodes()), len(tree))
+	}
+}
+
+func heapInUse() int64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
 }

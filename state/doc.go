@@ -1,5 +1,5 @@
 // Package state is the quota manager's pure, event-sourced core: the
-// reducer, the rule book, a state machine per tree node, and root's
+// reducer, the rule book, a state machine for every tree node, and root's
 // capacity with its high-water marks.
 //
 // # Using it
@@ -141,9 +141,13 @@
 //
 // # State machines
 //
-// Every node has a looplab/fsm machine with one phase per rule plus Ready,
-// Frozen, Pending (created, not yet evaluated) and Deleted (terminal). Its
-// events are named after their destination ("toReady", "toFrozen", ...).
-// The reducer moves a machine only when the phase changes; the machine's
-// single callback, enter_state, records the Transition and nothing else.
+// Every node moves through one looplab/fsm machine, shared by the nodes of
+// a state (the transition table is held once, not once per node: it was
+// 13.7 MiB of a 73 MiB heap at 1,051 nodes), with one phase per rule plus
+// Ready, Frozen, Pending (created, not yet evaluated) and Deleted
+// (terminal). A node keeps its own phase; the machine is set to it before
+// each move. Its events are named after their destination ("toReady",
+// "toFrozen", ...). The reducer moves a node only when its phase changes;
+// the machine's single callback, enter_state, records the Transition and
+// nothing else.
 package state

@@ -73,27 +73,31 @@ var machineEvents = func() fsm.Events {
 	return evs
 }()
 
-// newMachine returns a node's state machine in phase at. Its only callback
-// records the transition through enter: it does no I/O and never calls back
-// into the machine.
-func newMachine(at Phase, enter func(from, to Phase, reason Reason, message string)) *fsm.FSM {
-	return fsm.NewFSM(string(at), machineEvents, fsm.Callbacks{
+// newMachine returns the state machine every node of a state moves
+// through: looplab/fsm keeps the transition table once, not once per node,
+// and a node's phase is its own (member.phase), set on the machine before
+// each move. Its only callback records the transition through enter: it
+// does no I/O and never calls back into the machine.
+func newMachine(enter func(node string, from, to Phase, reason Reason, message string)) *fsm.FSM {
+	return fsm.NewFSM(string(PhasePending), machineEvents, fsm.Callbacks{
 		"enter_state": func(_ context.Context, e *fsm.Event) {
-			reason, message := e.Args[0].(Reason), e.Args[1].(string)
-			enter(Phase(e.Src), Phase(e.Dst), reason, message)
+			node, reason, message := e.Args[0].(string), e.Args[1].(Reason), e.Args[2].(string)
+			enter(node, Phase(e.Src), Phase(e.Dst), reason, message)
 		},
 	})
 }
 
-// move takes the machine to phase to. Staying in the same phase is a no-op
-// (the machine reports it as NoTransitionError); any other refusal is a bug
-// in the reducer, which computes only moves that the table allows.
-func move(m *fsm.FSM, to Phase, reason Reason, message string) {
-	if m.Current() == string(to) {
+// move takes node from phase from to phase to on machine m. Staying in the
+// same phase is a no-op (the machine reports it as NoTransitionError); any
+// other refusal is a bug in the reducer, which computes only moves that the
+// table allows.
+func move(m *fsm.FSM, node string, from, to Phase, reason Reason, message string) {
+	if from == to {
 		return
 	}
-	err := m.Event(context.Background(), eventTo(to), reason, message)
+	m.SetState(string(from))
+	err := m.Event(context.Background(), eventTo(to), node, reason, message)
 	if err != nil && !errors.As(err, &fsm.NoTransitionError{}) {
-		panic(fmt.Sprintf("state machine refused %s -> %s: %v", m.Current(), to, err))
+		panic(fmt.Sprintf("state machine refused %s: %s -> %s: %v", node, from, to, err))
 	}
 }

@@ -115,7 +115,7 @@ func checkInvariants(s *State) error {
 	}
 
 	// Phases: each node's follows from its violations and its nearest
-	// broken ancestor; its machine agrees; no Ready node has a non-Ready
+	// broken ancestor; no Ready node has a non-Ready
 	// ancestor.
 	for _, name := range sortedKeys(s.members) {
 		m := s.members[name]
@@ -132,8 +132,8 @@ func checkInvariants(s *State) error {
 			return fmt.Errorf("node %s: frozen by %q (%s), from scratch %q (%s)", name, m.frozenBy, m.frozenAs, by, as)
 		}
 		phase, _, msg := m.settled()
-		if phase != m.phase || msg != m.message || m.machine.Current() != string(phase) {
-			return fmt.Errorf("node %s: phase %s (machine %s) message %q, want %s %q", name, m.phase, m.machine.Current(), m.message, phase, msg)
+		if phase != m.phase || msg != m.message {
+			return fmt.Errorf("node %s: phase %s message %q, want %s %q", name, m.phase, m.message, phase, msg)
 		}
 		if m.phase == PhaseReady {
 			for cur := m.shape.parent; cur != ""; cur = s.members[cur].shape.parent {

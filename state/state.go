@@ -47,6 +47,12 @@ type State struct {
 
 	pass  pass
 	facts Facts // scratch for evaluate, so that it allocates nothing
+	// machine moves every node between phases (see newMachine).
+	machine *fsm.FSM
+
+	// What the events since the last TakeChanges changed (see Changes).
+	changed    map[string]struct{}
+	changedAll bool
 }
 
 // member is one node of the tree.
@@ -61,7 +67,6 @@ type member struct {
 	frozenAs Reason // that ancestor's primary reason
 	phase    Phase
 	message  string
-	machine  *fsm.FSM
 }
 
 // shape is what the rules read of a spec; a spec change that leaves it
@@ -92,7 +97,7 @@ func (s shape) equal(o shape) bool {
 // New returns the state before any event: no tree, no cluster, the default
 // configuration, and no measurement taken yet.
 func New() *State {
-	return &State{
+	s := &State{
 		cfg:          events.DefaultConfig(),
 		members:      map[string]*member{},
 		kids:         map[string][]string{},
@@ -109,6 +114,8 @@ func New() *State {
 		usage:        map[string][]events.Usage{},
 		pass:         newPass(),
 	}
+	s.machine = s.newMachine()
+	return s
 }
 
 // Apply applies one event and returns the phase transitions it caused, in
@@ -150,9 +157,9 @@ func (s *State) Apply(ev events.Event) []Transition {
 		}
 	case events.KindClusterQueue:
 		if ev.Op == events.OpDelete || !ev.Queue.Managed {
-			delete(s.usage, ev.Key)
+			s.setUsage(ev.Key, nil, false)
 		} else {
-			s.usage[ev.Key] = slices.SortedFunc(slices.Values(ev.Queue.Usage), compareUsage)
+			s.setUsage(ev.Key, ev.Queue.Usage, true)
 		}
 	case events.KindDeviceClass:
 		if ev.Op == events.OpDelete {
@@ -179,6 +186,7 @@ func (s *State) Apply(ev events.Event) []Transition {
 		s.failedAt, s.failure = s.now, ev.Failure.Reason
 	}
 	s.settle()
+	s.noteChanges(ev.Kind)
 	out := s.transitions
 	s.transitions = nil
 	return out
@@ -394,7 +402,6 @@ func (s *State) Clone() *State {
 		cm.shape.budgets = slices.Clone(m.shape.budgets)
 		cm.viols = slices.Clone(m.viols)
 		cm.place.Cycle = slices.Clone(m.place.Cycle)
-		cm.machine = c.newMachine(name, m.phase)
 		c.members[name] = &cm
 	}
 	c.kids = make(map[string][]string, len(s.kids))
@@ -436,15 +443,17 @@ func (s *State) Clone() *State {
 	c.reported = slices.Clone(s.reported)
 	c.usage = maps.Clone(s.usage) // usage slices are never modified in place
 	c.transitions = nil
+	c.changed, c.changedAll = nil, false
 	c.pass = newPass()
 	c.facts = Facts{}
+	c.machine = c.newMachine()
 	return &c
 }
 
-// newMachine returns the state machine of node name, recording its
+// newMachine returns the state machine of s's nodes, recording their
 // transitions into s.
-func (s *State) newMachine(name string, at Phase) *fsm.FSM {
-	return newMachine(at, func(from, to Phase, reason Reason, message string) {
-		s.transitions = append(s.transitions, Transition{Seq: s.seq, Node: name, From: from, To: to, Reason: reason, Message: message})
+func (s *State) newMachine() *fsm.FSM {
+	return newMachine(func(node string, from, to Phase, reason Reason, message string) {
+		s.transitions = append(s.transitions, Transition{Seq: s.seq, Node: node, From: from, To: to, Reason: reason, Message: message})
 	})
 }

@@ -38,6 +38,11 @@ func (s *State) upsertQuota(q *events.Quota) {
 	spec := &q.Spec // events are never modified once published: keep it
 	sh := shapeOf(name, spec)
 	m := s.members[name]
+	if m == nil || m.gen != q.Generation || !m.shape.equal(sh) {
+		// A status written back (the manager's own, most often) leaves the
+		// generation alone and changes nothing the projection reads.
+		s.changedNode(name)
+	}
 	if m != nil && m.shape.equal(sh) {
 		m.spec, m.gen = spec, q.Generation
 		return
@@ -46,7 +51,6 @@ func (s *State) upsertQuota(q *events.Quota) {
 	var old shape
 	if created {
 		m = &member{name: name, phase: PhasePending, place: Place{Depth: -1}}
-		m.machine = s.newMachine(name, PhasePending)
 		s.members[name] = m
 	} else {
 		old = m.shape
@@ -82,9 +86,10 @@ func (s *State) deleteQuota(name string) {
 	if m == nil {
 		return
 	}
+	s.changedNode(name)
 	s.relink(name, m.shape, shape{})
 	delete(s.members, name)
-	move(m.machine, PhaseDeleted, "", "")
+	move(s.machine, name, m.phase, PhaseDeleted, "", "")
 	s.queue(m.shape.parent)
 	for _, k := range s.kids[name] {
 		s.replace(k, false)
@@ -315,10 +320,13 @@ func (s *State) settle() {
 			continue
 		}
 		phase, reason, msg := m.settled()
+		if phase != m.phase || msg != m.message {
+			s.changedNode(name)
+		}
 		m.message = msg
 		if phase != m.phase {
+			move(s.machine, name, m.phase, phase, reason, msg)
 			m.phase = phase
-			move(m.machine, phase, reason, msg)
 		}
 	}
 }

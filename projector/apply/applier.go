@@ -36,6 +36,9 @@ type Listers struct {
 	LocalQueues   kueuelisters.LocalQueueLister
 	// AQ returns a node as cached, or nil.
 	AQ func(name string) *v1beta1.AcceleratorQuota
+	// LocalQueuesNamed lists the cached LocalQueues of one name in every
+	// namespace (an index); nil scans them all.
+	LocalQueuesNamed func(name string) []*kueuev1beta2.LocalQueue
 }
 
 // Applier writes projections.
@@ -53,7 +56,16 @@ type Applier struct {
 	// of the desired object last found to match it: while neither changes,
 	// the object is confirmed without decoding the cached copy again. Only
 	// the projection goroutine uses it.
+	seenMu         sync.Mutex
 	seen, nextSeen map[string]seenAt
+	// statusSent remembers, per node, the last status written: its hash
+	// and the resourceVersion cached when it was sent. While the cache
+	// still holds that version, it has not seen the write yet, and the same
+	// status is not sent again.
+	statusSent map[string]statusSeen
+	// inflight counts the writes being sent, per object key: a cache
+	// notification for an object with a write in flight is its echo.
+	inflight map[string]int
 
 	// backoff holds, per object, a write that failed with an error that
 	// retrying will not heal (the API server or a webhook refused the
@@ -75,6 +87,11 @@ type refusal struct {
 	delay time.Duration
 	until time.Time
 	err   error
+}
+
+type statusSeen struct {
+	before string
+	hash   uint64
 }
 
 type seenAt struct {
@@ -119,11 +136,41 @@ func (a *Applier) ApplyObjects(ctx context.Context, out *projector.Output) *Resu
 	if !out.Materialize {
 		return res
 	}
+	a.seenMu.Lock()
 	a.nextSeen = make(map[string]seenAt, len(a.seen))
+	a.seenMu.Unlock()
 	ws := a.kueueWrites(ctx, out, res)
+	a.seenMu.Lock()
 	a.seen, a.nextSeen = a.nextSeen, nil
+	a.seenMu.Unlock()
 	a.run(ctx, ws, res)
 	a.run(ctx, a.sweeps(ctx, out, res), res)
+	return res
+}
+
+// ApplyNode brings one node's Kueue objects to its projection: applies
+// what differs, then deletes the managed objects of its name it no longer
+// wants (all of them for a node that no longer exists; a LocalQueue of a
+// namespace no longer enrolled). Its writes go one after another: the
+// shell runs nodes in parallel. Its outcome feeds the node's status.
+func (a *Applier) ApplyNode(ctx context.Context, no *projector.NodeOutput) *Result {
+	res := &Result{Outcomes: map[string]projector.Outcome{}}
+	if !no.Materialize {
+		return res
+	}
+	out := &projector.Output{Materialize: true}
+	out.Add(*no)
+	a.runOneByOne(ctx, a.kueueWrites(ctx, out, res), res)
+	a.runOneByOne(ctx, a.nodeSweeps(no.Name, out, res), res)
+	return res
+}
+
+// ApplyNodeStatus writes one node's status when it differs from the
+// cached one.
+func (a *Applier) ApplyNodeStatus(ctx context.Context, name string, st *v1beta1.AcceleratorQuotaStatus) *Result {
+	res := &Result{Outcomes: map[string]projector.Outcome{}}
+	out := &projector.Output{Statuses: map[string]*v1beta1.AcceleratorQuotaStatus{name: st}}
+	a.runOneByOne(ctx, a.statusWrites(ctx, out, res), res)
 	return res
 }
 
@@ -178,7 +225,10 @@ func (a *Applier) kueueWrites(ctx context.Context, out *projector.Output, res *R
 		name := *d.Name
 		cur, err := a.Listers.Cohorts.Get(name)
 		if w, ok := a.decide(res, "Cohort", "", name, name, d, cur, err, cur != nil && managed(cur.Labels)); ok {
-			w.do = func(ctx context.Context) error { _, err := kq.Cohorts().Apply(ctx, d, opts); return err }
+			w.do = func(ctx context.Context) error {
+				o, err := kq.Cohorts().Apply(ctx, d, opts)
+				return a.wrote(w, o, err)
+			}
 			ws = append(ws, w)
 		}
 	}
@@ -186,7 +236,10 @@ func (a *Applier) kueueWrites(ctx context.Context, out *projector.Output, res *R
 		name := *d.Name
 		cur, err := a.Listers.ClusterQueues.Get(name)
 		if w, ok := a.decide(res, "ClusterQueue", "", name, name, d, cur, err, cur != nil && managed(cur.Labels)); ok {
-			w.do = func(ctx context.Context) error { _, err := kq.ClusterQueues().Apply(ctx, d, opts); return err }
+			w.do = func(ctx context.Context) error {
+				o, err := kq.ClusterQueues().Apply(ctx, d, opts)
+				return a.wrote(w, o, err)
+			}
 			ws = append(ws, w)
 		}
 	}
@@ -194,7 +247,10 @@ func (a *Applier) kueueWrites(ctx context.Context, out *projector.Output, res *R
 		name, ns := *d.Name, *d.Namespace
 		cur, err := a.Listers.LocalQueues.LocalQueues(ns).Get(name)
 		if w, ok := a.decide(res, "LocalQueue", ns, name, name, d, cur, err, cur != nil && managed(cur.Labels)); ok {
-			w.do = func(ctx context.Context) error { _, err := kq.LocalQueues(ns).Apply(ctx, d, opts); return err }
+			w.do = func(ctx context.Context) error {
+				o, err := kq.LocalQueues(ns).Apply(ctx, d, opts)
+				return a.wrote(w, o, err)
+			}
 			ws = append(ws, w)
 		}
 	}
@@ -299,7 +355,10 @@ func (a *Applier) matches(key string, desired, cached any) bool {
 	if o, ok := cached.(metav1.Object); ok {
 		at.rv = o.GetResourceVersion()
 	}
-	if a.seen[key] == at && at.rv != "" {
+	a.seenMu.Lock()
+	known := a.seen[key] == at && at.rv != ""
+	a.seenMu.Unlock()
+	if known {
 		a.remember(key, at)
 		return true
 	}
@@ -322,8 +381,59 @@ func (a *Applier) matches(key string, desired, cached any) bool {
 }
 
 func (a *Applier) remember(key string, at seenAt) {
+	a.seenMu.Lock()
+	defer a.seenMu.Unlock()
 	if a.nextSeen != nil {
 		a.nextSeen[key] = at
+	} else if a.seen != nil {
+		a.seen[key] = at
+	}
+}
+
+// wrote records a write's outcome: the resourceVersion the API server gave
+// the object, with the desired object's hash, so that the next comparison
+// and the echo of the write in the cache cost no decoding.
+func (a *Applier) wrote(w write, o metav1.Object, err error) error {
+	if err == nil && o != nil && o.GetResourceVersion() != "" {
+		a.seenMu.Lock()
+		if a.seen == nil {
+			a.seen = map[string]seenAt{}
+		}
+		a.seen[w.key] = seenAt{rv: o.GetResourceVersion(), hash: w.hash}
+		if a.nextSeen != nil {
+			a.nextSeen[w.key] = a.seen[w.key]
+		}
+		a.seenMu.Unlock()
+	}
+	return err
+}
+
+// Echo reports whether a cached Kueue object (key "Kind/name" or
+// "LocalQueue/namespace/name") is the manager's own doing: a write of it is
+// in flight, or its resourceVersion is the one the manager's last write of
+// it returned. The shell ignores such notifications.
+func (a *Applier) Echo(key, resourceVersion string) bool {
+	a.seenMu.Lock()
+	defer a.seenMu.Unlock()
+	if a.inflight[key] > 0 {
+		return true
+	}
+	at, ok := a.seen[key]
+	return ok && at.rv == resourceVersion
+}
+
+// sending marks a write of key in flight (+1) or done (-1).
+func (a *Applier) sending(key string, d int) {
+	if key == "" {
+		return
+	}
+	a.seenMu.Lock()
+	defer a.seenMu.Unlock()
+	if a.inflight == nil {
+		a.inflight = map[string]int{}
+	}
+	if a.inflight[key] += d; a.inflight[key] <= 0 {
+		delete(a.inflight, key)
 	}
 }
 
@@ -351,6 +461,49 @@ func joinName(ns, name string) string {
 // stay, and so does anything without our label.
 func (a *Applier) sweeps(ctx context.Context, out *projector.Output, res *Result) []write {
 	sel := labels.SelectorFromSet(labels.Set{v1beta1.ManagedByLabel: v1beta1.ManagedByValue})
+	cohorts, _ := a.Listers.Cohorts.List(sel)
+	cqs, _ := a.Listers.ClusterQueues.List(sel)
+	lqs, _ := a.Listers.LocalQueues.List(sel)
+	return a.sweepsOf(out, res, cohorts, cqs, lqs)
+}
+
+// nodeSweeps is sweeps for the objects named after one node.
+func (a *Applier) nodeSweeps(name string, out *projector.Output, res *Result) []write {
+	var cohorts []*kueuev1beta2.Cohort
+	var cqs []*kueuev1beta2.ClusterQueue
+	if o, err := a.Listers.Cohorts.Get(name); err == nil && managed(o.Labels) {
+		cohorts = append(cohorts, o)
+	}
+	if o, err := a.Listers.ClusterQueues.Get(name); err == nil && managed(o.Labels) {
+		cqs = append(cqs, o)
+	}
+	var lqs []*kueuev1beta2.LocalQueue
+	for _, o := range a.localQueuesNamed(name) {
+		if managed(o.Labels) {
+			lqs = append(lqs, o)
+		}
+	}
+	return a.sweepsOf(out, res, cohorts, cqs, lqs)
+}
+
+// localQueuesNamed lists the cached LocalQueues of one name, in every
+// namespace.
+func (a *Applier) localQueuesNamed(name string) []*kueuev1beta2.LocalQueue {
+	if a.Listers.LocalQueuesNamed != nil {
+		return a.Listers.LocalQueuesNamed(name)
+	}
+	all, _ := a.Listers.LocalQueues.List(labels.Everything())
+	var out []*kueuev1beta2.LocalQueue
+	for _, o := range all {
+		if o.Name == name {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// sweepsOf deletes, of the managed objects given, those out does not want.
+func (a *Applier) sweepsOf(out *projector.Output, res *Result, cohorts []*kueuev1beta2.Cohort, cqs []*kueuev1beta2.ClusterQueue, lqs []*kueuev1beta2.LocalQueue) []write {
 	want := map[string]bool{}
 	for _, d := range out.Cohorts {
 		want["Cohort/"+*d.Name] = true
@@ -380,19 +533,16 @@ func (a *Applier) sweeps(ctx context.Context, out *projector.Output, res *Result
 			return err
 		}})
 	}
-	cohorts, _ := a.Listers.Cohorts.List(sel)
 	for _, o := range cohorts {
 		del("Cohort", "", o.Name, o.UID, func(ctx context.Context, opts metav1.DeleteOptions) error {
 			return kq.Cohorts().Delete(ctx, o.Name, opts)
 		})
 	}
-	cqs, _ := a.Listers.ClusterQueues.List(sel)
 	for _, o := range cqs {
 		del("ClusterQueue", "", o.Name, o.UID, func(ctx context.Context, opts metav1.DeleteOptions) error {
 			return kq.ClusterQueues().Delete(ctx, o.Name, opts)
 		})
 	}
-	lqs, _ := a.Listers.LocalQueues.List(sel)
 	for _, o := range lqs {
 		del("LocalQueue", o.Namespace, o.Name, o.UID, func(ctx context.Context, opts metav1.DeleteOptions) error {
 			return kq.LocalQueues(o.Namespace).Delete(ctx, o.Name, opts)
@@ -428,36 +578,7 @@ func (a *Applier) run(ctx context.Context, ws []write, res *Result) {
 		go func() {
 			defer wg.Done()
 			for w := range jobs {
-				err := retry.OnError(retry.DefaultBackoff, retriable, func() error { return w.do(ctx) })
-				verb := "apply"
-				if w.kind == "status" {
-					verb = "apply-status"
-				}
-				a.Metrics.Writes.WithLabelValues(w.kind, verb).Inc()
-				mu.Lock()
-				res.Writes++
-				if err != nil {
-					a.Metrics.WriteErrors.WithLabelValues(w.kind, verb).Inc()
-					err = fmt.Errorf("%s %s: %w", w.kind, w.name, err)
-					msg := err.Error()
-					if w.key != "" && permanent(err) {
-						r := a.refused(w, err)
-						msg = backoffMessage(r)
-						res.retryAt(r.until)
-						klog.FromContext(ctx).Error(err, "write refused; retrying will not fix it, so it is retried with backoff", "kind", w.kind, "name", w.name, "retryIn", r.delay)
-					} else {
-						res.Errors = append(res.Errors, err)
-						klog.FromContext(ctx).Error(err, "write failed; the next pass retries it", "kind", w.kind, "name", w.name)
-					}
-					res.setOutcome(w.node, projector.Outcome{Kind: projector.OutcomeFailed, Message: msg})
-				} else if w.kind != "status" {
-					if w.key != "" {
-						a.forgive(w.key)
-					}
-					a.Metrics.Applied.WithLabelValues(w.kind).Inc()
-					res.setOutcome(w.node, projector.Outcome{Kind: projector.OutcomeApplied})
-				}
-				mu.Unlock()
+				a.send(ctx, w, res, &mu)
 			}
 		}()
 	}
@@ -469,6 +590,54 @@ func (a *Applier) run(ctx context.Context, ws []write, res *Result) {
 	}
 	close(jobs)
 	wg.Wait()
+}
+
+// runOneByOne sends writes in order on the calling goroutine.
+func (a *Applier) runOneByOne(ctx context.Context, ws []write, res *Result) {
+	var mu sync.Mutex
+	for _, w := range ws {
+		if ctx.Err() != nil {
+			return
+		}
+		a.send(ctx, w, res, &mu)
+	}
+}
+
+// send makes one write, retrying conflicts and server-side throttling with
+// backoff, and records its outcome in res under mu.
+func (a *Applier) send(ctx context.Context, w write, res *Result, mu *sync.Mutex) {
+	a.sending(w.key, +1)
+	err := retry.OnError(retry.DefaultBackoff, retriable, func() error { return w.do(ctx) })
+	a.sending(w.key, -1)
+	verb := "apply"
+	if w.kind == "status" {
+		verb = "apply-status"
+	}
+	a.Metrics.Writes.WithLabelValues(w.kind, verb).Inc()
+	mu.Lock()
+	defer mu.Unlock()
+	res.Writes++
+	if err != nil {
+		a.Metrics.WriteErrors.WithLabelValues(w.kind, verb).Inc()
+		err = fmt.Errorf("%s %s: %w", w.kind, w.name, err)
+		msg := err.Error()
+		if w.key != "" && permanent(err) {
+			r := a.refused(w, err)
+			msg = backoffMessage(r)
+			res.retryAt(r.until)
+			klog.FromContext(ctx).Error(err, "write refused; retrying will not fix it, so it is retried with backoff", "kind", w.kind, "name", w.name, "retryIn", r.delay)
+		} else {
+			res.Errors = append(res.Errors, err)
+			klog.FromContext(ctx).Error(err, "write failed; it is retried", "kind", w.kind, "name", w.name)
+		}
+		res.setOutcome(w.node, projector.Outcome{Kind: projector.OutcomeFailed, Message: msg})
+	} else if w.kind != "status" {
+		if w.key != "" {
+			a.forgive(w.key)
+		}
+		a.Metrics.Applied.WithLabelValues(w.kind).Inc()
+		res.setOutcome(w.node, projector.Outcome{Kind: projector.OutcomeApplied})
+	}
 }
 
 // permanent reports whether a failed write was refused for the object
@@ -498,11 +667,19 @@ func (a *Applier) statusWrites(ctx context.Context, out *projector.Output, res *
 		if cur == nil || !cur.DeletionTimestamp.IsZero() && name != v1beta1.RootName {
 			continue
 		}
+		h := hashOf(out.Statuses[name])
+		a.seenMu.Lock()
+		sent, ok := a.statusSent[name]
+		a.seenMu.Unlock()
+		if ok && sent.hash == h && sent.before == cur.ResourceVersion {
+			continue // written, not yet in the cache
+		}
 		st := out.Statuses[name].DeepCopy()
 		stampConditions(st, &cur.Status, a.Now())
 		if statusEqual(st, &cur.Status) {
 			continue
 		}
+		before := cur.ResourceVersion
 		if klog.V(4).Enabled() {
 			a1, _ := toJSONMap(st)
 			b1, _ := toJSONMap(&cur.Status)
@@ -517,6 +694,14 @@ func (a *Applier) statusWrites(ctx context.Context, out *projector.Output, res *
 			_, err = a.AQs.ApplyStatus(ctx, ac, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 			if apierrors.IsNotFound(err) {
 				return nil
+			}
+			if err == nil {
+				a.seenMu.Lock()
+				if a.statusSent == nil {
+					a.statusSent = map[string]statusSeen{}
+				}
+				a.statusSent[node] = statusSeen{before: before, hash: h}
+				a.seenMu.Unlock()
 			}
 			return err
 		}})

@@ -13,6 +13,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -92,6 +93,9 @@ var installArgs = []string{
 	"--metrics-bind-address=:8080",
 	"--metrics-secure=true",
 	"--health-probe-bind-address=:8081",
+	"--kube-api-qps=100",
+	"--kube-api-burst=200",
+	"--apply-workers=16",
 	"--leader-elect=true",
 	"--leader-election-id=ome-quota-manager",
 	"--leader-election-lease-duration=15s",
@@ -223,6 +227,40 @@ func TestGuideValues(t *testing.T) {
 	}
 }
 
+// TestFlowSchema: the manager's writes, and only its writes, go to a
+// priority level of their own; turning it off renders neither object.
+func TestFlowSchema(t *testing.T) {
+	r := render(t, install)
+	fs := convert[flowcontrolv1.FlowSchema](t, r.Get("FlowSchema", "ome-quota-manager"))
+	pl := convert[flowcontrolv1.PriorityLevelConfiguration](t, r.Get("PriorityLevelConfiguration", "ome-quota-manager"))
+	require.Equal(t, "ome-quota-manager", fs.Spec.PriorityLevelConfiguration.Name)
+	require.Less(t, fs.Spec.MatchingPrecedence, int32(9000), "must match before the default service-accounts schema")
+	require.Len(t, fs.Spec.Rules, 1)
+	rule := fs.Spec.Rules[0]
+	require.Equal(t, []flowcontrolv1.Subject{{Kind: flowcontrolv1.SubjectKindServiceAccount,
+		ServiceAccount: &flowcontrolv1.ServiceAccountSubject{Name: "ome-quota-manager", Namespace: "ome"}}}, rule.Subjects)
+	for _, rr := range rule.ResourceRules {
+		require.NotContains(t, rr.Verbs, "list")
+		require.NotContains(t, rr.Verbs, "watch")
+		require.NotContains(t, rr.Verbs, "get")
+	}
+	require.Equal(t, []string{"cohorts", "clusterqueues", "localqueues"}, rule.ResourceRules[0].Resources)
+	require.Equal(t, []string{"acceleratorquotas/status"}, rule.ResourceRules[1].Resources)
+	require.Equal(t, flowcontrolv1.PriorityLevelEnablementLimited, pl.Spec.Type)
+	require.Equal(t, int32(20), *pl.Spec.Limited.NominalConcurrencyShares)
+	require.Equal(t, flowcontrolv1.LimitResponseTypeQueue, pl.Spec.Limited.LimitResponse.Type)
+
+	off := render(t, install, "quotaManager.apiPriorityAndFairness.enabled=false")
+	require.Nil(t, off.Get("FlowSchema", "ome-quota-manager"))
+	require.Nil(t, off.Get("PriorityLevelConfiguration", "ome-quota-manager"))
+
+	raised := render(t, install, "quotaManager.client.qps=1000", "quotaManager.client.burst=2000", "quotaManager.client.applyWorkers=32")
+	o, _ := flags(t, deployment(t, raised).Spec.Template.Spec.Containers[0].Args)
+	require.Equal(t, float32(1000), o.KubeAPIQPS)
+	require.Equal(t, 2000, o.KubeAPIBurst)
+	require.Equal(t, 32, o.ApplyWorkers)
+}
+
 // TestInstallObjects checks the objects of the guide's install.
 func TestInstallObjects(t *testing.T) {
 	r := render(t, install)
@@ -232,6 +270,7 @@ func TestInstallObjects(t *testing.T) {
 		"ClusterRoleBinding/ome-quota-manager", "Role/ome-quota-manager", "RoleBinding/ome-quota-manager",
 		"Service/ome-quota-manager-webhook", "Service/ome-quota-manager-metrics", "Deployment/ome-quota-manager",
 		"PodDisruptionBudget/ome-quota-manager", "ValidatingWebhookConfiguration/ome-quota-manager.ome.io",
+		"FlowSchema/ome-quota-manager", "PriorityLevelConfiguration/ome-quota-manager",
 	}, r.Kinds())
 
 	d := deployment(t, r)

@@ -203,3 +203,6 @@ lines:
 	}
 	return sum, sc.Err()
 }
+
+// Pid is the process id, for reading its CPU time and memory from /proc.
+func (m *Manager) Pid() int { return m.cmd.Process.Pid }

@@ -60,6 +60,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 - --metrics-bind-address=:{{ int $q.metrics.port }}
 - --metrics-secure={{ $q.metrics.secure }}
 - --health-probe-bind-address=:{{ int $q.healthPort }}
+- --kube-api-qps={{ $q.client.qps }}
+- --kube-api-burst={{ int $q.client.burst }}
+- --apply-workers={{ int $q.client.applyWorkers }}
 - --leader-elect=true
 - --leader-election-id={{ include "oqm.name" . }}
 - --leader-election-lease-duration={{ $q.leaderElection.leaseDuration }}

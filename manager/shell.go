@@ -1,0 +1,350 @@
+package manager
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	v1beta1 "ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/events"
+	"ome.io/quota-manager/projector"
+	"ome.io/quota-manager/state"
+)
+
+// The shell materializes the state node by node. The reducer says which
+// nodes an event changed (state.Changes); the shell puts their names on a
+// work queue, and a worker re-projects that one node and compares its
+// objects (a Cohort, or a ClusterQueue and its LocalQueues) and its status
+// with the informer caches, writing what differs. Two queues order the
+// work as an operator would: urgent holds what an event just changed (an
+// admin's budget, a new team, a team's usage), bulk the full comparisons
+// (the Synced marker, a new configuration, every tick, a new leader) and
+// objects changed behind the manager's back. Workers always take urgent
+// first, and a few of them take nothing else, so that a change an admin
+// just made is never stuck behind a bulk pass of thousands of LocalQueues.
+// Each node's status is written right after its own objects, so teams turn
+// Materialized one by one.
+type shell struct {
+	m            *Manager
+	urgent, bulk workqueue.TypedRateLimitingInterface[string]
+
+	keyMu sync.Mutex
+	busy  map[string]*sync.Mutex // per node: the two queues never work on one node at once
+}
+
+// bulkPerEvent is the most nodes one event's changes put on the urgent
+// queue; an event that changes more (a capacity drop freezing a subtree)
+// goes to bulk.
+const bulkPerEvent = 64
+
+// urgentOnlyWorkers take only urgent work.
+const urgentOnlyWorkers = 2
+
+func newShell(m *Manager) *shell {
+	qm := m.metrics.Queues
+	rl := func() workqueue.TypedRateLimiter[string] {
+		return workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 60*time.Second)
+	}
+	return &shell{
+		m: m,
+		urgent: workqueue.NewTypedRateLimitingQueueWithConfig(rl(),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "urgent", MetricsProvider: qm}),
+		bulk: workqueue.NewTypedRateLimitingQueueWithConfig(rl(),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "bulk", MetricsProvider: qm}),
+		busy: map[string]*sync.Mutex{},
+	}
+}
+
+// note takes what one applied event changed; the consumer calls it.
+func (sh *shell) note(kind events.Kind, c state.Changes) {
+	if !sh.m.leader.Load() || !sh.m.stateSynced.Load() {
+		return // a new leader compares everything; Synced brings All
+	}
+	switch {
+	case c.All || kind == events.KindTick:
+		// A tick is the periodic full comparison: the safety net.
+		sh.resync()
+	case len(c.Nodes) > bulkPerEvent:
+		for _, n := range c.Nodes {
+			sh.bulk.Add(n)
+		}
+	default:
+		for _, n := range c.Nodes {
+			sh.urgent.Add(n)
+		}
+	}
+}
+
+// resync puts every node, and the name of every managed Kueue object (an
+// orphan has no node), on the bulk queue: a full comparison.
+func (sh *shell) resync() {
+	m := sh.m
+	if !m.leader.Load() || !m.stateSynced.Load() {
+		return
+	}
+	m.mu.Lock()
+	nodes := m.st.Nodes()
+	m.mu.Unlock()
+	names := map[string]bool{}
+	for _, n := range nodes {
+		names[n.Name] = true
+		sh.bulk.Add(n.Name)
+	}
+	sel := labels.SelectorFromSet(labels.Set{v1beta1.ManagedByLabel: v1beta1.ManagedByValue})
+	kq := m.inf.kueue.Kueue().V1beta2()
+	var orphans []string
+	if l, err := kq.Cohorts().Lister().List(sel); err == nil {
+		for _, o := range l {
+			orphans = append(orphans, o.Name)
+		}
+	}
+	if l, err := kq.ClusterQueues().Lister().List(sel); err == nil {
+		for _, o := range l {
+			orphans = append(orphans, o.Name)
+		}
+	}
+	if l, err := kq.LocalQueues().Lister().List(sel); err == nil {
+		for _, o := range l {
+			orphans = append(orphans, o.Name)
+		}
+	}
+	for _, n := range orphans {
+		if !names[n] {
+			names[n] = true
+			sh.bulk.Add(n)
+		}
+	}
+}
+
+// run starts the workers; they stop with ctx.
+func (sh *shell) run(ctx context.Context, workers int) {
+	urgent, bulk := make(chan string), make(chan string)
+	feed := func(q workqueue.TypedRateLimitingInterface[string], ch chan<- string) {
+		for {
+			k, shutdown := q.Get()
+			if shutdown {
+				return
+			}
+			select {
+			case ch <- k:
+			case <-ctx.Done():
+				q.Done(k)
+				return
+			}
+		}
+	}
+	go feed(sh.urgent, urgent)
+	go feed(sh.bulk, bulk)
+	go func() {
+		<-ctx.Done()
+		sh.urgent.ShutDown()
+		sh.bulk.ShutDown()
+	}()
+	for i := 0; i < workers+urgentOnlyWorkers; i++ {
+		takesBulk := i >= urgentOnlyWorkers
+		go func() {
+			for {
+				var k string
+				q := sh.urgent
+				select {
+				case k = <-urgent:
+				case <-ctx.Done():
+					return
+				default:
+					bulkCh := bulk
+					if !takesBulk {
+						bulkCh = nil
+					}
+					select {
+					case k = <-urgent:
+					case k = <-bulkCh:
+						q = sh.bulk
+					case <-ctx.Done():
+						return
+					}
+				}
+				sh.work(ctx, q, k)
+			}
+		}()
+	}
+}
+
+// work materializes one node and settles its key in the queue: forgotten
+// when done, retried with backoff after an error, put back at the end of a
+// write's refusal backoff.
+func (sh *shell) work(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], name string) {
+	defer q.Done(name)
+	sh.keyMu.Lock()
+	mu := sh.busy[name]
+	if mu == nil {
+		mu = &sync.Mutex{}
+		sh.busy[name] = mu
+	}
+	sh.keyMu.Unlock()
+	mu.Lock()
+	failed, retryAt := sh.m.materialize(ctx, name)
+	mu.Unlock()
+	switch {
+	case ctx.Err() != nil:
+	case failed:
+		q.AddRateLimited(name)
+	default:
+		q.Forget(name)
+		if !retryAt.IsZero() {
+			q.AddAfter(name, time.Until(retryAt))
+		}
+	}
+}
+
+// materialize compares one node's objects and status with the caches and
+// writes what differs; a node that no longer exists has its objects swept.
+// It reports whether a write failed (to retry) and when a write refused
+// for good may be sent again.
+func (m *Manager) materialize(ctx context.Context, name string) (failed bool, retryAt time.Time) {
+	if !m.leader.Load() {
+		return false, time.Time{}
+	}
+	m.mu.Lock()
+	n, exists := projector.NodeFromState(m.st, name)
+	var in projector.Input
+	if name == v1beta1.RootName {
+		in = m.settings()
+	} else {
+		c := m.st.Config()
+		in = projector.Input{EnrolledNamespaces: c.EnrolledNamespaces, CoverResources: projector.CoverResources(c.CoverResources)}
+	}
+	seq := m.st.LastSeq()
+	m.mu.Unlock()
+	in.EnrolledNamespaces = projector.Namespaces(in.EnrolledNamespaces)
+	no := projector.NodeOutput{Name: name, Materialize: len(in.EnrolledNamespaces) > 0}
+	if exists {
+		no = projector.ProjectNode(&n, in)
+	}
+	if m.rec != nil {
+		// Every event this projection derives from is in the log before
+		// any write it causes leaves the manager.
+		m.rec.Wait(seq)
+	}
+	started := time.Now()
+	res := m.applier.ApplyNode(ctx, &no)
+	m.metrics.ApplySeconds.Observe(time.Since(started).Seconds())
+	o, ok := res.Outcomes[name]
+	m.mu.Lock()
+	m.announceOutcome(name, o)
+	if ok && exists {
+		m.outcomes[name] = o
+	} else {
+		delete(m.outcomes, name)
+	}
+	m.mu.Unlock()
+	if exists {
+		// The status from this node's outcome, not the last one's: a new
+		// leader must not report Pending for objects already in place.
+		if ok {
+			in.Outcomes = map[string]projector.Outcome{name: o}
+		}
+		st := projector.ProjectNode(&n, in).Status
+		sres := m.applier.ApplyNodeStatus(ctx, name, st)
+		res.Writes += sres.Writes
+		res.Errors = append(res.Errors, sres.Errors...)
+	}
+	if res.Writes > 0 || len(res.Errors) > 0 {
+		klog.FromContext(ctx).V(1).Info("materialized", "node", name, "writes", res.Writes, "confirmed", res.Confirmed, "swept", res.Swept, "errors", len(res.Errors))
+	}
+	return len(res.Errors) > 0, res.RetryAt
+}
+
+// drift watches the Kueue objects the manager writes: a change that is not
+// the echo of the manager's own write (someone edited, deleted or created
+// an object of a node's name) puts the node on the bulk queue. Status
+// updates, which Kueue makes on every admission, leave the generation
+// alone and cost nothing.
+type drift struct {
+	sh   *shell
+	kind string
+}
+
+func (d drift) key(o metav1Object) string {
+	if ns := o.GetNamespace(); ns != "" {
+		return d.kind + "/" + ns + "/" + o.GetName()
+	}
+	return d.kind + "/" + o.GetName()
+}
+
+type metav1Object interface {
+	GetNamespace() string
+	GetName() string
+	GetResourceVersion() string
+	GetGeneration() int64
+	GetLabels() map[string]string
+}
+
+func (d drift) changed(o metav1Object) {
+	if d.sh.m.applier.Echo(d.key(o), o.GetResourceVersion()) {
+		return
+	}
+	if d.sh.m.leader.Load() && d.sh.m.stateSynced.Load() {
+		d.sh.bulk.Add(o.GetName())
+	}
+}
+
+func (d drift) OnAdd(obj any, initial bool) {
+	if o, err := meta.Accessor(obj); err == nil && !initial {
+		d.changed(o)
+	}
+}
+
+func (d drift) OnUpdate(oldObj, newObj any) {
+	o, err1 := meta.Accessor(oldObj)
+	n, err2 := meta.Accessor(newObj)
+	if err1 != nil || err2 != nil {
+		return
+	}
+	if o.GetGeneration() == n.GetGeneration() && o.GetLabels()[v1beta1.ManagedByLabel] == n.GetLabels()[v1beta1.ManagedByLabel] {
+		return // status or metadata only
+	}
+	d.changed(n)
+}
+
+func (d drift) OnDelete(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	if o, err := meta.Accessor(obj); err == nil && d.sh.m.leader.Load() && d.sh.m.stateSynced.Load() {
+		d.sh.bulk.Add(o.GetName())
+	}
+}
+
+// lqByName indexes LocalQueues by name, for the sweep of one node's.
+const lqByName = "name"
+
+func localQueuesNamed(inf cache.SharedIndexInformer) func(string) []*kueuev1beta2.LocalQueue {
+	return func(name string) []*kueuev1beta2.LocalQueue {
+		objs, err := inf.GetIndexer().ByIndex(lqByName, name)
+		if err != nil {
+			return nil
+		}
+		out := make([]*kueuev1beta2.LocalQueue, 0, len(objs))
+		for _, o := range objs {
+			if lq, ok := o.(*kueuev1beta2.LocalQueue); ok {
+				out = append(out, lq)
+			}
+		}
+		return out
+	}
+}
+
+func indexByName(obj any) ([]string, error) {
+	o, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, err
+	}
+	return []string{o.GetName()}, nil
+}
