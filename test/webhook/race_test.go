@@ -116,6 +116,10 @@ func TestConcurrentConflictingWrites(t *testing.T) {
 			return err
 		}
 	}
+	// nominal sets a node's one budget, of a100 GPUs.
+	nominal := func(name, n string) func(context.Context) error {
+		return patch(name, `{"spec":{"budgets":[{"resourceName":"nvidia.com/gpu","resourceFlavor":"a100","nominal":"`+n+`"}]}}`)
+	}
 	mustCreate := func(t *testing.T, aq *v1beta1.AcceleratorQuota) {
 		t.Helper()
 		require.NoError(t, create(aq)(ctx), "creating %s", aq.Name)
@@ -143,7 +147,7 @@ func TestConcurrentConflictingWrites(t *testing.T) {
 			c := fmt.Sprintf("race-sib-%02d", i)
 			mustCreate(t, aqtest.Cohort(c, "root").Budget(gpu, "a100", "10").Obj())
 			mustCreate(t, team(c+"-a", c, "4"))
-			return patch(c+"-a", `{"spec":{"budgets":[{"resourceName":"nvidia.com/gpu","resourceFlavor":"a100","nominal":"8"}]}}`),
+			return nominal(c+"-a", "8"),
 				create(team(c+"-b", c, "4"))
 		},
 		denial: "is 10 but its children total 12",
@@ -155,8 +159,8 @@ func TestConcurrentConflictingWrites(t *testing.T) {
 			c := fmt.Sprintf("race-low-%02d", i)
 			mustCreate(t, aqtest.Cohort(c, "root").Budget(gpu, "a100", "10").Obj())
 			mustCreate(t, team(c+"-a", c, "4"))
-			return patch(c, `{"spec":{"budgets":[{"resourceName":"nvidia.com/gpu","resourceFlavor":"a100","nominal":"6"}]}}`),
-				patch(c+"-a", `{"spec":{"budgets":[{"resourceName":"nvidia.com/gpu","resourceFlavor":"a100","nominal":"8"}]}}`)
+			return nominal(c, "6"),
+				nominal(c+"-a", "8")
 		},
 		denial: "is 6 but its children total 8",
 	}, {
@@ -166,8 +170,8 @@ func TestConcurrentConflictingWrites(t *testing.T) {
 			mustCreate(t, aqtest.Cohort(c, "root").Budget(gpu, "a100", "10").Obj())
 			mustCreate(t, team(c+"-a", c, "6"))
 			mustCreate(t, team(c+"-b", c, "4"))
-			return patch(c+"-a", `{"spec":{"budgets":[{"resourceName":"nvidia.com/gpu","resourceFlavor":"a100","nominal":"2"}]}}`),
-				patch(c+"-b", `{"spec":{"budgets":[{"resourceName":"nvidia.com/gpu","resourceFlavor":"a100","nominal":"8"}]}}`)
+			return nominal(c+"-a", "2"),
+				nominal(c+"-b", "8")
 		},
 		denial:   "is 10 but its children total 14",
 		lowering: true,
