@@ -32,11 +32,14 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	quotaclient "ome.io/quota-manager/api/client"
@@ -96,6 +99,9 @@ func run() error {
 		return err
 	}
 	b := &bench{c: c, bin: bin, aqs: aqs, updates: *updates, backToBack: *backToBack}
+	if err := recordKinds(ctx, cfg, *updates); err != nil {
+		return err
+	}
 	// The manager creates root: start one without the webhook to do it.
 	m, err := b.start(ctx, 0)
 	if err != nil {
@@ -461,6 +467,7 @@ type counters struct {
 	waitSum            float64 // of which waiting for the state
 	written, already   float64 // the record's outcomes
 	conflict, failed   float64
+	skipped            float64 // lowerings, which need no record
 	puts, putSum       float64 // the API server's PUTs of ConfigMaps (the record)
 	patches, patchSum  float64 // the API server's PATCHes of AcceleratorQuotas
 }
@@ -487,6 +494,7 @@ func (b *bench) breakdown(ctx context.Context, m *localcluster.Manager) (counter
 		{&c.already, "ome_quota_webhook_record_writes_total", []string{`outcome="already"`}},
 		{&c.conflict, "ome_quota_webhook_record_writes_total", []string{`outcome="conflict"`}},
 		{&c.failed, "ome_quota_webhook_record_writes_total", []string{`outcome="failed"`}},
+		{&c.skipped, "ome_quota_webhook_record_writes_total", []string{`outcome="skipped"`}},
 	} {
 		if *f.to, err = m.Metric(ctx, f.name, f.match...); err != nil {
 			return c, err
@@ -500,6 +508,7 @@ func (c counters) sub(o counters) counters {
 		calls: c.calls - o.calls, callSum: c.callSum - o.callSum,
 		reviews: c.reviews - o.reviews, reviewSum: c.reviewSum - o.reviewSum, waitSum: c.waitSum - o.waitSum,
 		written: c.written - o.written, already: c.already - o.already, conflict: c.conflict - o.conflict, failed: c.failed - o.failed,
+		skipped: c.skipped - o.skipped,
 		puts: c.puts - o.puts, putSum: c.putSum - o.putSum, patches: c.patches - o.patches, patchSum: c.patchSum - o.patchSum,
 	}
 }
@@ -511,11 +520,11 @@ func (c counters) print(n int, kind string, on, off int) {
 	fmt.Fprintf(os.Stderr, "n=%d, %s writes (%d with the webhook, %d without; the webhook also judges a dry-run probe per block):\n"+
 		"  the API server: %d PATCHes of AcceleratorQuotas, mean %.2fms; %d webhook calls (%.2f per write with the webhook), mean %.2fms\n"+
 		"  the webhook: %d reviews, mean %.2fms, of which waiting for the state %.2fms\n"+
-		"  the record: %d written, %d already listed, %d conflicts, %d failed; the API server's PUTs of ConfigMaps: %d, mean %.2fms\n",
+		"  the record: %d written, %d already listed, %d conflicts, %d failed, %d not needed (lowerings); the API server's PUTs of ConfigMaps: %d, mean %.2fms\n",
 		n, kind, on, off,
 		int(c.patches), ms(c.patchSum, c.patches), int(c.calls), c.calls/float64(max(on, 1)), ms(c.callSum, c.calls),
 		int(c.reviews), ms(c.reviewSum, c.reviews), ms(c.waitSum, c.reviews),
-		int(c.written), int(c.already), int(c.conflict), int(c.failed), int(c.puts), ms(c.putSum, c.puts))
+		int(c.written), int(c.already), int(c.conflict), int(c.failed), int(c.skipped), int(c.puts), ms(c.putSum, c.puts))
 }
 
 // settle waits until the manager's state holds n nodes and its writes have
@@ -564,3 +573,50 @@ func mean(d []time.Duration) string {
 }
 
 func fmtDur(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d.Microseconds())/1000) }
+
+// recordKinds times what one admission's record write would cost as a
+// ConfigMap Update (the record) and as a coordination.k8s.io Lease Update
+// holding the same text in an annotation, n of each in turn, through a
+// protobuf client as the webhook's.
+func recordKinds(ctx context.Context, cfg *rest.Config, n int) error {
+	pcfg := rest.CopyConfig(cfg)
+	pcfg.ContentType = "application/vnd.kubernetes.protobuf"
+	kube, err := kubernetes.NewForConfig(pcfg)
+	if err != nil {
+		return err
+	}
+	const ns, name = "default", "webhookbench-record"
+	payload := func(i int) string {
+		return fmt.Sprintf(`{"format":1,"writes":[{"name":"bench-cohort-0000-team-1","op":"UPDATE","generation":%d,"at":%q,"uid":"0b5f8f0e-6a7c-4a51-9d59-4f1c6f6f1a%02d","by":"bench"}]}`,
+			i, time.Now().UTC().Format(time.RFC3339Nano), i%100)
+	}
+	cms, leases := kube.CoreV1().ConfigMaps(ns), kube.CoordinationV1().Leases(ns)
+	cm, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"admitted": payload(0)}}, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	lease, err := leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{"admitted": payload(0)}}}, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	var tc, tl []time.Duration
+	for i := 1; i <= n; i++ {
+		cm.Data["admitted"] = payload(i)
+		start := time.Now()
+		if cm, err = cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
+		tc = append(tc, time.Since(start))
+		lease.Annotations["admitted"] = payload(i)
+		start = time.Now()
+		if lease, err = leases.Update(ctx, lease, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
+		tl = append(tl, time.Since(start))
+	}
+	fmt.Fprintf(os.Stderr, "the record's write, %d of each in turn: ConfigMap Update p50 %s p99 %s mean %s; Lease Update p50 %s p99 %s mean %s\n",
+		n, pct(tc, 50), pct(tc, 99), mean(tc), pct(tl, 50), pct(tl, 99), mean(tl))
+	_ = cms.Delete(ctx, name, metav1.DeleteOptions{})
+	_ = leases.Delete(ctx, name, metav1.DeleteOptions{})
+	return nil
+}
