@@ -509,7 +509,7 @@ func (c counters) sub(o counters) counters {
 		reviews: c.reviews - o.reviews, reviewSum: c.reviewSum - o.reviewSum, waitSum: c.waitSum - o.waitSum,
 		written: c.written - o.written, already: c.already - o.already, conflict: c.conflict - o.conflict, failed: c.failed - o.failed,
 		skipped: c.skipped - o.skipped,
-		puts: c.puts - o.puts, putSum: c.putSum - o.putSum, patches: c.patches - o.patches, patchSum: c.patchSum - o.patchSum,
+		puts:    c.puts - o.puts, putSum: c.putSum - o.putSum, patches: c.patches - o.patches, patchSum: c.patchSum - o.patchSum,
 	}
 }
 
