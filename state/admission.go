@@ -35,6 +35,36 @@ func SameShape(name string, a, b *v1beta1.AcceleratorQuotaSpec) bool {
 	return shapeOf(name, a).equal(shapeOf(name, b))
 }
 
+// AdmitLowering judges, like Admit, an update of node name from old to spec
+// that does nothing but lower or drop a team's budgets, and reports false,
+// judging nothing, for any other write or when the state does not hold the
+// node as old has it. Such a write's verdict depends on old and spec alone,
+// whatever else is written at the same time, and it cannot make another
+// write's verdict wrong: it only lowers its parent's children's total, and
+// every rule that reads that total is broken less by a lower one. So it
+// needs no serializing with other writes (docs/webhook.md). The team stays
+// a team (not root) under the same parentRef; every budget of spec has the
+// pair of one of old's, with a nominal no larger (an amount above MaxAmount
+// counts as 0, as everywhere, and is BudgetInvalid on the node itself).
+func (s *State) AdmitLowering(name string, old, spec *v1beta1.AcceleratorQuotaSpec) (Admission, bool) {
+	m := s.members[name]
+	if name == v1beta1.RootName || old == nil || spec == nil || m == nil || !m.shape.equal(shapeOf(name, old)) {
+		return Admission{}, false
+	}
+	o, n := m.shape, shapeOf(name, spec)
+	if o.role != v1beta1.RoleClusterQueue || n.role != o.role || n.parent != o.parent || n.hasParentRef != o.hasParentRef ||
+		n.priorityTier != o.priorityTier {
+		return Admission{}, false
+	}
+	for _, b := range n.budgets {
+		i := slices.IndexFunc(o.budgets, func(ob Budget) bool { return ob.Pair == b.Pair })
+		if i < 0 || b.Nominal > o.budgets[i].Nominal {
+			return Admission{}, false
+		}
+	}
+	return s.Admit(name, spec), true
+}
+
 // Admit judges writing spec to node name (nil spec: deleting it) on a whole
 // tree, from scratch, in O(tree): the rule book's reference. It evaluates the
 // tree before and after the write and denies the violations the write adds

@@ -1,8 +1,11 @@
 package state
 
 import (
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -151,5 +154,158 @@ func TestSameShape(t *testing.T) {
 	withDist.Distribution = &apiextensionsv1.JSON{Raw: []byte(`{"policy":"even"}`)}
 	if !SameShape("t", spec("8", "p"), withDist) {
 		t.Error("distribution is read by no rule")
+	}
+}
+
+// lowered is spec with each budget's nominal lowered to a random amount no
+// larger, and sometimes a budget dropped.
+func lowered(spec *v1beta1.AcceleratorQuotaSpec, rng *rand.Rand) *v1beta1.AcceleratorQuotaSpec {
+	out := spec.DeepCopy()
+	out.Budgets = out.Budgets[:0]
+	for _, b := range spec.Budgets {
+		if len(spec.Budgets) > 1 && rng.IntN(6) == 0 {
+			continue
+		}
+		b = *b.DeepCopy()
+		if n := AmountOf(b.Nominal); n > 0 && n < MaxAmount && rng.IntN(4) > 0 {
+			b.Nominal = *resource.NewMilliQuantity(rng.Int64N(int64(n)+1), resource.DecimalSI)
+		}
+		out.Budgets = append(out.Budgets, b)
+	}
+	return out
+}
+
+// TestLoweringNeedsNoSerializing checks, over random states and writes, the
+// two facts that let the webhook admit a lowering of a team's budgets
+// without the admission record (docs/webhook.md): its verdict is the same
+// whatever other write lands first, and every other write admitted on a
+// state is still admitted once the lowering has landed.
+func TestLoweringNeedsNoSerializing(t *testing.T) {
+	rng := rand.New(rand.NewPCG(2026, 8))
+	runs := 300
+	if testing.Short() {
+		runs = 60
+	}
+	var clock time.Time // the last event's: a later time would move the marks
+	apply := func(s *State, name string, spec *v1beta1.AcceleratorQuotaSpec) *State {
+		s = s.Clone()
+		ev := events.Event{Time: clock, Kind: events.KindAcceleratorQuota, Op: events.OpDelete, Key: name}
+		if spec != nil {
+			ev = events.QuotaUpserted(clock, &events.Quota{Name: name, Spec: *spec})
+		}
+		ev.Seq = s.LastSeq() + 1
+		s.Apply(ev)
+		return s
+	}
+	counts := map[string]int{}
+	for range runs {
+		data := make([]byte, rng.IntN(1500))
+		for i := range data {
+			data[i] = byte(rng.UintN(256))
+		}
+		s := New()
+		for _, ev := range genEvents(data) {
+			s.Apply(ev)
+			clock = ev.Time
+		}
+		var teams []string
+		tree := s.Tree()
+		for _, name := range slices.Sorted(maps.Keys(tree)) {
+			if name != v1beta1.RootName && tree[name].Role == v1beta1.RoleClusterQueue {
+				teams = append(teams, name)
+			}
+		}
+		if len(teams) == 0 {
+			continue
+		}
+		more := make([]byte, 400)
+		for i := range more {
+			more[i] = byte(rng.UintN(256))
+		}
+		for _, other := range writesOf(genEvents(more), rng) {
+			x := teams[rng.IntN(len(teams))]
+			old := s.Tree()[x]
+			low := lowered(old, rng)
+			got, ok := s.AdmitLowering(x, old, low)
+			if !ok {
+				t.Fatalf("lowering %s from %v to %v: not taken as a lowering", x, old.Budgets, low.Budgets)
+			}
+			if d := cmp.Diff(s.Admit(x, low), got); d != "" {
+				t.Fatalf("AdmitLowering differs from Admit:\n%s", d)
+			}
+			counts["lowerings"]++
+			if !got.Allowed {
+				counts["lowerings denied"]++
+			}
+			if other.Key == x {
+				continue // the API server serializes writes of one object
+			}
+			ospec := specOfWrite(other)
+			// The lowering's verdict does not depend on the other write.
+			// (Its warnings, about capacity, follow the marks of the
+			// moment, which a write of the tree can move.)
+			after := apply(s, other.Key, ospec)
+			again, ok := after.AdmitLowering(x, old, low)
+			again.Warnings = got.Warnings
+			if d := cmp.Diff(got, again); !ok || d != "" {
+				t.Fatalf("lowering %s: its verdict changed once %s was written (ok=%v):\n%s\nstate:\n%s", x, other, ok, d, s.Dump())
+			}
+			// The other write, admitted without the lowering, is admitted
+			// with it.
+			if verdict := s.Admit(other.Key, ospec); verdict.Allowed && got.Allowed {
+				counts["others admitted"]++
+				if with := apply(s, x, low).Admit(other.Key, ospec); !with.Allowed {
+					t.Fatalf("%s is admitted on the state, and denied once %s is lowered to %v: %s\nstate:\n%s", other, x, low.Budgets, with.Message, s.Dump())
+				}
+			}
+		}
+	}
+	t.Logf("%v", counts)
+	if counts["others admitted"] < 100 || counts["lowerings denied"] == 0 {
+		t.Errorf("the generator reaches too few cases: %v", counts)
+	}
+}
+
+func TestAdmitLoweringTakesOnlyLowerings(t *testing.T) {
+	s := New()
+	s.Apply(events.Event{Seq: 1, Kind: events.KindAcceleratorQuota, Op: events.OpUpsert, Key: "root",
+		Quota: &events.Quota{Name: "root", Spec: v1beta1.AcceleratorQuotaSpec{Role: v1beta1.RoleCohort}}})
+	spec := func(role v1beta1.Role, parent string, budgets ...string) *v1beta1.AcceleratorQuotaSpec {
+		sp := &v1beta1.AcceleratorQuotaSpec{Role: role, ParentRef: &v1beta1.ParentReference{Name: parent}}
+		for i := 0; i < len(budgets); i += 2 {
+			sp.Budgets = append(sp.Budgets, v1beta1.Budget{ResourceName: "nvidia.com/gpu", ResourceFlavor: budgets[i], Nominal: resource.MustParse(budgets[i+1])})
+		}
+		return sp
+	}
+	for i, n := range []struct {
+		name string
+		spec *v1beta1.AcceleratorQuotaSpec
+	}{{"c", spec(v1beta1.RoleCohort, "root", "a100", "10")}, {"t", spec(v1beta1.RoleClusterQueue, "c", "a100", "4", "h100", "2")}} {
+		s.Apply(events.Event{Seq: uint64(i + 2), Kind: events.KindAcceleratorQuota, Op: events.OpUpsert, Key: n.name,
+			Quota: &events.Quota{Name: n.name, Spec: *n.spec}})
+	}
+	team := spec(v1beta1.RoleClusterQueue, "c", "a100", "4", "h100", "2")
+	for _, c := range []struct {
+		what      string
+		name      string
+		old, spec *v1beta1.AcceleratorQuotaSpec
+		want      bool
+	}{
+		{"a lower nominal", "t", team, spec(v1beta1.RoleClusterQueue, "c", "a100", "3", "h100", "2"), true},
+		{"a budget dropped", "t", team, spec(v1beta1.RoleClusterQueue, "c", "a100", "4"), true},
+		{"the same amounts written otherwise", "t", team, spec(v1beta1.RoleClusterQueue, "c", "a100", "4000m", "h100", "2"), true},
+		{"a higher nominal", "t", team, spec(v1beta1.RoleClusterQueue, "c", "a100", "5", "h100", "2"), false},
+		{"one lower, one higher", "t", team, spec(v1beta1.RoleClusterQueue, "c", "a100", "1", "h100", "3"), false},
+		{"a budget added", "t", team, spec(v1beta1.RoleClusterQueue, "c", "a100", "4", "h100", "2", "b200", "1"), false},
+		{"a move", "t", team, spec(v1beta1.RoleClusterQueue, "root", "a100", "1", "h100", "1"), false},
+		{"a Cohort's", "c", spec(v1beta1.RoleCohort, "root", "a100", "10"), spec(v1beta1.RoleCohort, "root", "a100", "9"), false},
+		{"a team made a Cohort", "t", team, spec(v1beta1.RoleCohort, "c", "a100", "1"), false},
+		{"old not what the state holds", "t", spec(v1beta1.RoleClusterQueue, "c", "a100", "8", "h100", "2"), spec(v1beta1.RoleClusterQueue, "c", "a100", "5", "h100", "2"), false},
+		{"a node the state lacks", "u", team, spec(v1beta1.RoleClusterQueue, "c", "a100", "1"), false},
+		{"a deletion", "t", team, nil, false},
+	} {
+		if _, ok := s.AdmitLowering(c.name, c.old, c.spec); ok != c.want {
+			t.Errorf("%s: AdmitLowering took it: %v, want %v", c.what, ok, c.want)
+		}
 	}
 }

@@ -36,7 +36,10 @@
 // replica through the admission record, a ConfigMap written with a
 // compare-and-swap: before it judges, a replica waits until its state has
 // seen every write the record lists land (or learnt that it cannot), and it
-// admits only once its own write of the record succeeded. Until the state
+// admits only once its own write of the record succeeded. A lowering of a
+// team's budgets (state.State.AdmitLowering) cannot change another write's
+// verdict, nor another write its own: it is judged at once and recorded
+// nowhere. Until the state
 // has synced, writes other than root's are answered 503 (retry). Dry runs
 // are judged the same way and recorded nowhere (sideEffects: NoneOnDryRun).
 // docs/webhook.md says why this is correct and what it costs.

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -135,5 +136,30 @@ func TestInFlightLeavesOutTheSameWriteAndOldOnes(t *testing.T) {
 	got := z.inFlight(rec, w)
 	if len(got) != 1 || got[0].Name != "v" {
 		t.Errorf("in flight: %+v, want v alone", got)
+	}
+}
+
+// TestJudgeLoweringWithoutTheRecord: a lowering of a team's budgets is
+// judged on the state at once, without reading or writing the record (the
+// Serializer here has no client: touching the record would panic), and a
+// lowering that breaks a rule of the team itself is denied all the same.
+func TestJudgeLoweringWithoutTheRecord(t *testing.T) {
+	team := aqtest.Team("t", "c").Budget(gpu, "a100", "4").Lend("3").Obj()
+	st := newFakeState(aqtest.Cohort("c", "root").Budget(gpu, "a100", "10").Obj(), team)
+	z := &Serializer{State: st, Now: time.Now, RecordTimings: RecordTimings{Settle: time.Second, InFlight: 5 * time.Second, Keep: 10 * time.Second}}
+	judge := func(nominal string) Verdict {
+		t.Helper()
+		low := aqtest.Team("t", "c").Budget(gpu, "a100", nominal).Lend("3").Obj()
+		v, err := z.Judge(context.Background(), Write{Name: "t", Op: admissionv1.Update, Spec: &low.Spec, Old: &team.Spec, Generation: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if v := judge("3"); !v.Allowed {
+		t.Errorf("lowering 4 to 3 denied: %s", v.Message)
+	}
+	if v := judge("2"); v.Allowed || !strings.Contains(v.Message, "lendingLimit is above nominal 2") {
+		t.Errorf("lowering below lendingLimit: %+v, want a denial saying lendingLimit is above nominal", v)
 	}
 }

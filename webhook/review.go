@@ -63,8 +63,11 @@ type Write struct {
 	// Generation is the old object's metadata.generation on UPDATE and
 	// DELETE, 0 on CREATE or when the API server sent no old object.
 	Generation int64
-	UID        types.UID
-	DryRun     bool
+	// Old is the spec the API server judged an UPDATE on, when it sent the
+	// old object.
+	Old    *v1beta1.AcceleratorQuotaSpec
+	UID    types.UID
+	DryRun bool
 }
 
 // StaticJudge judges every write from scratch on the tree that in returns
@@ -180,7 +183,7 @@ func (r *Reviewer) judge(ctx context.Context, req *admissionv1.AdmissionRequest)
 				return res
 			}
 			if err == nil {
-				w.Generation = old.Generation
+				w.Generation, w.Old = old.Generation, &old.Spec
 			}
 		}
 	case admissionv1.Delete:
@@ -216,6 +219,8 @@ func (r *Reviewer) judge(ctx context.Context, req *admissionv1.AdmissionRequest)
 		}
 		return unavailable(notReady(cause))
 	}
+	// The decision point: the verdict, req (its UserInfo, and the old and
+	// new objects) and w are all at hand here.
 	v, err := r.Judge(ctx, w)
 	if err != nil {
 		return unavailable(fmt.Sprintf("the quota manager cannot judge this write now: %v; retry in a few seconds", err))

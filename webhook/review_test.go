@@ -230,7 +230,7 @@ func TestReview(t *testing.T) {
 }
 
 // TestReviewPassesTheWrite checks what the judge receives: the old
-// object's generation, the dry-run flag, and no call at all for a write
+// object's generation and spec, the dry-run flag, and no call at all for a write
 // that changes nothing the rules read.
 func TestReviewPassesTheWrite(t *testing.T) {
 	var got []Write
@@ -253,7 +253,7 @@ func TestReviewPassesTheWrite(t *testing.T) {
 		}
 	}
 	want := []Write{
-		{Name: "team-alpha", Spec: &alpha20.Spec, Op: admissionv1.Update, Generation: 7, UID: "uid-1", DryRun: true},
+		{Name: "team-alpha", Spec: &alpha20.Spec, Op: admissionv1.Update, Generation: 7, Old: &alpha16.Spec, UID: "uid-1", DryRun: true},
 		{Name: "team-alpha", Op: admissionv1.Delete, Generation: 7, UID: "uid-1"},
 	}
 	if d := cmp.Diff(want, got); d != "" {

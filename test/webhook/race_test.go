@@ -72,15 +72,23 @@ type raceScenario struct {
 	setup func(t *testing.T, aqs aqtyped.AcceleratorQuotaInterface, i int) (a, b func(context.Context) error)
 	// denial is what the loser's denial says.
 	denial string
+	// lowering: the first write lowers a team's budget, which is admitted
+	// without the record whatever else is written; the second needs it and
+	// is admitted when judged after it, denied with denial before it.
+	lowering bool
 }
 
 // TestConcurrentConflictingWrites fires pairs of writes that each fit alone
 // and break a rule together, at two replicas through a balancer that sends
 // the two writes of a pair to different replicas: two teams that overrun
-// their Cohort together, two parent moves that form a cycle, and a budget
-// raise racing a sibling's create; 50 rounds of each. In every round
-// exactly one write is admitted and the other is denied with the rule's
-// message, and the tree stored in the API server breaks no rule.
+// their Cohort together, two parent moves that form a cycle, a budget
+// raise racing a sibling's create, and a Cohort's lowering racing its
+// team's raise; 50 rounds of each. In every round exactly one write is
+// admitted and the other is denied with the rule's message, and the tree
+// stored in the API server breaks no rule. A fifth race, a team's lowering
+// (admitted without the record) racing a sibling's raise that fits only
+// after it, admits the lowering every time and the raise only when it was
+// judged after the lowering, and stores no rule-breaking tree either.
 func TestConcurrentConflictingWrites(t *testing.T) {
 	ctx := context.Background()
 	ensureSecret(t)
@@ -107,6 +115,10 @@ func TestConcurrentConflictingWrites(t *testing.T) {
 			_, err := aqs.Patch(ctx, name, types.MergePatchType, []byte(p), metav1.PatchOptions{})
 			return err
 		}
+	}
+	// nominal sets a node's one budget, of a100 GPUs.
+	nominal := func(name, n string) func(context.Context) error {
+		return patch(name, `{"spec":{"budgets":[{"resourceName":"nvidia.com/gpu","resourceFlavor":"a100","nominal":"`+n+`"}]}}`)
 	}
 	mustCreate := func(t *testing.T, aq *v1beta1.AcceleratorQuota) {
 		t.Helper()
@@ -135,10 +147,34 @@ func TestConcurrentConflictingWrites(t *testing.T) {
 			c := fmt.Sprintf("race-sib-%02d", i)
 			mustCreate(t, aqtest.Cohort(c, "root").Budget(gpu, "a100", "10").Obj())
 			mustCreate(t, team(c+"-a", c, "4"))
-			return patch(c+"-a", `{"spec":{"budgets":[{"resourceName":"nvidia.com/gpu","resourceFlavor":"a100","nominal":"8"}]}}`),
+			return nominal(c+"-a", "8"),
 				create(team(c+"-b", c, "4"))
 		},
 		denial: "is 10 but its children total 12",
+	}, {
+		// A Cohort's lowering is serialized like a raise: only a team's is
+		// not.
+		name: "a Cohort's lowering races its team's raise",
+		setup: func(t *testing.T, aqs aqtyped.AcceleratorQuotaInterface, i int) (func(context.Context) error, func(context.Context) error) {
+			c := fmt.Sprintf("race-low-%02d", i)
+			mustCreate(t, aqtest.Cohort(c, "root").Budget(gpu, "a100", "10").Obj())
+			mustCreate(t, team(c+"-a", c, "4"))
+			return nominal(c, "6"),
+				nominal(c+"-a", "8")
+		},
+		denial: "is 6 but its children total 8",
+	}, {
+		name: "a team's lowering races a sibling's raise that needs it",
+		setup: func(t *testing.T, aqs aqtyped.AcceleratorQuotaInterface, i int) (func(context.Context) error, func(context.Context) error) {
+			c := fmt.Sprintf("race-need-%02d", i)
+			mustCreate(t, aqtest.Cohort(c, "root").Budget(gpu, "a100", "10").Obj())
+			mustCreate(t, team(c+"-a", c, "6"))
+			mustCreate(t, team(c+"-b", c, "4"))
+			return nominal(c+"-a", "2"),
+				nominal(c+"-b", "8")
+		},
+		denial:   "is 10 but its children total 14",
+		lowering: true,
 	}}
 
 	const rounds = 50
@@ -160,6 +196,17 @@ func TestConcurrentConflictingWrites(t *testing.T) {
 			close(start)
 			wg.Wait()
 			switch {
+			case sc.lowering:
+				if errs[0] != nil {
+					t.Errorf("%s, round %d: the lowering was refused: %v", sc.name, i, errs[0])
+				}
+				w := won[sc.name]
+				if errs[1] == nil {
+					w[1]++ // judged after the lowering
+				} else if !apierrors.IsForbidden(errs[1]) || !strings.Contains(errs[1].Error(), sc.denial) {
+					t.Errorf("%s, round %d: the raise was refused with %v, want a denial saying %q", sc.name, i, errs[1], sc.denial)
+				}
+				won[sc.name] = w
 			case errs[0] == nil && errs[1] == nil:
 				t.Errorf("%s, round %d: both writes admitted", sc.name, i)
 			case errs[0] != nil && errs[1] != nil:

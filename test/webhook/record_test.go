@@ -42,6 +42,28 @@ func TestAdmissionRecord(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, cm.Data[webhook.RecordKey], `"name":"record-first"`)
 
+	t.Run("a lowering of a team's budgets leaves the record alone", func(t *testing.T) {
+		budget := func(nominal string) error {
+			_, err := aqs.Patch(ctx, "record-first", types.MergePatchType, []byte(
+				`{"spec":{"budgets":[{"resourceName":"nvidia.com/gpu","resourceFlavor":"a100","nominal":"`+nominal+`"}]}}`), metav1.PatchOptions{})
+			return err
+		}
+		version := func() string {
+			cm, err := cms.Get(ctx, recordName, metav1.GetOptions{})
+			require.NoError(t, err)
+			return cm.ResourceVersion
+		}
+		skipped := r.metric(t, "ome_quota_webhook_record_writes_total", `outcome="skipped"`)
+		before := version()
+		require.NoError(t, budget("0"))
+		require.Equal(t, before, version(), "a lowering was written into the record")
+		require.Equal(t, skipped+1, r.metric(t, "ome_quota_webhook_record_writes_total", `outcome="skipped"`),
+			"the lowering did not reach the webhook, or was not told apart")
+		// A raise is serialized.
+		require.NoError(t, budget("1"))
+		require.NotEqual(t, before, version(), "a raise was not written into the record")
+	})
+
 	setRecord := func(data string, labelled bool) {
 		t.Helper()
 		cm, err := cms.Get(ctx, recordName, metav1.GetOptions{})

@@ -1,13 +1,20 @@
 // Command webhookbench measures what the admission webhook adds to a write
 // of the quota tree, on the local control plane: sequential budget updates
-// of one team, and label-only updates, with the API server calling the
-// webhook and not, in alternating blocks of 50 against the same running
-// manager, at each tree size.
+// of one team (raised and lowered in turn), and label-only updates, with the
+// API server calling the webhook and not, in alternating blocks of 50
+// against the same running manager, at each tree size.
 //
-//	go run ./test/cmd/webhookbench [-sizes 1000,5000] [-updates 500]
+//	go run ./test/cmd/webhookbench [-sizes 1000,5000] [-updates 500] [-back-to-back]
 //
-// It prints p50, p90, p99 and the mean per size, mode and kind of write.
-// It is not run by `make test`: it takes several minutes.
+// Between two writes it waits until the manager has written the status of
+// the first (its observedGeneration), in both modes, so that the status
+// write does not race the next write; -back-to-back sends each write as soon
+// as the last returns, as a script would.
+//
+// It prints p50, p90, p99 and the mean per size, mode and kind of write
+// (budget: every budget write; raise and lower: its two halves), and on
+// stderr where the time went, from the API server's metrics and the
+// webhook's. It is not run by `make test`: it takes several minutes.
 package main
 
 import (
@@ -25,13 +32,19 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	quotaclient "ome.io/quota-manager/api/client"
 	aqtyped "ome.io/quota-manager/api/client/clientset/versioned/typed/api/v1beta1"
+	"ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/api/v1beta1/aqtest"
 	"ome.io/quota-manager/test/localcluster"
 	"ome.io/quota-manager/webhook"
@@ -47,6 +60,7 @@ func main() {
 func run() error {
 	sizesFlag := flag.String("sizes", "1000,5000", "tree sizes (AcceleratorQuotas) to measure at, ascending")
 	updates := flag.Int("updates", 500, "sequential writes per measurement")
+	backToBack := flag.Bool("back-to-back", false, "send each write as soon as the last returns, without waiting for the manager's status write of the last")
 	flag.Parse()
 	var sizes []int
 	for _, s := range strings.Split(*sizesFlag, ",") {
@@ -84,7 +98,10 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	b := &bench{c: c, bin: bin, aqs: aqs, updates: *updates}
+	b := &bench{c: c, bin: bin, aqs: aqs, updates: *updates, backToBack: *backToBack}
+	if err := recordKinds(ctx, cfg, *updates); err != nil {
+		return err
+	}
 	// The manager creates root: start one without the webhook to do it.
 	m, err := b.start(ctx, 0)
 	if err != nil {
@@ -102,7 +119,7 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		for _, kind := range []string{"budget", "label"} {
+		for _, kind := range []string{"budget", "raise", "lower", "label"} {
 			for _, on := range []bool{false, true} {
 				mode := "off"
 				if on {
@@ -123,8 +140,10 @@ type bench struct {
 	bin     string
 	aqs     aqtyped.AcceleratorQuotaInterface
 	updates int
-	size    int // nodes written so far, root included
-	saved   *admissionregistrationv1.ValidatingWebhookConfiguration
+	// backToBack: no wait for the manager's status write between writes.
+	backToBack bool
+	size       int // nodes written so far, root included
+	saved      *admissionregistrationv1.ValidatingWebhookConfiguration
 }
 
 // start starts a manager, with the webhook on port (0: without it), and
@@ -237,29 +256,30 @@ func (b *bench) measure(ctx context.Context, n int) (map[string]map[bool][]time.
 		return nil, err
 	}
 	team := "bench-cohort-0000-team-1"
-	out := map[string]map[bool][]time.Duration{"budget": {}, "label": {}}
+	// raise and lower split the budget writes: a raise is serialized
+	// through the admission record, a lowering of a team's budgets is not.
+	out := map[string]map[bool][]time.Duration{"budget": {}, "raise": {}, "lower": {}, "label": {}}
 	patches := map[string]func(i int) string{
-		// The team's budget goes between 1 and 0: its Cohort's ten teams
-		// stay within its 10.
+		// The team's budget goes between 1 and 0 (raised on even i, lowered
+		// on odd): its Cohort's ten teams stay within its 10.
 		"budget": func(i int) string {
 			return fmt.Sprintf(`{"spec":{"budgets":[{"resourceName":"nvidia.com/gpu","resourceFlavor":"a100","nominal":"%d"}]}}`, (i+1)%2)
 		},
 		"label": func(i int) string { return fmt.Sprintf(`{"metadata":{"labels":{"bench":"%d"}}}`, i) },
 	}
+	var status *statusWatch
+	if !b.backToBack {
+		if status, err = b.watchStatus(ctx, team); err != nil {
+			return nil, err
+		}
+		defer status.stop()
+	}
 	const block = 50
 	i := 0
 	for _, kind := range []string{"budget", "label"} {
-		wait0, _ := m.Metric(ctx, "ome_quota_webhook_settle_wait_seconds_sum")
-		sum0, _ := m.Metric(ctx, "ome_quota_webhook_review_seconds_sum")
-		count0, _ := m.Metric(ctx, "ome_quota_webhook_review_seconds_count")
-		api0, apiN0 := b.webhookCalls(ctx)
-		report := func() {
-			sum, _ := m.Metric(ctx, "ome_quota_webhook_review_seconds_sum")
-			count, _ := m.Metric(ctx, "ome_quota_webhook_review_seconds_count")
-			api, apiN := b.webhookCalls(ctx)
-			wait, _ := m.Metric(ctx, "ome_quota_webhook_settle_wait_seconds_sum")
-			fmt.Fprintf(os.Stderr, "n=%d, %s writes: the API server's webhook calls: %d, mean %.2fms; the webhook's reviews: %d, mean %.2fms, of which waiting for the state %.2fms\n",
-				n, kind, int(apiN-apiN0), 1000*(api-api0)/max(apiN-apiN0, 1), int(count-count0), 1000*(sum-sum0)/max(count-count0, 1), 1000*(wait-wait0)/max(count-count0, 1))
+		before, err := b.breakdown(ctx, m)
+		if err != nil {
+			return nil, err
 		}
 		for done := 0; done < b.updates; done += block {
 			for _, on := range []bool{false, true} {
@@ -272,11 +292,24 @@ func (b *bench) measure(ctx context.Context, n int) (map[string]map[bool][]time.
 				}
 				for range min(block, b.updates-done) {
 					i++
-					d, err := b.timed(ctx, team, patches[kind](i))
+					d, aq, err := b.timed(ctx, team, patches[kind](i))
 					if err != nil {
 						return nil, fmt.Errorf("%s update %d (webhook %v): %w", kind, i, on, err)
 					}
 					out[kind][on] = append(out[kind][on], d)
+					if kind == "budget" {
+						dir := map[bool]string{true: "raise", false: "lower"}[i%2 == 0]
+						out[dir][on] = append(out[dir][on], d)
+					}
+					if status != nil {
+						// The manager writes the team's status for each
+						// generation: wait for it, so that it does not race
+						// the next write (which the API server would then
+						// judge again).
+						if err := status.await(ctx, aq.Generation); err != nil {
+							return nil, err
+						}
+					}
 				}
 				after, err := m.Metric(ctx, "ome_quota_webhook_verdicts_total", `operation="UPDATE"`)
 				if err != nil {
@@ -290,27 +323,24 @@ func (b *bench) measure(ctx context.Context, n int) (map[string]map[bool][]time.
 				}
 			}
 		}
-		report()
+		after, err := b.breakdown(ctx, m)
+		if err != nil {
+			return nil, err
+		}
+		after.sub(before).print(n, kind, len(out[kind][true]), len(out[kind][false]))
 	}
 	return out, nil
 }
 
-// webhookCalls is the API server's total time in calls of the webhook,
-// and their number.
-func (b *bench) webhookCalls(ctx context.Context) (sum, count float64) {
-	raw, err := b.c.Kube.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-	if err != nil {
-		return 0, 0
-	}
-	return histogram(string(raw), "apiserver_admission_webhook_admission_duration_seconds", `name="`+webhook.WebhookName+`"`)
-}
-
 // histogram sums the _sum and _count series of a histogram whose labels
-// include match.
-func histogram(text, family, match string) (sum, count float64) {
+// include every one of match.
+func histogram(text, family string, match ...string) (sum, count float64) {
+lines:
 	for _, line := range strings.Split(text, "\n") {
-		if !strings.Contains(line, match) {
-			continue
+		for _, m := range match {
+			if !strings.Contains(line, m) {
+				continue lines
+			}
 		}
 		v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
 		if err != nil {
@@ -370,10 +400,131 @@ func (b *bench) setWebhook(ctx context.Context, m *localcluster.Manager, on bool
 	return fmt.Errorf("the API server did not start or stop calling the webhook (on=%v) within a minute", on)
 }
 
-func (b *bench) timed(ctx context.Context, name, patch string) (time.Duration, error) {
+func (b *bench) timed(ctx context.Context, name, patch string) (time.Duration, *v1beta1.AcceleratorQuota, error) {
 	start := time.Now()
-	_, err := b.aqs.Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
-	return time.Since(start), err
+	aq, err := b.aqs.Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	return time.Since(start), aq, err
+}
+
+// statusWatch follows one AcceleratorQuota's status.observedGeneration.
+type statusWatch struct {
+	w       watch.Interface
+	mu      sync.Mutex
+	changed chan struct{}
+	seen    int64
+}
+
+func (b *bench) watchStatus(ctx context.Context, name string) (*statusWatch, error) {
+	w, err := b.aqs.Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
+	if err != nil {
+		return nil, err
+	}
+	s := &statusWatch{w: w, changed: make(chan struct{})}
+	go func() {
+		for ev := range w.ResultChan() {
+			aq, ok := ev.Object.(*v1beta1.AcceleratorQuota)
+			if !ok {
+				continue
+			}
+			s.mu.Lock()
+			s.seen = max(s.seen, aq.Status.ObservedGeneration)
+			close(s.changed)
+			s.changed = make(chan struct{})
+			s.mu.Unlock()
+		}
+	}()
+	return s, nil
+}
+
+// await waits until the status describes generation gen.
+func (s *statusWatch) await(ctx context.Context, gen int64) error {
+	deadline := time.NewTimer(10 * time.Second)
+	defer deadline.Stop()
+	for {
+		s.mu.Lock()
+		seen, changed := s.seen, s.changed
+		s.mu.Unlock()
+		if seen >= gen {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			return fmt.Errorf("the manager did not write the status of generation %d within 10s (it shows %d)", gen, seen)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (s *statusWatch) stop() { s.w.Stop() }
+
+// counters are the figures that say where a write's time goes, read from
+// the API server's and the manager's metrics.
+type counters struct {
+	calls, callSum     float64 // the API server's calls of the webhook
+	reviews, reviewSum float64 // the webhook's reviews
+	waitSum            float64 // of which waiting for the state
+	written, already   float64 // the record's outcomes
+	conflict, failed   float64
+	skipped            float64 // lowerings, which need no record
+	puts, putSum       float64 // the API server's PUTs of ConfigMaps (the record)
+	patches, patchSum  float64 // the API server's PATCHes of AcceleratorQuotas
+}
+
+func (b *bench) breakdown(ctx context.Context, m *localcluster.Manager) (counters, error) {
+	var c counters
+	raw, err := b.c.Kube.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return c, err
+	}
+	text := string(raw)
+	c.callSum, c.calls = histogram(text, "apiserver_admission_webhook_admission_duration_seconds", `name="`+webhook.WebhookName+`"`)
+	c.putSum, c.puts = histogram(text, "apiserver_request_duration_seconds", `verb="PUT"`, `resource="configmaps"`)
+	c.patchSum, c.patches = histogram(text, "apiserver_request_duration_seconds", `verb="PATCH"`, `resource="acceleratorquotas"`, `subresource=""`)
+	for _, f := range []struct {
+		to    *float64
+		name  string
+		match []string
+	}{
+		{&c.reviewSum, "ome_quota_webhook_review_seconds_sum", nil},
+		{&c.reviews, "ome_quota_webhook_review_seconds_count", nil},
+		{&c.waitSum, "ome_quota_webhook_settle_wait_seconds_sum", nil},
+		{&c.written, "ome_quota_webhook_record_writes_total", []string{`outcome="written"`}},
+		{&c.already, "ome_quota_webhook_record_writes_total", []string{`outcome="already"`}},
+		{&c.conflict, "ome_quota_webhook_record_writes_total", []string{`outcome="conflict"`}},
+		{&c.failed, "ome_quota_webhook_record_writes_total", []string{`outcome="failed"`}},
+		{&c.skipped, "ome_quota_webhook_record_writes_total", []string{`outcome="skipped"`}},
+	} {
+		if *f.to, err = m.Metric(ctx, f.name, f.match...); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
+func (c counters) sub(o counters) counters {
+	return counters{
+		calls: c.calls - o.calls, callSum: c.callSum - o.callSum,
+		reviews: c.reviews - o.reviews, reviewSum: c.reviewSum - o.reviewSum, waitSum: c.waitSum - o.waitSum,
+		written: c.written - o.written, already: c.already - o.already, conflict: c.conflict - o.conflict, failed: c.failed - o.failed,
+		skipped: c.skipped - o.skipped,
+		puts:    c.puts - o.puts, putSum: c.putSum - o.putSum, patches: c.patches - o.patches, patchSum: c.patchSum - o.patchSum,
+	}
+}
+
+// print says where the time of one kind of write went: on is the number of
+// writes with the webhook installed, off without.
+func (c counters) print(n int, kind string, on, off int) {
+	ms := func(sum, count float64) float64 { return 1000 * sum / max(count, 1) }
+	fmt.Fprintf(os.Stderr, "n=%d, %s writes (%d with the webhook, %d without; the webhook also judges a dry-run probe per block):\n"+
+		"  the API server: %d PATCHes of AcceleratorQuotas, mean %.2fms; %d webhook calls (%.2f per write with the webhook), mean %.2fms\n"+
+		"  the webhook: %d reviews, mean %.2fms, of which waiting for the state %.2fms\n"+
+		"  the record: %d written, %d already listed, %d conflicts, %d failed, %d not needed (lowerings); the API server's PUTs of ConfigMaps: %d, mean %.2fms\n",
+		n, kind, on, off,
+		int(c.patches), ms(c.patchSum, c.patches), int(c.calls), c.calls/float64(max(on, 1)), ms(c.callSum, c.calls),
+		int(c.reviews), ms(c.reviewSum, c.reviews), ms(c.waitSum, c.reviews),
+		int(c.written), int(c.already), int(c.conflict), int(c.failed), int(c.skipped), int(c.puts), ms(c.putSum, c.puts))
 }
 
 // settle waits until the manager's state holds n nodes and its writes have
@@ -422,3 +573,50 @@ func mean(d []time.Duration) string {
 }
 
 func fmtDur(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d.Microseconds())/1000) }
+
+// recordKinds times what one admission's record write would cost as a
+// ConfigMap Update (the record) and as a coordination.k8s.io Lease Update
+// holding the same text in an annotation, n of each in turn, through a
+// protobuf client as the webhook's.
+func recordKinds(ctx context.Context, cfg *rest.Config, n int) error {
+	pcfg := rest.CopyConfig(cfg)
+	pcfg.ContentType = "application/vnd.kubernetes.protobuf"
+	kube, err := kubernetes.NewForConfig(pcfg)
+	if err != nil {
+		return err
+	}
+	const ns, name = "default", "webhookbench-record"
+	payload := func(i int) string {
+		return fmt.Sprintf(`{"format":1,"writes":[{"name":"bench-cohort-0000-team-1","op":"UPDATE","generation":%d,"at":%q,"uid":"0b5f8f0e-6a7c-4a51-9d59-4f1c6f6f1a%02d","by":"bench"}]}`,
+			i, time.Now().UTC().Format(time.RFC3339Nano), i%100)
+	}
+	cms, leases := kube.CoreV1().ConfigMaps(ns), kube.CoordinationV1().Leases(ns)
+	cm, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"admitted": payload(0)}}, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	lease, err := leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{"admitted": payload(0)}}}, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	var tc, tl []time.Duration
+	for i := 1; i <= n; i++ {
+		cm.Data["admitted"] = payload(i)
+		start := time.Now()
+		if cm, err = cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
+		tc = append(tc, time.Since(start))
+		lease.Annotations["admitted"] = payload(i)
+		start = time.Now()
+		if lease, err = leases.Update(ctx, lease, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
+		tl = append(tl, time.Since(start))
+	}
+	fmt.Fprintf(os.Stderr, "the record's write, %d of each in turn: ConfigMap Update p50 %s p99 %s mean %s; Lease Update p50 %s p99 %s mean %s\n",
+		n, pct(tc, 50), pct(tc, 99), mean(tc), pct(tl, 50), pct(tl, 99), mean(tl))
+	_ = cms.Delete(ctx, name, metav1.DeleteOptions{})
+	_ = leases.Delete(ctx, name, metav1.DeleteOptions{})
+	return nil
+}
