@@ -33,7 +33,8 @@ type Metrics struct {
 	// WebhookRecord counts the webhook's compare-and-swap writes of the
 	// admission record by outcome: written, conflict (another replica
 	// wrote first: the write is judged again), already (the write was
-	// listed), failed.
+	// listed), failed, skipped (a lowering of a team's budgets is judged
+	// without the record).
 	WebhookRecord *prometheus.CounterVec
 	// WebhookReviewSeconds is the time from a review's arrival to its
 	// answer, by verdict.
