@@ -82,7 +82,7 @@ var (
 // The instrumented metrics.
 var (
 	mApplied = Spec{Name: "ome_quota_backend_applied_total", Type: Counter, Labels: []string{"kind"}, Source: applier,
-		Help: "Objects a materialization pass brought to, or confirmed at, their desired state."}
+		Help: "Objects the shell brought to, or confirmed at, their desired state, one node at a time."}
 	mSwept = Spec{Name: "ome_quota_backend_swept_total", Type: Counter, Labels: []string{"kind"}, Source: applier,
 		Help: "Managed objects deleted because no node wants them."}
 	mWrites = Spec{Name: "ome_quota_backend_writes_total", Type: Counter, Labels: []string{"kind", "verb"}, Source: applier,

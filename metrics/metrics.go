@@ -13,7 +13,7 @@ import (
 type Metrics struct {
 	Registry *prometheus.Registry
 
-	// Applied counts objects a materialization pass brought to, or confirmed
+	// Applied counts objects the shell brought to, or confirmed
 	// at, their desired state: it rises on every pass. Writes counts real API
 	// writes, flat on a quiet cluster. Swept counts deletions of objects no
 	// node wants any more.

@@ -113,7 +113,7 @@ func Build() (dashboard.Dashboard, error) {
 			q(rate("ome_quota_backend_applied_total", "kind"), "confirmed {{kind}}"),
 			q(rate("ome_quota_backend_writes_total", "kind, verb"), "written {{kind}} {{verb}}"),
 			q(rate("ome_quota_backend_swept_total", "kind"), "swept {{kind}}"))).
-		WithPanel(c.series("Write errors and pass duration", "short", "Failed writes per second, and the 99th percentile of a materialization pass in seconds.",
+		WithPanel(c.series("Write errors and apply duration", "short", "Failed writes per second, and the 99th percentile of one node's materialization in seconds.",
 			q(rate("ome_quota_backend_write_errors_total", "kind, verb"), "errors {{kind}} {{verb}}"),
 			q(p99("ome_quota_backend_apply_seconds", "instance"), "pass p99 {{instance}}"))).
 		WithPanel(c.series("Transition Events", "ops", "Kubernetes Events the leader emitted on AcceleratorQuotas, by reason.",
