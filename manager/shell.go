@@ -35,8 +35,42 @@ type shell struct {
 	m            *Manager
 	urgent, bulk workqueue.TypedRateLimitingInterface[string]
 
-	keyMu sync.Mutex
-	busy  map[string]*sync.Mutex // per node: the two queues never work on one node at once
+	keyMu      sync.Mutex
+	busy       map[string]*sync.Mutex // per node: the two queues never work on one node at once
+	lastStatus map[string]time.Time   // per node: when its status was last written
+}
+
+// statusCoalesce is the least time between two status writes of one node.
+// A node whose spec an admin changes many times in a row (a script, an
+// apply loop) gets its status written at once after the first change, and
+// then at most once in this time, with the newest figures. Each status
+// write changes the AcceleratorQuota's resourceVersion: written while the
+// admin's next update is in admission, it makes the API server retry that
+// update and call the webhook again. One status write a second bounds that
+// cost; observedGeneration and Materialized lag the spec by at most this
+// long in such a burst, and not at all for a change made after a quiet
+// second.
+const statusCoalesce = time.Second
+
+// statusHold says how long a node's status write must wait: zero when its
+// last status write is at least statusCoalesce old.
+func (sh *shell) statusHold(name string, now time.Time) time.Duration {
+	sh.keyMu.Lock()
+	defer sh.keyMu.Unlock()
+	if last, ok := sh.lastStatus[name]; ok {
+		if d := statusCoalesce - now.Sub(last); d > 0 {
+			return d
+		}
+		delete(sh.lastStatus, name)
+	}
+	return 0
+}
+
+// statusWritten notes a status write of a node.
+func (sh *shell) statusWritten(name string, at time.Time) {
+	sh.keyMu.Lock()
+	sh.lastStatus[name] = at
+	sh.keyMu.Unlock()
 }
 
 // bulkPerEvent is the most nodes one event's changes put on the urgent
@@ -58,7 +92,8 @@ func newShell(m *Manager) *shell {
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "urgent", MetricsProvider: qm}),
 		bulk: workqueue.NewTypedRateLimitingQueueWithConfig(rl(),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "bulk", MetricsProvider: qm}),
-		busy: map[string]*sync.Mutex{},
+		busy:       map[string]*sync.Mutex{},
+		lastStatus: map[string]time.Time{},
 	}
 }
 
@@ -250,15 +285,32 @@ func (m *Manager) materialize(ctx context.Context, name string) (failed bool, re
 		if ok {
 			in.Outcomes = map[string]projector.Outcome{name: o}
 		}
-		st := projector.ProjectNode(&n, in).Status
-		sres := m.applier.ApplyNodeStatus(ctx, name, st)
-		res.Writes += sres.Writes
-		res.Errors = append(res.Errors, sres.Errors...)
+		if hold := m.shell.statusHold(name, time.Now()); hold > 0 {
+			// Written moments ago: the node comes back when the hold
+			// ends and writes the newest status then.
+			res.RetryAt = earliest(res.RetryAt, time.Now().Add(hold))
+		} else {
+			st := projector.ProjectNode(&n, in).Status
+			sres := m.applier.ApplyNodeStatus(ctx, name, st)
+			if sres.Writes > 0 {
+				m.shell.statusWritten(name, time.Now())
+			}
+			res.Writes += sres.Writes
+			res.Errors = append(res.Errors, sres.Errors...)
+		}
 	}
 	if res.Writes > 0 || len(res.Errors) > 0 {
 		klog.FromContext(ctx).V(1).Info("materialized", "node", name, "writes", res.Writes, "confirmed", res.Confirmed, "swept", res.Swept, "errors", len(res.Errors))
 	}
 	return len(res.Errors) > 0, res.RetryAt
+}
+
+// earliest is the earlier of two times, the zero time meaning none.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
 }
 
 // drift watches the Kueue objects the manager writes: a change that is not
