@@ -51,8 +51,8 @@ type Applier struct {
 	// tokens a bulk pass has reserved.
 	UrgentKueue kueueclient.Interface
 	UrgentAQs   aqtyped.AcceleratorQuotaInterface
-	Listers Listers
-	Metrics *metrics.Metrics
+	Listers     Listers
+	Metrics     *metrics.Metrics
 	// Workers bounds the writes in flight.
 	Workers int
 	// Now stamps lastTransitionTime on conditions that change.
