@@ -129,8 +129,8 @@ func New(o *Options, cfg *rest.Config) (*Manager, error) {
 	}
 	m.aqs = quotas.OmeV1beta1().AcceleratorQuotas()
 	m.inf = &informerSet{
-		core:  informers.NewSharedInformerFactoryWithOptions(m.kube, noResync, informers.WithTransform(dropManagedFields)),
-		kueue: kueueinformers.NewSharedInformerFactoryWithOptions(m.kueue, noResync, kueueinformers.WithTransform(dropManagedFields)),
+		core:  informers.NewSharedInformerFactoryWithOptions(m.kube, noResync, informers.WithTransform(slimCore)),
+		kueue: kueueinformers.NewSharedInformerFactoryWithOptions(m.kueue, noResync, kueueinformers.WithTransform(slimKueue)),
 		quota: aqinformers.NewSharedInformerFactoryWithOptions(quotas, noResync, aqinformers.WithTransform(dropManagedFields)),
 	}
 	m.inf.aq = m.inf.quota.Ome().V1beta1().AcceleratorQuotas().Informer()
