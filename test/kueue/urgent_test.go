@@ -38,6 +38,20 @@ func countingKueue(t *testing.T, writes *atomic.Int64) kueueclient.Interface {
 	return c
 }
 
+// kueueListers starts Kueue caches until ctx is done and returns listers
+// on them, with no AcceleratorQuota.
+func kueueListers(ctx context.Context, t *testing.T) apply.Listers {
+	f := kueueinformers.NewSharedInformerFactory(cluster.Kueue, 0)
+	kq := f.Kueue().V1beta2()
+	listers := apply.Listers{Cohorts: kq.Cohorts().Lister(), ClusterQueues: kq.ClusterQueues().Lister(), LocalQueues: kq.LocalQueues().Lister(),
+		AQ: func(string) *v1beta1.AcceleratorQuota { return nil }}
+	f.Start(ctx.Done())
+	for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
+		require.True(t, ok, "%v cache", typ)
+	}
+	return listers
+}
+
 type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
@@ -48,14 +62,7 @@ func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { retur
 func TestApplierUrgentClient(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	f := kueueinformers.NewSharedInformerFactory(cluster.Kueue, 0)
-	kq := f.Kueue().V1beta2()
-	listers := apply.Listers{Cohorts: kq.Cohorts().Lister(), ClusterQueues: kq.ClusterQueues().Lister(), LocalQueues: kq.LocalQueues().Lister(),
-		AQ: func(string) *v1beta1.AcceleratorQuota { return nil }}
-	f.Start(ctx.Done())
-	for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
-		require.True(t, ok, "%v cache", typ)
-	}
+	listers := kueueListers(ctx, t)
 	var bulk, urgent atomic.Int64
 	a := &apply.Applier{Kueue: countingKueue(t, &bulk), UrgentKueue: countingKueue(t, &urgent), Metrics: metrics.New(), Workers: 2, Now: time.Now, Listers: listers}
 	out := func(lend int64) *projector.Output {
