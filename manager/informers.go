@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
+	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	kueueinformers "sigs.k8s.io/kueue/client-go/informers/externalversions"
 
 	aqinformers "ome.io/quota-manager/api/client/informers/externalversions"
@@ -68,4 +71,49 @@ func dropManagedFields(obj any) (any, error) {
 		o.SetManagedFields(nil)
 	}
 	return obj, nil
+}
+
+// slimCore is the core informers' transform: a Node keeps only what the
+// event sources read of it (events/sources.NodeOf: name, labels,
+// spec.unschedulable, status.capacity and allocatable, the Ready
+// condition's status), so that the cache of thousands of Nodes holds none of
+// their annotations, images, addresses, taints or heartbeats; anything else
+// loses its managedFields.
+func slimCore(obj any) (any, error) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return dropManagedFields(obj)
+	}
+	out := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion,
+			Labels: n.Labels, DeletionTimestamp: n.DeletionTimestamp,
+		},
+		Spec:   corev1.NodeSpec{Unschedulable: n.Spec.Unschedulable},
+		Status: corev1.NodeStatus{Capacity: n.Status.Capacity, Allocatable: n.Status.Allocatable},
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			out.Status.Conditions = []corev1.NodeCondition{{Type: c.Type, Status: c.Status}}
+		}
+	}
+	return out, nil
+}
+
+// slimKueue is the Kueue informers' transform: besides managedFields, a
+// LocalQueue and a Cohort lose their status, which nothing reads (the
+// applier compares the fields it owns, all in spec and metadata), and a
+// ClusterQueue keeps of its status only the usage the event sources read
+// (events/sources.QueueOf: flavorsUsage and flavorsReservation). Tens of
+// thousands of LocalQueues then cost the cache their spec only.
+func slimKueue(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *kueuev1beta2.LocalQueue:
+		o.Status = kueuev1beta2.LocalQueueStatus{}
+	case *kueuev1beta2.Cohort:
+		o.Status = kueuev1beta2.CohortStatus{}
+	case *kueuev1beta2.ClusterQueue:
+		o.Status = kueuev1beta2.ClusterQueueStatus{FlavorsUsage: o.Status.FlavorsUsage, FlavorsReservation: o.Status.FlavorsReservation}
+	}
+	return dropManagedFields(obj)
 }

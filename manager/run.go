@@ -107,17 +107,30 @@ func New(o *Options, cfg *rest.Config) (*Manager, error) {
 	if m.kube, err = kubernetes.NewForConfig(cfg); err != nil {
 		return nil, err
 	}
-	if m.kueue, err = kueueclient.NewForConfig(cfg); err != nil {
+	// The Kueue and the AcceleratorQuota clients each have one token
+	// bucket, with a bulk and an urgent lane (lanes.go): urgent workers'
+	// writes do not wait behind a bulk pass's.
+	bulkCfg, urgentCfg := laneConfigs(cfg)
+	if m.kueue, err = kueueclient.NewForConfig(bulkCfg); err != nil {
 		return nil, err
 	}
-	quotas, err := versioned.NewForConfig(cfg)
+	kueueUrgent, err := kueueclient.NewForConfig(urgentCfg)
+	if err != nil {
+		return nil, err
+	}
+	bulkCfg, urgentCfg = laneConfigs(cfg)
+	quotas, err := versioned.NewForConfig(bulkCfg)
+	if err != nil {
+		return nil, err
+	}
+	quotasUrgent, err := versioned.NewForConfig(urgentCfg)
 	if err != nil {
 		return nil, err
 	}
 	m.aqs = quotas.OmeV1beta1().AcceleratorQuotas()
 	m.inf = &informerSet{
-		core:  informers.NewSharedInformerFactoryWithOptions(m.kube, noResync, informers.WithTransform(dropManagedFields)),
-		kueue: kueueinformers.NewSharedInformerFactoryWithOptions(m.kueue, noResync, kueueinformers.WithTransform(dropManagedFields)),
+		core:  informers.NewSharedInformerFactoryWithOptions(m.kube, noResync, informers.WithTransform(slimCore)),
+		kueue: kueueinformers.NewSharedInformerFactoryWithOptions(m.kueue, noResync, kueueinformers.WithTransform(slimKueue)),
 		quota: aqinformers.NewSharedInformerFactoryWithOptions(quotas, noResync, aqinformers.WithTransform(dropManagedFields)),
 	}
 	m.inf.aq = m.inf.quota.Ome().V1beta1().AcceleratorQuotas().Informer()
@@ -127,7 +140,7 @@ func New(o *Options, cfg *rest.Config) (*Manager, error) {
 		return nil, err
 	}
 	m.applier = &apply.Applier{
-		Kueue: m.kueue, AQs: m.aqs, Metrics: m.metrics, Workers: o.ApplyWorkers, Now: time.Now,
+		Kueue: m.kueue, AQs: m.aqs, UrgentKueue: kueueUrgent, UrgentAQs: quotasUrgent.OmeV1beta1().AcceleratorQuotas(), Metrics: m.metrics, Workers: o.ApplyWorkers, Now: time.Now,
 		Listers: apply.Listers{
 			Cohorts: kq.Cohorts().Lister(), ClusterQueues: kq.ClusterQueues().Lister(), LocalQueues: kq.LocalQueues().Lister(),
 			AQ: aqGetter(m.inf.aq), LocalQueuesNamed: localQueuesNamed(lqs),

@@ -15,6 +15,7 @@ import (
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/events"
 	"ome.io/quota-manager/projector"
+	"ome.io/quota-manager/projector/apply"
 	"ome.io/quota-manager/state"
 )
 
@@ -77,6 +78,10 @@ func (sh *shell) statusWritten(name string, at time.Time) {
 // queue; an event that changes more (a capacity drop freezing a subtree)
 // goes to bulk.
 const bulkPerEvent = 64
+
+// busyRetry is when a node found busy in the other queue's hands is
+// taken again.
+const busyRetry = 100 * time.Millisecond
 
 // urgentOnlyWorkers take only urgent work.
 const urgentOnlyWorkers = 2
@@ -182,6 +187,7 @@ func (sh *shell) run(ctx context.Context, workers int) {
 		sh.urgent.ShutDown()
 		sh.bulk.ShutDown()
 	}()
+	urgentCtx := apply.Urgent(ctx)
 	for i := 0; i < workers+urgentOnlyWorkers; i++ {
 		takesBulk := i >= urgentOnlyWorkers
 		go func() {
@@ -205,7 +211,11 @@ func (sh *shell) run(ctx context.Context, workers int) {
 						return
 					}
 				}
-				sh.work(ctx, q, k)
+				wctx := ctx
+				if q == sh.urgent {
+					wctx = urgentCtx
+				}
+				sh.work(wctx, q, k)
 			}
 		}()
 	}
@@ -223,7 +233,14 @@ func (sh *shell) work(ctx context.Context, q workqueue.TypedRateLimitingInterfac
 		sh.busy[name] = mu
 	}
 	sh.keyMu.Unlock()
-	mu.Lock()
+	if !mu.TryLock() {
+		// The other queue's worker holds this node (a bulk comparison
+		// writing a team's LocalQueues one by one takes seconds at the
+		// default limits): come back after it rather than hold a worker,
+		// which an urgent change may need, waiting.
+		q.AddAfter(name, busyRetry)
+		return
+	}
 	failed, retryAt := sh.m.materialize(ctx, name)
 	mu.Unlock()
 	switch {

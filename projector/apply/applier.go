@@ -43,10 +43,16 @@ type Listers struct {
 
 // Applier writes projections.
 type Applier struct {
-	Kueue   kueueclient.Interface
-	AQs     aqtyped.AcceleratorQuotaInterface
-	Listers Listers
-	Metrics *metrics.Metrics
+	Kueue kueueclient.Interface
+	AQs   aqtyped.AcceleratorQuotaInterface
+	// UrgentKueue and UrgentAQs, when set, carry the writes made under a
+	// context marked Urgent: clients whose rate limiter serves them ahead
+	// of the bulk writes, so that an admin's change does not wait for the
+	// tokens a bulk pass has reserved.
+	UrgentKueue kueueclient.Interface
+	UrgentAQs   aqtyped.AcceleratorQuotaInterface
+	Listers     Listers
+	Metrics     *metrics.Metrics
 	// Workers bounds the writes in flight.
 	Workers int
 	// Now stamps lastTransitionTime on conditions that change.
@@ -181,6 +187,30 @@ func (a *Applier) ApplyStatus(ctx context.Context, out *projector.Output) *Resul
 	return res
 }
 
+type urgentKey struct{}
+
+// Urgent marks ctx: the writes made under it go through UrgentKueue and
+// UrgentAQs.
+func Urgent(ctx context.Context) context.Context { return context.WithValue(ctx, urgentKey{}, true) }
+
+func isUrgent(ctx context.Context) bool { u, _ := ctx.Value(urgentKey{}).(bool); return u }
+
+// kueue is the Kueue client for a write made under ctx.
+func (a *Applier) kueue(ctx context.Context) kueueclient.Interface {
+	if a.UrgentKueue != nil && isUrgent(ctx) {
+		return a.UrgentKueue
+	}
+	return a.Kueue
+}
+
+// aqs is the AcceleratorQuota client for a write made under ctx.
+func (a *Applier) aqs(ctx context.Context) aqtyped.AcceleratorQuotaInterface {
+	if a.UrgentAQs != nil && isUrgent(ctx) {
+		return a.UrgentAQs
+	}
+	return a.AQs
+}
+
 // setOutcome keeps the worst outcome seen for a node in this pass.
 func (r *Result) setOutcome(node string, o projector.Outcome) {
 	if cur, ok := r.Outcomes[node]; ok && rank(cur.Kind) >= rank(o.Kind) {
@@ -220,7 +250,7 @@ func conflict(kind, ns, name string) projector.Outcome {
 func (a *Applier) kueueWrites(ctx context.Context, out *projector.Output, res *Result) []write {
 	var ws []write
 	opts := metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
-	kq := a.Kueue.KueueV1beta2()
+	kq := a.kueue(ctx).KueueV1beta2()
 	for _, d := range out.Cohorts {
 		name := *d.Name
 		cur, err := a.Listers.Cohorts.Get(name)
@@ -514,7 +544,6 @@ func (a *Applier) sweepsOf(out *projector.Output, res *Result, cohorts []*kueuev
 	for _, d := range out.LocalQueues {
 		want["LocalQueue/"+*d.Namespace+"/"+*d.Name] = true
 	}
-	kq := a.Kueue.KueueV1beta2()
 	var ws []write
 	del := func(kind, ns, name string, uid types.UID, f func(context.Context, metav1.DeleteOptions) error) {
 		if want[kind+"/"+joinName(ns, name)] || out.Held[name] || res.Outcomes[name].Kind == projector.OutcomeConflict {
@@ -535,17 +564,17 @@ func (a *Applier) sweepsOf(out *projector.Output, res *Result, cohorts []*kueuev
 	}
 	for _, o := range cohorts {
 		del("Cohort", "", o.Name, o.UID, func(ctx context.Context, opts metav1.DeleteOptions) error {
-			return kq.Cohorts().Delete(ctx, o.Name, opts)
+			return a.kueue(ctx).KueueV1beta2().Cohorts().Delete(ctx, o.Name, opts)
 		})
 	}
 	for _, o := range cqs {
 		del("ClusterQueue", "", o.Name, o.UID, func(ctx context.Context, opts metav1.DeleteOptions) error {
-			return kq.ClusterQueues().Delete(ctx, o.Name, opts)
+			return a.kueue(ctx).KueueV1beta2().ClusterQueues().Delete(ctx, o.Name, opts)
 		})
 	}
 	for _, o := range lqs {
 		del("LocalQueue", o.Namespace, o.Name, o.UID, func(ctx context.Context, opts metav1.DeleteOptions) error {
-			return kq.LocalQueues(o.Namespace).Delete(ctx, o.Name, opts)
+			return a.kueue(ctx).KueueV1beta2().LocalQueues(o.Namespace).Delete(ctx, o.Name, opts)
 		})
 	}
 	sort.Slice(ws, func(i, j int) bool { return ws[i].kind+ws[i].name < ws[j].kind+ws[j].name })
@@ -691,7 +720,7 @@ func (a *Applier) statusWrites(ctx context.Context, out *projector.Output, res *
 			if err != nil {
 				return err
 			}
-			_, err = a.AQs.ApplyStatus(ctx, ac, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+			_, err = a.aqs(ctx).ApplyStatus(ctx, ac, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 			if apierrors.IsNotFound(err) {
 				return nil
 			}

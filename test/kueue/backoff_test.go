@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kueueac "sigs.k8s.io/kueue/client-go/applyconfiguration/kueue/v1beta2"
-	kueueinformers "sigs.k8s.io/kueue/client-go/informers/externalversions"
 
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/metrics"
@@ -59,14 +58,7 @@ func refusedCQ(name string, lend int64) *kueueac.ClusterQueueApplyConfiguration 
 func TestApplierBacksOffWritesKueueRefuses(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	f := kueueinformers.NewSharedInformerFactory(cluster.Kueue, 0)
-	kq := f.Kueue().V1beta2()
-	listers := apply.Listers{Cohorts: kq.Cohorts().Lister(), ClusterQueues: kq.ClusterQueues().Lister(), LocalQueues: kq.LocalQueues().Lister(),
-		AQ: func(string) *v1beta1.AcceleratorQuota { return nil }}
-	f.Start(ctx.Done())
-	for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
-		require.True(t, ok, "%v cache", typ)
-	}
+	listers := kueueListers(ctx, t)
 	clk := &clock{t: time.Date(2026, 10, 5, 9, 0, 0, 0, time.UTC)}
 	a := &apply.Applier{Kueue: cluster.Kueue, Metrics: metrics.New(), Workers: 2, Now: clk.Now, Listers: listers}
 	out := func(lend int64) *projector.Output {
