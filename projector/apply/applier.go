@@ -180,13 +180,6 @@ func (a *Applier) ApplyNodeStatus(ctx context.Context, name string, st *v1beta1.
 	return res
 }
 
-// ApplyStatus writes every node status that differs from the cached one.
-func (a *Applier) ApplyStatus(ctx context.Context, out *projector.Output) *Result {
-	res := &Result{Outcomes: map[string]projector.Outcome{}}
-	a.run(ctx, a.statusWrites(ctx, out, res), res)
-	return res
-}
-
 type urgentKey struct{}
 
 // Urgent marks ctx: the writes made under it go through UrgentKueue and
