@@ -69,6 +69,7 @@ func AppendMarshal(dst []byte, ev Event) ([]byte, error) {
 			{"flavor", ev.Flavor, ev.Flavor != nil}, {"config", ev.Config, ev.Config != nil},
 			{"start", ev.Start, ev.Start != nil}, {"deviceClass", ev.DeviceClass, ev.DeviceClass != nil},
 			{"resourceSlice", ev.ResourceSlice, ev.ResourceSlice != nil}, {"verdict", ev.Verdict, ev.Verdict != nil},
+			{"outcome", ev.Outcome, ev.Outcome != nil}, {"leadership", ev.Leadership, ev.Leadership != nil},
 		} {
 			if !p.set {
 				continue

@@ -23,7 +23,10 @@ import (
 //     cannot carry anything version 2 added.
 //   - 3: adds the Verdict kind (the webhook's answers). Versions 1 and 2
 //     read as before; a line of theirs cannot carry a Verdict.
-const SchemaVersion = 3
+//   - 4: adds the Outcome kind (how the leader's applier left a node's
+//     Kueue objects) and the Leadership kind. Versions 1 to 3 read as
+//     before; a line of theirs cannot carry either.
+const SchemaVersion = 4
 
 // oldestVersion is the oldest schema version this build reads.
 const oldestVersion = 1
@@ -106,7 +109,7 @@ func unmarshal(line []byte) (Event, int, error) {
 			return Event{}, 0, err
 		}
 	}
-	if v < 3 && w.Event.Kind == KindVerdict {
+	if (v < 3 && w.Event.Kind == KindVerdict) || (v < 4 && (w.Event.Kind == KindOutcome || w.Event.Kind == KindLeadership)) {
 		return Event{}, 0, fmt.Errorf("event #%d has kind %s, which schema version %d did not have: the log is corrupt", w.Event.Seq, w.Event.Kind, v)
 	}
 	return w.Event, v, nil

@@ -68,6 +68,11 @@ func sampleEvents() []Event {
 				Budgets: []v1beta1.Budget{{ResourceName: "nvidia.com/gpu", ResourceFlavor: "a100", Nominal: resource.MustParse("20")}}},
 			Replica: "m1"}),
 		Verdicted(t0, "team-gone", &Verdict{UID: "u-2", User: "bob", Operation: "DELETE", Allowed: true}),
+		LeadershipChanged(t0, "m1", LeadershipAcquired),
+		OutcomeReported(t0, "team-beta", Outcome{Kind: OutcomeApplied}),
+		OutcomeReported(t0, "team-alpha", Outcome{Kind: OutcomeConflict, Message: "ClusterQueue team-alpha exists without the label"}),
+		OutcomeReported(t0, "team-alpha", Outcome{}),
+		LeadershipChanged(t0, "m1", LeadershipLost),
 	}
 	for i := range evs {
 		evs[i].Seq = uint64(i + 1)
@@ -126,7 +131,7 @@ func TestEncodingIsPinned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"v":3,"seq":7,"time":"2026-10-05T09:41:12Z","kind":"Node","op":"upsert","key":"n1","node":{"name":"n1","labels":{"a":"1","b":"2"},"capacity":{"nvidia.com/gpu":"8"},"ready":true,"unschedulable":true}}`
+	want := `{"v":4,"seq":7,"time":"2026-10-05T09:41:12Z","kind":"Node","op":"upsert","key":"n1","node":{"name":"n1","labels":{"a":"1","b":"2"},"capacity":{"nvidia.com/gpu":"8"},"ready":true,"unschedulable":true}}`
 	if string(b) != want {
 		t.Errorf("got  %s\nwant %s", b, want)
 	}
@@ -139,27 +144,31 @@ func TestDecodeRefuses(t *testing.T) {
 		want    string
 	}{
 		"newer version": {
-			line: `{"v":4,"seq":1,"kind":"Tick","time":"2026-10-05T09:41:12Z","shiny":true}`, version: 4,
-			want: "schema version 4, newer than 3, the newest this build reads: read the log with the ome-quota-manager version that wrote it, or a newer one",
+			line: `{"v":5,"seq":1,"kind":"Tick","time":"2026-10-05T09:41:12Z","shiny":true}`, version: 5,
+			want: "schema version 5, newer than 4, the newest this build reads: read the log with the ome-quota-manager version that wrote it, or a newer one",
 		},
-		"verdict in version 2": {line: `{"v":2,"seq":1,"kind":"Verdict","key":"a","verdict":{"uid":"u","user":"x","operation":"CREATE","allowed":true},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 2 did not have"},
-		"verdict no key":       {line: `{"v":3,"seq":1,"kind":"Verdict","verdict":{"uid":"u","user":"x","operation":"CREATE","allowed":true},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "name the node written"},
-		"verdict bad op":       {line: `{"v":3,"seq":1,"kind":"Verdict","key":"a","verdict":{"uid":"u","user":"x","operation":"CONNECT","allowed":true},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: `operation "CONNECT"`},
-		"synced in version 1":  {line: `{"v":1,"seq":1,"kind":"Synced","time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 1 did not have"},
-		"synced payload":       {line: `{"v":2,"seq":1,"kind":"Synced","time":"2026-10-05T09:41:12Z","failure":{"reason":"x"}}`, version: -1, want: "a synced marker carries none"},
-		"no version":           {line: `{"seq":1,"kind":"Tick"}`, version: 0, want: `no schema version (field "v")`},
-		"version zero":         {line: `{"v":0,"seq":1,"kind":"Tick"}`, version: 0, want: `no schema version`},
-		"unknown field":        {line: `{"v":1,"seq":1,"kind":"Tick","time":"2026-10-05T09:41:12Z","extra":1}`, version: -1, want: `unknown field "extra"`},
-		"not json":             {line: `hello`, version: -1, want: "not an encoded event"},
-		"reserved kind":        {line: `{"v":1,"seq":1,"kind":"ResourceSlice","op":"upsert","key":"s","resourceSlice":{"name":"s","driver":"d","pool":"p","generation":1,"sliceCount":1,"access":{"nodeName":"n"}},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 1 did not have"},
-		"v1 mappings":          {line: `{"v":1,"seq":1,"kind":"Config","config":{"maxTreeDepth":1,"hysteresisPercent":10,"reportInterval":"1m","measuredResources":[],"deviceClassMappings":[{"name":"g","deviceClassNames":["c"]}]},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 1 never wrote"},
-		"bad mapping":          {line: `{"v":2,"seq":1,"kind":"Config","config":{"maxTreeDepth":1,"hysteresisPercent":10,"reportInterval":"1m","measuredResources":[],"deviceClassMappings":[{"name":"g","deviceClassNames":[]}]},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "name at least one DeviceClass; fix --dra-config"},
-		"unknown kind":         {line: `{"v":1,"seq":1,"kind":"Pod","time":"2026-10-05T09:41:12Z"}`, version: -1, want: `unknown kind "Pod"`},
-		"key mismatch":         {line: `{"v":1,"seq":1,"kind":"ResourceFlavor","op":"upsert","key":"a","flavor":{"name":"b"},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: `key "a" but its payload names "b"`},
-		"missing payload":      {line: `{"v":1,"seq":1,"kind":"Node","op":"upsert","key":"a","time":"2026-10-05T09:41:12Z"}`, version: -1, want: `exactly one payload, "node"`},
-		"bad quantity":         {line: `{"v":1,"seq":1,"kind":"Node","op":"upsert","key":"a","node":{"name":"a","capacity":{"x":"lots"},"ready":true},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "does not decode"},
-		"bad config":           {line: `{"v":1,"seq":1,"kind":"Config","config":{"maxTreeDepth":-1,"hysteresisPercent":10,"reportInterval":"1m","measuredResources":[]},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "fix --max-tree-depth"},
-		"two values":           {line: `{"v":1,"seq":1,"kind":"Tick","time":"2026-10-05T09:41:12Z"}{}`, version: -1, want: "after top-level value"},
+		"verdict in version 2":    {line: `{"v":2,"seq":1,"kind":"Verdict","key":"a","verdict":{"uid":"u","user":"x","operation":"CREATE","allowed":true},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 2 did not have"},
+		"outcome in version 3":    {line: `{"v":3,"seq":1,"kind":"Outcome","key":"a","outcome":{"kind":"Applied"},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 3 did not have"},
+		"leadership in version 3": {line: `{"v":3,"seq":1,"kind":"Leadership","leadership":{"identity":"m1","change":"Acquired"},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 3 did not have"},
+		"outcome bad kind":        {line: `{"v":4,"seq":1,"kind":"Outcome","key":"a","outcome":{"kind":"Written"},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: `kind "Written"`},
+		"leadership no identity":  {line: `{"v":4,"seq":1,"kind":"Leadership","leadership":{"change":"Acquired"},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "names no identity"},
+		"verdict no key":          {line: `{"v":3,"seq":1,"kind":"Verdict","verdict":{"uid":"u","user":"x","operation":"CREATE","allowed":true},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "name the node written"},
+		"verdict bad op":          {line: `{"v":3,"seq":1,"kind":"Verdict","key":"a","verdict":{"uid":"u","user":"x","operation":"CONNECT","allowed":true},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: `operation "CONNECT"`},
+		"synced in version 1":     {line: `{"v":1,"seq":1,"kind":"Synced","time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 1 did not have"},
+		"synced payload":          {line: `{"v":2,"seq":1,"kind":"Synced","time":"2026-10-05T09:41:12Z","failure":{"reason":"x"}}`, version: -1, want: "a synced marker carries none"},
+		"no version":              {line: `{"seq":1,"kind":"Tick"}`, version: 0, want: `no schema version (field "v")`},
+		"version zero":            {line: `{"v":0,"seq":1,"kind":"Tick"}`, version: 0, want: `no schema version`},
+		"unknown field":           {line: `{"v":1,"seq":1,"kind":"Tick","time":"2026-10-05T09:41:12Z","extra":1}`, version: -1, want: `unknown field "extra"`},
+		"not json":                {line: `hello`, version: -1, want: "not an encoded event"},
+		"reserved kind":           {line: `{"v":1,"seq":1,"kind":"ResourceSlice","op":"upsert","key":"s","resourceSlice":{"name":"s","driver":"d","pool":"p","generation":1,"sliceCount":1,"access":{"nodeName":"n"}},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 1 did not have"},
+		"v1 mappings":             {line: `{"v":1,"seq":1,"kind":"Config","config":{"maxTreeDepth":1,"hysteresisPercent":10,"reportInterval":"1m","measuredResources":[],"deviceClassMappings":[{"name":"g","deviceClassNames":["c"]}]},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 1 never wrote"},
+		"bad mapping":             {line: `{"v":2,"seq":1,"kind":"Config","config":{"maxTreeDepth":1,"hysteresisPercent":10,"reportInterval":"1m","measuredResources":[],"deviceClassMappings":[{"name":"g","deviceClassNames":[]}]},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "name at least one DeviceClass; fix --dra-config"},
+		"unknown kind":            {line: `{"v":1,"seq":1,"kind":"Pod","time":"2026-10-05T09:41:12Z"}`, version: -1, want: `unknown kind "Pod"`},
+		"key mismatch":            {line: `{"v":1,"seq":1,"kind":"ResourceFlavor","op":"upsert","key":"a","flavor":{"name":"b"},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: `key "a" but its payload names "b"`},
+		"missing payload":         {line: `{"v":1,"seq":1,"kind":"Node","op":"upsert","key":"a","time":"2026-10-05T09:41:12Z"}`, version: -1, want: `exactly one payload, "node"`},
+		"bad quantity":            {line: `{"v":1,"seq":1,"kind":"Node","op":"upsert","key":"a","node":{"name":"a","capacity":{"x":"lots"},"ready":true},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "does not decode"},
+		"bad config":              {line: `{"v":1,"seq":1,"kind":"Config","config":{"maxTreeDepth":-1,"hysteresisPercent":10,"reportInterval":"1m","measuredResources":[]},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "fix --max-tree-depth"},
+		"two values":              {line: `{"v":1,"seq":1,"kind":"Tick","time":"2026-10-05T09:41:12Z"}{}`, version: -1, want: "after top-level value"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -207,7 +216,7 @@ func TestDecodeUpgradesVersion1(t *testing.T) {
 	if err := NewEncoder(&b).Encode(Event{Seq: 2, Time: time.Date(2026, 10, 5, 9, 41, 13, 0, time.UTC), Kind: KindSynced}); err != nil {
 		t.Fatal(err)
 	}
-	if want := `{"v":3,"seq":2,"time":"2026-10-05T09:41:13Z","kind":"Synced"}` + "\n"; b.String() != want {
+	if want := `{"v":4,"seq":2,"time":"2026-10-05T09:41:13Z","kind":"Synced"}` + "\n"; b.String() != want {
 		t.Errorf("encoded %q, want %q", b.String(), want)
 	}
 }
@@ -249,6 +258,15 @@ func TestValidate(t *testing.T) {
 		"config interval":    {ev: Event{Kind: KindConfig, Config: &Config{ReportInterval: metav1.Duration{Duration: -1}}}, want: "--capacity-report-interval"},
 		"config empty name":  {ev: Event{Kind: KindConfig, Config: &Config{MeasuredResources: []string{""}}}, want: "is empty"},
 		"failure no payload": {ev: Event{Kind: KindMeasureFailed}, want: `"failure"`},
+		"outcome":            {ev: OutcomeReported(t0, "a", Outcome{Kind: OutcomeFailed, Message: "x"})},
+		"outcome none":       {ev: OutcomeReported(t0, "a", Outcome{})},
+		"outcome no key":     {ev: OutcomeReported(t0, "", Outcome{Kind: OutcomeApplied}), want: "name the node"},
+		"outcome op":         {ev: Event{Kind: KindOutcome, Op: OpUpsert, Key: "a", Outcome: &Outcome{}}, want: "has an op"},
+		"outcome no payload": {ev: Event{Kind: KindOutcome, Key: "a"}, want: `"outcome"`},
+		"applied message":    {ev: OutcomeReported(t0, "a", Outcome{Kind: OutcomeApplied, Message: "x"}), want: "carries a message"},
+		"leadership":         {ev: LeadershipChanged(t0, "m1", LeadershipLost)},
+		"leadership change":  {ev: LeadershipChanged(t0, "m1", "Stolen"), want: `change "Stolen"`},
+		"leadership key":     {ev: Event{Kind: KindLeadership, Key: "x", Leadership: &Leadership{Identity: "m1", Change: LeadershipAcquired}}, want: "only object events"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

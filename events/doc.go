@@ -7,7 +7,10 @@
 // mappings), a failed measurement, a start marker, the [Synced] marker
 // that every informer's initial list is in the stream before it, or the
 // admission webhook's [Verdict] on a write of the tree (recorded for the
-// audit trail; the state ignores it). An event is an
+// audit trail; the state ignores it), the leader's applier reporting how it
+// left a node's Kueue objects (an [Outcome], which the node's Materialized
+// condition reports), or a replica taking or losing the lead
+// ([Leadership]). An event is an
 // envelope (sequence number, receipt time, kind, operation, object key,
 // schema version on the wire) around a compact payload that holds only what
 // the state needs of the object.

@@ -14,7 +14,8 @@ type Kind string
 
 // Kinds of event. Adding a kind changes what a reader must understand, so
 // it bumps SchemaVersion (see codec.go): Synced, Start, DeviceClass and
-// ResourceSlice (DRA capacity) came with version 2, Verdict with version 3.
+// ResourceSlice (DRA capacity) came with version 2, Verdict with version 3,
+// Outcome and Leadership (outcome.go) with version 4.
 const (
 	KindAcceleratorQuota Kind = "AcceleratorQuota"
 	KindNode             Kind = "Node"
@@ -74,6 +75,8 @@ type Event struct {
 	DeviceClass   *DeviceClass   `json:"deviceClass,omitempty"`
 	ResourceSlice *ResourceSlice `json:"resourceSlice,omitempty"`
 	Verdict       *Verdict       `json:"verdict,omitempty"`
+	Outcome       *Outcome       `json:"outcome,omitempty"`
+	Leadership    *Leadership    `json:"leadership,omitempty"`
 }
 
 // Quota is the compact form of an AcceleratorQuota: its spec, and the
@@ -260,7 +263,7 @@ func (e *Event) payloads() (int, string) {
 		{e.Queue != nil, "queue"}, {e.Config != nil, "config"}, {e.Failure != nil, "failure"},
 		{e.Start != nil, "start"},
 		{e.DeviceClass != nil, "deviceClass"}, {e.ResourceSlice != nil, "resourceSlice"},
-		{e.Verdict != nil, "verdict"},
+		{e.Verdict != nil, "verdict"}, {e.Outcome != nil, "outcome"}, {e.Leadership != nil, "leadership"},
 	} {
 		if p.set {
 			if n == 0 {
@@ -346,6 +349,10 @@ func (e *Event) Validate() error {
 			return fmt.Errorf("verdict event #%d has operation %q: use CREATE, UPDATE or DELETE", e.Seq, e.Verdict.Operation)
 		}
 		return nil
+	case KindOutcome:
+		return e.validateOutcome(count, first)
+	case KindLeadership:
+		return e.validateLeadership(count, first)
 	case KindTick, KindSynced, KindConfig, KindMeasureFailed, KindStart:
 		if e.Op != "" || e.Key != "" {
 			return fmt.Errorf("%s event #%d has an op or a key: only object events carry them", e.Kind, e.Seq)
