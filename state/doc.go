@@ -13,7 +13,10 @@
 // Unattributed and UnattributedTotals for NoMatchingFlavor capacity
 // (UnattributedDRA for DRA devices); Unbudgeted for devices of unmapped
 // DeviceClasses and DRAProblems for selectors that fail; Usage
-// for a team's ClusterQueue usage; Config for the configuration in force.
+// for a team's ClusterQueue usage; Config for the configuration in force;
+// Outcome for the leader's applier's last report on a node (the
+// Materialized condition) and Leader for the replica that leads, both from
+// their events (outcome.go says what a non-leader's state means).
 // Clone gives a snapshot for other goroutines; Dump renders the state as
 // text, identical byte for byte for identical states.
 //

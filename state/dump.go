@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"ome.io/quota-manager/events"
 )
 
 // Dump renders the whole state as text, every map in sorted order, so that
@@ -23,6 +25,9 @@ func (s *State) Dump() string {
 		m, _ := json.Marshal(c.DeviceClassMappings)
 		w("config deviceClassMappings=%s", m)
 	}
+	if s.leader != "" {
+		w("leader %s", s.leader)
+	}
 	for _, name := range sortedKeys(s.members) {
 		m := s.members[name]
 		spec, _ := json.Marshal(m.spec)
@@ -31,6 +36,9 @@ func (s *State) Dump() string {
 		w("  message %s", m.message)
 		for _, v := range m.viols {
 			w("  violation %s", v)
+		}
+		if o := m.outcome; o.Kind != events.OutcomeNone {
+			w("  outcome %s", strings.TrimSuffix(string(o.Kind)+": "+o.Message, ": "))
 		}
 	}
 	for _, p := range sortedKeys(s.kids) {

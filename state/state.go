@@ -50,6 +50,10 @@ type State struct {
 	// machine moves every node between phases (see newMachine).
 	machine *fsm.FSM
 
+	// leader is the replica that leads, as its Leadership events say
+	// (outcome.go).
+	leader string
+
 	// What the events since the last TakeChanges changed (see Changes).
 	changed    map[string]struct{}
 	changedAll bool
@@ -67,6 +71,8 @@ type member struct {
 	frozenAs Reason // that ancestor's primary reason
 	phase    Phase
 	message  string
+	// outcome is the leader's applier's last report on the node.
+	outcome events.Outcome
 }
 
 // shape is what the rules read of a spec; a spec change that leaves it
@@ -184,6 +190,12 @@ func (s *State) Apply(ev events.Event) []Transition {
 		}
 	case events.KindMeasureFailed:
 		s.failedAt, s.failure = s.now, ev.Failure.Reason
+	case events.KindOutcome:
+		s.setOutcome(ev.Key, *ev.Outcome)
+	case events.KindLeadership:
+		s.setLeadership(*ev.Leadership)
+	case events.KindStart:
+		s.started()
 	}
 	s.settle()
 	s.noteChanges(ev.Kind)
