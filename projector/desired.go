@@ -14,6 +14,7 @@ import (
 	kueueac "sigs.k8s.io/kueue/client-go/applyconfiguration/kueue/v1beta2"
 
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/events"
 )
 
 // Output is the projection of one Input.
@@ -216,8 +217,11 @@ func localQueue(n *Node, ns string) *kueueac.LocalQueueApplyConfiguration {
 
 // Condition reasons and messages the projection writes.
 const (
-	ReasonAdmitted   = "Admitted"
-	ReasonFrozen     = "Frozen"
+	ReasonAdmitted = "Admitted"
+	ReasonFrozen   = "Frozen"
+	// ReasonPending: the leader's applier has not reported on the node
+	// (yet, or this replica does not lead).
+	ReasonPending    = "Pending"
 	MsgReady         = "node is a valid member of the quota tree"
 	MsgNotDegraded   = "no invariant violated"
 	MsgMaterialized  = "enforcement objects match this node's budget"
@@ -245,7 +249,7 @@ func status(n *Node, in Input, materialize bool) *v1beta1.AcceleratorQuotaStatus
 			cond(v1beta1.ConditionDegraded, true, n.Reason, n.Message, n.Generation))
 	}
 	if materialize {
-		st.Conditions = append(st.Conditions, materialized(n, in.Outcomes[n.Name]))
+		st.Conditions = append(st.Conditions, materialized(n))
 	}
 	if n.Name == v1beta1.RootName {
 		st.Capacity = slices.Clone(in.Capacity)
@@ -266,16 +270,17 @@ func status(n *Node, in Input, materialize bool) *v1beta1.AcceleratorQuotaStatus
 	return st
 }
 
-func materialized(n *Node, o Outcome) metav1.Condition {
+func materialized(n *Node) metav1.Condition {
+	o := n.Outcome
 	switch {
 	case !n.Ready:
 		return cond(v1beta1.ConditionMaterialized, false, ReasonFrozen, msgFrozenObjects, n.Generation)
-	case o.Kind == OutcomeApplied:
+	case o.Kind == events.OutcomeApplied:
 		return cond(v1beta1.ConditionMaterialized, true, ReasonAdmitted, MsgMaterialized, n.Generation)
-	case o.Kind == OutcomeConflict || o.Kind == OutcomeFailed:
+	case o.Kind == events.OutcomeConflict || o.Kind == events.OutcomeFailed:
 		return cond(v1beta1.ConditionMaterialized, false, string(o.Kind), o.Message, n.Generation)
 	default:
-		return cond(v1beta1.ConditionMaterialized, false, string(OutcomePending), msgPendingApply, n.Generation)
+		return cond(v1beta1.ConditionMaterialized, false, ReasonPending, msgPendingApply, n.Generation)
 	}
 }
 

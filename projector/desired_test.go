@@ -14,6 +14,7 @@ import (
 
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/api/v1beta1/aqtest"
+	"ome.io/quota-manager/events"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -34,11 +35,16 @@ func guideInput() Input {
 			{ResourceName: "google.com/tpu", ResourceFlavor: "a100", Allocatable: resource.MustParse("0"), HighWaterMark: resource.MustParse("0"), ObservedAt: metav1.Unix(1_790_000_000, 0)},
 			{ResourceName: "nvidia.com/gpu", ResourceFlavor: "a100", Allocatable: resource.MustParse("32"), HighWaterMark: resource.MustParse("32"), ObservedAt: metav1.Unix(1_790_000_000, 0)},
 		},
-		Outcomes: map[string]Outcome{"root": {Kind: OutcomeApplied}, "ml-research": {Kind: OutcomeApplied}, "team-alpha": {Kind: OutcomeApplied}},
 	}
+	applied := map[string]bool{"root": true, "ml-research": true, "team-alpha": true}
 	in.Nodes = append(in.Nodes, node(aqtest.Root().Obj(), true))
 	for _, aq := range aqtest.GuideTree() {
 		in.Nodes = append(in.Nodes, node(aq, true))
+	}
+	for i := range in.Nodes {
+		if applied[in.Nodes[i].Name] {
+			in.Nodes[i].Outcome = events.Outcome{Kind: events.OutcomeApplied}
+		}
 	}
 	beta := &in.Nodes[3]
 	beta.Usage = map[Pair]Usage{{"nvidia.com/gpu", "a100"}: {Admitted: resource.MustParse("12"), Reserved: resource.MustParse("12"), Borrowed: resource.MustParse("4")}}
@@ -133,19 +139,19 @@ func TestTeamWithSeveralBudgets(t *testing.T) {
 func TestMaterializedReasons(t *testing.T) {
 	cases := map[string]struct {
 		ready   bool
-		outcome Outcome
+		outcome events.Outcome
 		want    metav1.Condition
 	}{
-		"applied":  {true, Outcome{Kind: OutcomeApplied}, metav1.Condition{Status: "True", Reason: "Admitted", Message: MsgMaterialized}},
-		"pending":  {true, Outcome{}, metav1.Condition{Status: "False", Reason: "Pending", Message: msgPendingApply}},
-		"conflict": {true, Outcome{Kind: OutcomeConflict, Message: "ClusterQueue x exists without the label"}, metav1.Condition{Status: "False", Reason: "ObjectConflict", Message: "ClusterQueue x exists without the label"}},
-		"failed":   {true, Outcome{Kind: OutcomeFailed, Message: "ClusterQueue x: forbidden"}, metav1.Condition{Status: "False", Reason: "MaterializationFailed", Message: "ClusterQueue x: forbidden"}},
-		"frozen":   {false, Outcome{Kind: OutcomeApplied}, metav1.Condition{Status: "False", Reason: "Frozen", Message: msgFrozenObjects}},
+		"applied":  {true, events.Outcome{Kind: events.OutcomeApplied}, metav1.Condition{Status: "True", Reason: "Admitted", Message: MsgMaterialized}},
+		"pending":  {true, events.Outcome{}, metav1.Condition{Status: "False", Reason: "Pending", Message: msgPendingApply}},
+		"conflict": {true, events.Outcome{Kind: events.OutcomeConflict, Message: "ClusterQueue x exists without the label"}, metav1.Condition{Status: "False", Reason: "ObjectConflict", Message: "ClusterQueue x exists without the label"}},
+		"failed":   {true, events.Outcome{Kind: events.OutcomeFailed, Message: "ClusterQueue x: forbidden"}, metav1.Condition{Status: "False", Reason: "MaterializationFailed", Message: "ClusterQueue x: forbidden"}},
+		"frozen":   {false, events.Outcome{Kind: events.OutcomeApplied}, metav1.Condition{Status: "False", Reason: "Frozen", Message: msgFrozenObjects}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			n := Node{Name: "x", Role: v1beta1.RoleClusterQueue, Ready: tc.ready, Generation: 3}
-			got := materialized(&n, tc.outcome)
+			n := Node{Name: "x", Role: v1beta1.RoleClusterQueue, Ready: tc.ready, Generation: 3, Outcome: tc.outcome}
+			got := materialized(&n)
 			tc.want.Type, tc.want.ObservedGeneration = v1beta1.ConditionMaterialized, 3
 			if d := cmp.Diff(tc.want, got); d != "" {
 				t.Error(d)

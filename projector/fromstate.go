@@ -9,8 +9,8 @@ import (
 
 // FromState builds the projection's input from the core's state and the
 // shell's settings. The state is only read.
-func FromState(s *state.State, enrolled []string, cover map[string]resource.Quantity, outcomes map[string]Outcome) Input {
-	in := Settings(s, enrolled, cover, outcomes)
+func FromState(s *state.State, enrolled []string, cover map[string]resource.Quantity) Input {
+	in := Settings(s, enrolled, cover)
 	for _, nv := range s.Nodes() {
 		in.Nodes = append(in.Nodes, nodeOf(s, nv))
 	}
@@ -19,12 +19,11 @@ func FromState(s *state.State, enrolled []string, cover map[string]resource.Quan
 
 // Settings is FromState without the nodes: what ProjectNode reads besides
 // the node itself.
-func Settings(s *state.State, enrolled []string, cover map[string]resource.Quantity, outcomes map[string]Outcome) Input {
+func Settings(s *state.State, enrolled []string, cover map[string]resource.Quantity) Input {
 	in := Input{
 		Capacity:           s.CapacityStatus(),
 		EnrolledNamespaces: enrolled,
 		CoverResources:     cover,
-		Outcomes:           outcomes,
 	}
 	for _, u := range s.Unbudgeted() {
 		in.Unbudgeted = append(in.Unbudgeted, v1beta1.UnbudgetedDevices{DeviceClassName: u.DeviceClass, Devices: u.Devices})
@@ -52,6 +51,7 @@ func nodeOf(s *state.State, nv state.NodeView) Node {
 		Ready:      nv.Status.Ready(),
 		Reason:     string(nv.Reason),
 		Message:    nv.Message,
+		Outcome:    s.Outcome(nv.Name),
 	}
 	if nv.Spec.Role == v1beta1.RoleClusterQueue {
 		for _, u := range s.Usage(nv.Name) {

@@ -4,6 +4,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/events"
 )
 
 // Pair is a (resource, flavor) pair.
@@ -28,26 +29,9 @@ type Node struct {
 	Reason, Message string
 	// Usage is the team's usage per pair, from its ClusterQueue's status.
 	Usage map[Pair]Usage
-}
-
-// OutcomeKind is how the last materialization of a node went.
-type OutcomeKind string
-
-const (
-	// Pending: not yet applied, or applied but not yet seen in the caches.
-	OutcomePending OutcomeKind = "Pending"
-	// Applied: every object of the node matches what is desired.
-	OutcomeApplied OutcomeKind = "Applied"
-	// Conflict: an object of the node's name exists without our label.
-	OutcomeConflict OutcomeKind = "ObjectConflict"
-	// Failed: a write failed; Message says why.
-	OutcomeFailed OutcomeKind = "MaterializationFailed"
-)
-
-// Outcome is the applier's report on one node.
-type Outcome struct {
-	Kind    OutcomeKind
-	Message string
+	// Outcome is the leader's applier's last report on the node's Kueue
+	// objects, as the state holds it: what Materialized says.
+	Outcome events.Outcome
 }
 
 // Input is everything the projection depends on.
@@ -62,8 +46,6 @@ type Input struct {
 	// CoverResources are added to every ClusterQueue with these ceilings, so
 	// that workloads requesting them are admitted on the team's flavors.
 	CoverResources map[string]resource.Quantity
-	// Outcomes are the applier's reports, per node name.
-	Outcomes map[string]Outcome
 }
 
 // CoverResources are the defaults with extra overriding them.

@@ -161,7 +161,7 @@ func (so *statusOptions) objects(c *cobra.Command, cs *clients, cl *cluster, s *
 	}
 	slices.Sort(namespaces)
 	namespaces = slices.Compact(namespaces)
-	out := projector.Project(projector.FromState(s, namespaces, coverOf(aq, liveCQ), nil))
+	out := projector.Project(projector.FromState(s, namespaces, coverOf(aq, liveCQ)))
 	held := out.Held[aq.Name]
 	judge := func(kind, ns, name string, desired any, live any, getErr error) {
 		r := ObjectReport{Kind: kind, Namespace: ns, Name: name}

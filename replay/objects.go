@@ -38,7 +38,7 @@ func (r *Result) trackObjects(ev events.Event, transitions int) {
 		}
 	}
 	c := r.State.Config()
-	out := projector.Project(projector.FromState(r.State, c.EnrolledNamespaces, projector.CoverResources(c.CoverResources), nil))
+	out := projector.Project(projector.FromState(r.State, c.EnrolledNamespaces, projector.CoverResources(c.CoverResources)))
 	if !out.Materialize {
 		return // nothing is written, nothing swept
 	}

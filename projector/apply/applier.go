@@ -22,6 +22,7 @@ import (
 	aqac "ome.io/quota-manager/api/client/applyconfiguration/api/v1beta1"
 	aqtyped "ome.io/quota-manager/api/client/clientset/versioned/typed/api/v1beta1"
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/events"
 	"ome.io/quota-manager/metrics"
 	"ome.io/quota-manager/projector"
 )
@@ -108,7 +109,7 @@ type seenAt struct {
 // Result is what one pass did.
 type Result struct {
 	// Outcomes per node, for the next projection's Materialized condition.
-	Outcomes map[string]projector.Outcome
+	Outcomes map[string]events.Outcome
 	// Writes counts API requests sent; Confirmed counts objects found in
 	// place; Swept counts deletions.
 	Writes, Confirmed, Swept int
@@ -138,7 +139,7 @@ type write struct {
 // materializes: applies what differs, then sweeps what no node wants. Its
 // outcomes feed the projection of the statuses.
 func (a *Applier) ApplyObjects(ctx context.Context, out *projector.Output) *Result {
-	res := &Result{Outcomes: map[string]projector.Outcome{}}
+	res := &Result{Outcomes: map[string]events.Outcome{}}
 	if !out.Materialize {
 		return res
 	}
@@ -160,7 +161,7 @@ func (a *Applier) ApplyObjects(ctx context.Context, out *projector.Output) *Resu
 // namespace no longer enrolled). Its writes go one after another: the
 // shell runs nodes in parallel. Its outcome feeds the node's status.
 func (a *Applier) ApplyNode(ctx context.Context, no *projector.NodeOutput) *Result {
-	res := &Result{Outcomes: map[string]projector.Outcome{}}
+	res := &Result{Outcomes: map[string]events.Outcome{}}
 	if !no.Materialize {
 		return res
 	}
@@ -174,7 +175,7 @@ func (a *Applier) ApplyNode(ctx context.Context, no *projector.NodeOutput) *Resu
 // ApplyNodeStatus writes one node's status when it differs from the
 // cached one.
 func (a *Applier) ApplyNodeStatus(ctx context.Context, name string, st *v1beta1.AcceleratorQuotaStatus) *Result {
-	res := &Result{Outcomes: map[string]projector.Outcome{}}
+	res := &Result{Outcomes: map[string]events.Outcome{}}
 	out := &projector.Output{Statuses: map[string]*v1beta1.AcceleratorQuotaStatus{name: st}}
 	a.runOneByOne(ctx, a.statusWrites(ctx, out, res), res)
 	return res
@@ -205,20 +206,18 @@ func (a *Applier) aqs(ctx context.Context) aqtyped.AcceleratorQuotaInterface {
 }
 
 // setOutcome keeps the worst outcome seen for a node in this pass.
-func (r *Result) setOutcome(node string, o projector.Outcome) {
+func (r *Result) setOutcome(node string, o events.Outcome) {
 	if cur, ok := r.Outcomes[node]; ok && rank(cur.Kind) >= rank(o.Kind) {
 		return
 	}
 	r.Outcomes[node] = o
 }
 
-func rank(k projector.OutcomeKind) int {
+func rank(k events.OutcomeKind) int {
 	switch k {
-	case projector.OutcomeConflict:
-		return 3
-	case projector.OutcomeFailed:
+	case events.OutcomeConflict:
 		return 2
-	case projector.OutcomePending:
+	case events.OutcomeFailed:
 		return 1
 	}
 	return 0
@@ -226,12 +225,12 @@ func rank(k projector.OutcomeKind) int {
 
 func managed(l map[string]string) bool { return l[v1beta1.ManagedByLabel] == v1beta1.ManagedByValue }
 
-func conflict(kind, ns, name string) projector.Outcome {
+func conflict(kind, ns, name string) events.Outcome {
 	where := name
 	if ns != "" {
 		where = ns + "/" + name
 	}
-	return projector.Outcome{Kind: projector.OutcomeConflict, Message: fmt.Sprintf(
+	return events.Outcome{Kind: events.OutcomeConflict, Message: fmt.Sprintf(
 		"%s %s exists without the label %s=%s; the manager never takes over an object it did not create: delete or rename it",
 		kind, where, v1beta1.ManagedByLabel, v1beta1.ManagedByValue)}
 }
@@ -279,7 +278,7 @@ func (a *Applier) kueueWrites(ctx context.Context, out *projector.Output, res *R
 	}
 	kept := ws[:0]
 	for _, w := range ws {
-		if res.Outcomes[w.node].Kind != projector.OutcomeConflict {
+		if res.Outcomes[w.node].Kind != events.OutcomeConflict {
 			kept = append(kept, w)
 		}
 	}
@@ -300,12 +299,12 @@ func (a *Applier) decide(res *Result, kind, ns, name, node string, desired, cach
 		a.forgive(key)
 		res.Confirmed++
 		a.Metrics.Applied.WithLabelValues(kind).Inc()
-		res.setOutcome(node, projector.Outcome{Kind: projector.OutcomeApplied})
+		res.setOutcome(node, events.Outcome{Kind: events.OutcomeApplied})
 		return write{}, false
 	}
 	w := write{kind: kind, node: node, name: joinName(ns, name), key: key, hash: hashOf(desired)}
 	if r := a.heldBack(w); r != nil {
-		res.setOutcome(node, projector.Outcome{Kind: projector.OutcomeFailed, Message: backoffMessage(r)})
+		res.setOutcome(node, events.Outcome{Kind: events.OutcomeFailed, Message: backoffMessage(r)})
 		res.retryAt(r.until)
 		return write{}, false
 	}
@@ -539,7 +538,7 @@ func (a *Applier) sweepsOf(out *projector.Output, res *Result, cohorts []*kueuev
 	}
 	var ws []write
 	del := func(kind, ns, name string, uid types.UID, f func(context.Context, metav1.DeleteOptions) error) {
-		if want[kind+"/"+joinName(ns, name)] || out.Held[name] || res.Outcomes[name].Kind == projector.OutcomeConflict {
+		if want[kind+"/"+joinName(ns, name)] || out.Held[name] || res.Outcomes[name].Kind == events.OutcomeConflict {
 			return
 		}
 		opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
@@ -652,13 +651,13 @@ func (a *Applier) send(ctx context.Context, w write, res *Result, mu *sync.Mutex
 			res.Errors = append(res.Errors, err)
 			klog.FromContext(ctx).Error(err, "write failed; it is retried", "kind", w.kind, "name", w.name)
 		}
-		res.setOutcome(w.node, projector.Outcome{Kind: projector.OutcomeFailed, Message: msg})
+		res.setOutcome(w.node, events.Outcome{Kind: events.OutcomeFailed, Message: msg})
 	} else if w.kind != "status" {
 		if w.key != "" {
 			a.forgive(w.key)
 		}
 		a.Metrics.Applied.WithLabelValues(w.kind).Inc()
-		res.setOutcome(w.node, projector.Outcome{Kind: projector.OutcomeApplied})
+		res.setOutcome(w.node, events.Outcome{Kind: events.OutcomeApplied})
 	}
 }
 

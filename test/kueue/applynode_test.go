@@ -16,6 +16,7 @@ import (
 	kueueinformers "sigs.k8s.io/kueue/client-go/informers/externalversions"
 
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/events"
 	"ome.io/quota-manager/metrics"
 	"ome.io/quota-manager/projector"
 	"ome.io/quota-manager/projector/apply"
@@ -98,7 +99,7 @@ func TestApplyNode(t *testing.T) {
 		return ""
 	})
 	require.Equal(t, 3, res.Writes, "a ClusterQueue and two LocalQueues")
-	require.Equal(t, projector.OutcomeApplied, res.Outcomes["an-team"].Kind)
+	require.Equal(t, events.OutcomeApplied, res.Outcomes["an-team"].Kind)
 	waitFor("ClusterQueue/an-team", "LocalQueue/an-a/an-team", "LocalQueue/an-b/an-team")
 
 	// The objects as the manager wrote them are its echoes; another

@@ -13,6 +13,7 @@ import (
 	kueueac "sigs.k8s.io/kueue/client-go/applyconfiguration/kueue/v1beta2"
 
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/events"
 	"ome.io/quota-manager/metrics"
 	"ome.io/quota-manager/projector"
 	"ome.io/quota-manager/projector/apply"
@@ -78,7 +79,7 @@ func TestApplierBacksOffWritesKueueRefuses(t *testing.T) {
 	require.Equal(t, 1, res.Writes)
 	require.Empty(t, res.Errors, "a refusal for good is not an error the 2 s retry loop handles")
 	o := res.Outcomes["backoff-team"]
-	require.Equal(t, projector.OutcomeFailed, o.Kind)
+	require.Equal(t, events.OutcomeFailed, o.Kind)
 	require.Contains(t, o.Message, "retrying will not fix this, so the manager retries it with exponential backoff (every 2s now, at most every 5m0s) until the object changes: fix the cause")
 	require.Equal(t, clk.Now().Add(2*time.Second), res.RetryAt)
 
@@ -107,7 +108,7 @@ func TestApplierBacksOffWritesKueueRefuses(t *testing.T) {
 	res = a.ApplyObjects(ctx, out(8))
 	require.Equal(t, 1, res.Writes)
 	require.Empty(t, res.Errors)
-	require.Equal(t, projector.OutcomeApplied, res.Outcomes["backoff-team"].Kind)
+	require.Equal(t, events.OutcomeApplied, res.Outcomes["backoff-team"].Kind)
 	require.True(t, res.RetryAt.IsZero())
 	testutil.Eventually(t, 10*time.Second, func() string {
 		if _, err := listers.ClusterQueues.Get("backoff-team"); err != nil {

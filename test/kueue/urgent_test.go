@@ -15,6 +15,7 @@ import (
 	kueueinformers "sigs.k8s.io/kueue/client-go/informers/externalversions"
 
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/events"
 	"ome.io/quota-manager/metrics"
 	"ome.io/quota-manager/projector"
 	"ome.io/quota-manager/projector/apply"
@@ -70,7 +71,7 @@ func TestApplierUrgentClient(t *testing.T) {
 	}
 	// Kueue's webhook may not answer yet: retry until the write lands.
 	testutil.Eventually(t, 30*time.Second, func() string {
-		if res := a.ApplyObjects(apply.Urgent(ctx), out(4)); res.Writes != 1 || len(res.Errors) > 0 || res.Outcomes["urgent-team"].Kind != projector.OutcomeApplied {
+		if res := a.ApplyObjects(apply.Urgent(ctx), out(4)); res.Writes != 1 || len(res.Errors) > 0 || res.Outcomes["urgent-team"].Kind != events.OutcomeApplied {
 			return "urgent write: " + res.Outcomes["urgent-team"].Message
 		}
 		return ""
@@ -80,7 +81,7 @@ func TestApplierUrgentClient(t *testing.T) {
 
 	before := urgent.Load()
 	testutil.Eventually(t, 30*time.Second, func() string {
-		if res := a.ApplyObjects(ctx, out(2)); res.Writes != 1 || res.Outcomes["urgent-team"].Kind != projector.OutcomeApplied {
+		if res := a.ApplyObjects(ctx, out(2)); res.Writes != 1 || res.Outcomes["urgent-team"].Kind != events.OutcomeApplied {
 			return "bulk write: " + res.Outcomes["urgent-team"].Message
 		}
 		return ""

@@ -1,0 +1,67 @@
+package projector
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1beta1 "ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/api/v1beta1/aqtest"
+	"ome.io/quota-manager/events"
+	"ome.io/quota-manager/state"
+)
+
+// Materialized follows the outcomes the state holds, from their events: a
+// replayed log gives the statuses the leader wrote.
+func TestStatusReadsOutcomeFromState(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)
+	s := state.New()
+	c := events.DefaultConfig()
+	c.EnrolledNamespaces = []string{"ml-serving"}
+	gpus := map[string]resource.Quantity{"nvidia.com/gpu": resource.MustParse("32")}
+	evs := []events.Event{events.ConfigChanged(t0, c),
+		events.FlavorUpserted(t0, &events.Flavor{Name: "a100", NodeLabels: map[string]string{"gpu": "a100"}}),
+		events.NodeUpserted(t0, &events.Node{Name: "n1", Labels: map[string]string{"gpu": "a100"}, Capacity: gpus, Allocatable: gpus, Ready: true}),
+		events.Synced(t0)}
+	for _, aq := range append([]*v1beta1.AcceleratorQuota{aqtest.Root().Obj()}, aqtest.GuideTree()...) {
+		evs = append(evs, events.QuotaUpserted(t0, &events.Quota{Name: aq.Name, Generation: 1, Spec: aq.Spec}))
+	}
+	evs = append(evs,
+		events.LeadershipChanged(t0, "m1", events.LeadershipAcquired),
+		events.OutcomeReported(t0, "team-alpha", events.Outcome{Kind: events.OutcomeApplied}),
+		events.OutcomeReported(t0, "team-beta", events.Outcome{Kind: events.OutcomeConflict, Message: "ClusterQueue team-beta exists without the label"}))
+	for i, ev := range evs {
+		ev.Seq = uint64(i + 1)
+		s.Apply(ev)
+	}
+	materialized := func() map[string]string {
+		c := s.Config()
+		out := Project(FromState(s, c.EnrolledNamespaces, CoverResources(c.CoverResources)))
+		got := map[string]string{}
+		for name, st := range out.Statuses {
+			for _, cd := range st.Conditions {
+				if cd.Type == v1beta1.ConditionMaterialized {
+					got[name] = string(cd.Status) + " " + cd.Reason
+				}
+			}
+		}
+		return got
+	}
+	require.Equal(t, map[string]string{
+		"root": "False Pending", "ml-research": "False Pending",
+		"team-alpha": string(metav1.ConditionTrue) + " Admitted", "team-beta": "False ObjectConflict",
+	}, materialized())
+	n, ok := NodeFromState(s, "team-beta")
+	require.True(t, ok)
+	require.Equal(t, "ClusterQueue team-beta exists without the label", ProjectNode(&n, Settings(s, []string{"ml-serving"}, nil)).Status.Conditions[2].Message)
+
+	// Leadership lost: the replica writes nothing, and its state holds no
+	// outcome any more.
+	ev := events.LeadershipChanged(t0, "m1", events.LeadershipLost)
+	ev.Seq = uint64(len(evs) + 1)
+	s.Apply(ev)
+	require.Equal(t, "False Pending", materialized()["team-alpha"])
+}
