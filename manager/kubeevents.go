@@ -12,7 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
-	"ome.io/quota-manager/projector"
+	"ome.io/quota-manager/events"
 	"ome.io/quota-manager/state"
 )
 
@@ -101,12 +101,12 @@ func (m *Manager) announceApplied(transitions []state.Transition) {
 }
 
 // announceOutcome emits ObjectConflict when a node's outcome becomes one;
-// m.mu is held and m.outcomes still holds the node's previous outcome.
-func (m *Manager) announceOutcome(node string, o projector.Outcome) {
+// m.mu is held.
+func (m *Manager) announceOutcome(node string, prev, o events.Outcome) {
 	if m.announce == nil || !m.leader.Load() {
 		return
 	}
-	if o.Kind == projector.OutcomeConflict && m.outcomes[node].Kind != projector.OutcomeConflict {
+	if o.Kind == events.OutcomeConflict && prev.Kind != events.OutcomeConflict {
 		m.emit(node, corev1.EventTypeWarning, EventObjectConflict, o.Message)
 	}
 }

@@ -33,7 +33,6 @@ import (
 	"ome.io/quota-manager/events"
 	"ome.io/quota-manager/events/sources"
 	"ome.io/quota-manager/metrics"
-	"ome.io/quota-manager/projector"
 	"ome.io/quota-manager/projector/apply"
 	"ome.io/quota-manager/state"
 	"ome.io/quota-manager/store"
@@ -56,10 +55,9 @@ type Manager struct {
 	log *store.Log
 	rec *store.Recorder
 
-	mu       sync.Mutex // guards st, outcomes and applied
-	st       *state.State
-	outcomes map[string]projector.Outcome
-	applied  chan struct{} // closed and replaced after each event
+	mu      sync.Mutex // guards st and applied
+	st      *state.State
+	applied chan struct{} // closed and replaced after each event
 
 	shell  *shell
 	leader atomic.Bool
@@ -102,7 +100,7 @@ func RestConfig(o *Options) (*rest.Config, error) {
 
 // New builds a manager; nothing runs until Run.
 func New(o *Options, cfg *rest.Config) (*Manager, error) {
-	m := &Manager{opts: o, cfg: cfg, metrics: metrics.New(), st: state.New(), outcomes: map[string]projector.Outcome{}, applied: make(chan struct{})}
+	m := &Manager{opts: o, cfg: cfg, metrics: metrics.New(), st: state.New(), applied: make(chan struct{})}
 	var err error
 	if m.kube, err = kubernetes.NewForConfig(cfg); err != nil {
 		return nil, err
@@ -303,19 +301,22 @@ func (m *Manager) Run(ctx context.Context) error {
 	m.ready.Store(true)
 	log.Info("caches synced; running", "enrolledNamespaces", m.opts.EnrolledNamespaces, "tick", m.opts.TickInterval())
 
+	id, err := m.opts.LeaderIdentity()
+	if err != nil {
+		return err
+	}
 	leadDone := make(chan struct{})
 	if m.opts.LeaderElect {
 		go func() {
 			defer close(leadDone)
-			if err := m.lead(ctx); err != nil {
+			if err := m.lead(ctx, id); err != nil {
 				errc <- err
 			}
 		}()
 	} else {
 		close(leadDone)
-		m.becomeLeader(ctx)
+		m.becomeLeader(ctx, id)
 	}
-	var err error
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
@@ -409,12 +410,8 @@ func (m *Manager) ensureRoot(ctx context.Context) {
 	}
 }
 
-// lead campaigns for the Lease; while held, this replica applies.
-func (m *Manager) lead(ctx context.Context) error {
-	id, err := m.opts.LeaderIdentity()
-	if err != nil {
-		return err
-	}
+// lead campaigns for the Lease as id; while held, this replica applies.
+func (m *Manager) lead(ctx context.Context, id string) error {
 	ns := m.opts.LeaseNamespace
 	if ns == "" {
 		ns = os.Getenv("POD_NAMESPACE")
@@ -436,8 +433,18 @@ func (m *Manager) lead(ctx context.Context) error {
 		ReleaseOnCancel: true,
 		Name:            m.opts.LeaseName,
 		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) { m.becomeLeader(ctx) },
-			OnStoppedLeading: func() { m.leader.Store(false); m.metrics.Leader.Set(0); close(lost) },
+			OnStartedLeading: func(ctx context.Context) { m.becomeLeader(ctx, id) },
+			OnStoppedLeading: func() {
+				m.leader.Store(false)
+				m.metrics.Leader.Set(0)
+				// Recorded when the lease is lost while running; on a
+				// stop the consumer is gone and the log just ends (the
+				// next start's marker clears the leadership).
+				if _, err := m.stream.Publish(ctx, events.LeadershipChanged(time.Now(), id, events.LeadershipLost)); err != nil && ctx.Err() == nil {
+					klog.FromContext(ctx).Error(err, "cannot record the loss of the lead in the event stream")
+				}
+				close(lost)
+			},
 		},
 	})
 	select {
@@ -452,8 +459,23 @@ func (m *Manager) lead(ctx context.Context) error {
 	return errors.New("lost the leader lease")
 }
 
-func (m *Manager) becomeLeader(ctx context.Context) {
-	klog.FromContext(ctx).Info("became the leader: applying")
+// becomeLeader starts applying as id. The state learns that this replica
+// leads (a Leadership event) before the replica's first pass, so that the
+// log holds the change of leadership before any outcome its applier
+// reports.
+func (m *Manager) becomeLeader(ctx context.Context, id string) {
+	log := klog.FromContext(ctx)
+	seq, err := m.stream.Publish(ctx, events.LeadershipChanged(time.Now(), id, events.LeadershipAcquired))
+	if err == nil {
+		err = m.waitApplied(ctx, seq)
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			log.Error(err, "cannot record the leadership in the event stream; not applying")
+		}
+		return
+	}
+	log.Info("became the leader: applying", "identity", id)
 	m.leader.Store(true)
 	m.metrics.Leader.Set(1)
 	m.metrics.LeaderTransitions.Inc()

@@ -257,8 +257,11 @@ func (sh *shell) work(ctx context.Context, q workqueue.TypedRateLimitingInterfac
 
 // materialize compares one node's objects and status with the caches and
 // writes what differs; a node that no longer exists has its objects swept.
-// It reports whether a write failed (to retry) and when a write refused
-// for good may be sent again.
+// The applier's outcome on the node goes through the stream like any other
+// input (reportOutcome), and the status is projected once the state holds
+// it, so that the status the leader writes is the one a replay of its log
+// computes. It reports whether a write failed (to retry) and when a write
+// refused for good may be sent again.
 func (m *Manager) materialize(ctx context.Context, name string) (failed bool, retryAt time.Time) {
 	if !m.leader.Load() {
 		return false, time.Time{}
@@ -287,26 +290,30 @@ func (m *Manager) materialize(ctx context.Context, name string) (failed bool, re
 	started := time.Now()
 	res := m.applier.ApplyNode(ctx, &no)
 	m.metrics.ApplySeconds.Observe(time.Since(started).Seconds())
-	o, ok := res.Outcomes[name]
-	m.mu.Lock()
-	m.announceOutcome(name, o)
-	if ok && exists {
-		m.outcomes[name] = o
-	} else {
-		delete(m.outcomes, name)
-	}
-	m.mu.Unlock()
 	if exists {
-		// The status from this node's outcome, not the last one's: a new
-		// leader must not report Pending for objects already in place.
-		if ok {
-			in.Outcomes = map[string]projector.Outcome{name: o}
+		// A node deleted has no outcome to report: the state dropped it
+		// with the node.
+		oseq, err := m.reportOutcome(ctx, name, res.Outcomes[name])
+		if err != nil {
+			if ctx.Err() == nil {
+				klog.FromContext(ctx).Error(err, "cannot report the applier's outcome through the event stream; the node is compared again", "node", name)
+			}
+			return true, res.RetryAt
 		}
+		// The node as this pass projected its objects, with the outcome
+		// the state now holds for them: a change made since queued the
+		// node again, and its next pass writes the newer status.
+		m.mu.Lock()
+		n.Outcome = m.st.Outcome(name)
+		m.mu.Unlock()
 		if hold := m.shell.statusHold(name, time.Now()); hold > 0 {
 			// Written moments ago: the node comes back when the hold
 			// ends and writes the newest status then.
 			res.RetryAt = earliest(res.RetryAt, time.Now().Add(hold))
 		} else {
+			if m.rec != nil && oseq > 0 {
+				m.rec.Wait(oseq)
+			}
 			st := projector.ProjectNode(&n, in).Status
 			sres := m.applier.ApplyNodeStatus(ctx, name, st)
 			if sres.Writes > 0 {
@@ -320,6 +327,49 @@ func (m *Manager) materialize(ctx context.Context, name string) (failed bool, re
 		klog.FromContext(ctx).V(1).Info("materialized", "node", name, "writes", res.Writes, "confirmed", res.Confirmed, "swept", res.Swept, "errors", len(res.Errors))
 	}
 	return len(res.Errors) > 0, res.RetryAt
+}
+
+// reportOutcome sends the applier's outcome on a node through the stream,
+// when it differs from the one the state holds, and waits until the state
+// has applied it. A pass that only confirms objects already in place
+// reports what the state holds already and sends nothing, so a quiet
+// cluster adds nothing to the log, and an outcome event, which asks for no
+// comparison itself (state.Changes), can never start another pass. It
+// returns the event's sequence number, 0 when nothing was sent. One pass
+// at a time works on a node (shell.work), so the state's outcome cannot
+// change between the comparison and the event.
+func (m *Manager) reportOutcome(ctx context.Context, name string, o events.Outcome) (uint64, error) {
+	m.mu.Lock()
+	prev := m.st.Outcome(name)
+	if o != prev {
+		m.announceOutcome(name, prev, o)
+	}
+	m.mu.Unlock()
+	if o == prev {
+		return 0, nil
+	}
+	seq, err := m.stream.Publish(ctx, events.OutcomeReported(time.Now(), name, o))
+	if err != nil {
+		return 0, err
+	}
+	return seq, m.waitApplied(ctx, seq)
+}
+
+// waitApplied waits until the state has applied the event seq.
+func (m *Manager) waitApplied(ctx context.Context, seq uint64) error {
+	for {
+		m.mu.Lock()
+		done, next := m.st.LastSeq() >= seq, m.applied
+		m.mu.Unlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-next:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // earliest is the earlier of two times, the zero time meaning none.

@@ -8,5 +8,5 @@ import (
 // held.
 func (m *Manager) settings() projector.Input {
 	c := m.st.Config()
-	return projector.Settings(m.st, c.EnrolledNamespaces, projector.CoverResources(c.CoverResources), nil)
+	return projector.Settings(m.st, c.EnrolledNamespaces, projector.CoverResources(c.CoverResources))
 }
