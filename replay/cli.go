@@ -39,7 +39,9 @@ Views (one at a time; the timeline by default):
                       judges writes: give each replica's folder, the first is
                       replayed and the others add their verdicts
   --why NAME          the chain from the node's state back to the input behind it
-  --state             the whole state (tree, marks, nodes) at the end or at --at
+  --state             the whole state (tree, marks, nodes, who led) at the end or
+                      at --at, and every node's status as the leader writes it
+                      from that state (Materialized from the applier's outcomes)
   --objects           the Kueue objects the projector wants at the end or at --at
 
 Examples:
@@ -173,8 +175,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			return nil
 		}
 	case *showState:
-		dump := res.State.Dump()
-		out, text = map[string]string{"state": dump}, func(w io.Writer) error { _, err := io.WriteString(w, dump); return err }
+		v := res.StateView()
+		out, text = v, func(w io.Writer) error { return writeState(w, v) }
 	case *objects:
 		objs := res.Objects()
 		out, text = objs, func(w io.Writer) error { return writeObjects(w, objs) }

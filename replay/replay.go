@@ -299,6 +299,20 @@ func describe(ev events.Event) string {
 			answer = "denied"
 		}
 		return fmt.Sprintf("#%d %s of AcceleratorQuota %s by %s %s by the webhook", ev.Seq, v.Operation, ev.Key, orNone(v.User), answer)
+	case events.KindOutcome:
+		o := ev.Outcome
+		switch o.Kind {
+		case events.OutcomeNone:
+			return fmt.Sprintf("#%d the applier holds %s's Kueue objects as they are", ev.Seq, ev.Key)
+		case events.OutcomeApplied:
+			return fmt.Sprintf("#%d the applier brought %s's Kueue objects in place", ev.Seq, ev.Key)
+		}
+		return fmt.Sprintf("#%d the applier reports %s on %s: %s", ev.Seq, o.Kind, ev.Key, o.Message)
+	case events.KindLeadership:
+		if ev.Leadership.Change == events.LeadershipAcquired {
+			return fmt.Sprintf("#%d %s took the lead", ev.Seq, ev.Leadership.Identity)
+		}
+		return fmt.Sprintf("#%d %s lost the lead", ev.Seq, ev.Leadership.Identity)
 	}
 	return ev.String()
 }

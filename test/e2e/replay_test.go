@@ -168,6 +168,49 @@ func checkObjects(t *testing.T, dir string) []string {
 	return slices.Sorted(maps.Keys(replayed))
 }
 
+// checkStatuses compares the statuses that "replay DIR --state" computes
+// from the end of the log with the AcceleratorQuotas' statuses in the API
+// server, which the manager that wrote the log (stopped by now, with every
+// status caught up with its generation) wrote last: every node, every
+// condition (Materialized included) and figure. Left out are what the API
+// server or the clock decide: a condition's lastTransitionTime, and the
+// observedAt stamps of root's capacity, which a tick refreshes in the state
+// a moment before the status write that carries them (a stop in between
+// leaves the older stamps in the API server). It returns the nodes
+// compared.
+func checkStatuses(t *testing.T, dir string) []string {
+	t.Helper()
+	var view struct {
+		Leader   string                    `json:"leader"`
+		Statuses map[string]map[string]any `json:"statuses"`
+	}
+	replayJSON(t, &view, dir, "--state")
+	list, err := aqs.List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	live := map[string]map[string]any{}
+	for _, aq := range list.Items {
+		b, err := json.Marshal(aq.Status)
+		require.NoError(t, err)
+		var st map[string]any
+		require.NoError(t, json.Unmarshal(b, &st))
+		live[aq.Name] = st
+	}
+	require.ElementsMatch(t, slices.Collect(maps.Keys(live)), slices.Collect(maps.Keys(view.Statuses)), "nodes in the API server and in the replay")
+	strip := func(st map[string]any) map[string]any {
+		for _, list := range []struct{ field, stamp string }{{"conditions", "lastTransitionTime"}, {"capacity", "observedAt"}} {
+			items, _ := st[list.field].([]any)
+			for _, it := range items {
+				delete(it.(map[string]any), list.stamp)
+			}
+		}
+		return st
+	}
+	for name, want := range view.Statuses {
+		require.Equal(t, strip(want), strip(live[name]), "status of %s: replay (expected) and the API server (actual)", name)
+	}
+	return slices.Sorted(maps.Keys(view.Statuses))
+}
+
 // subset returns "" when every field of want is in got with the same
 // value, else the path of the first difference.
 func subset(want, got any, path string) string {

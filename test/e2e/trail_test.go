@@ -114,6 +114,20 @@ func TestAuditTrail(t *testing.T) {
 		return ""
 	})
 	waitMaterialized(t, "team-beta")
+	// Every status caught up with its spec before the stop, so that the
+	// last statuses written are those of the log's end.
+	eventually(t, 30*time.Second, func() string {
+		list, err := aqs.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		for _, aq := range list.Items {
+			if aq.Status.ObservedGeneration != aq.Generation {
+				return fmt.Sprintf("%s: generation %d, observed %d", aq.Name, aq.Generation, aq.Status.ObservedGeneration)
+			}
+		}
+		return ""
+	})
 	m.Stop()
 	require.Equal(t, 0, m.ExitCode())
 
@@ -153,6 +167,10 @@ func TestAuditTrail(t *testing.T) {
 	require.Regexp(t, `quota big gen=\d+ phase=Ready`, replayCmd(t, dir, "--at", strconv.FormatUint(frozeAt-1, 10), "--state"))
 	require.Regexp(t, `quota big-team gen=\d+ phase=Frozen`, replayCmd(t, dir, "--at", strconv.FormatUint(frozeAt, 10), "--state"))
 	require.Contains(t, checkObjects(t, dir), "ClusterQueue/big-team")
+	// The statuses too, Materialized included: the leader's outcomes are
+	// in the log.
+	require.Contains(t, checkStatuses(t, dir), "big-team")
+	require.Contains(t, replayCmd(t, dir, "--state"), "Materialized=True Admitted", "replay --state")
 
 	if to := os.Getenv(saveLogEnv); to != "" {
 		require.NoError(t, os.RemoveAll(to))

@@ -1,0 +1,65 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"ome.io/quota-manager/api/v1beta1/aqtest"
+	"ome.io/quota-manager/events"
+	"ome.io/quota-manager/store"
+)
+
+// TestConfirmingSendsNoOutcome: the applier's outcome on a node goes
+// through the event stream only when it changes. A team brought in place
+// gets one Applied outcome; the passes that follow (a full comparison on
+// every tick, once a second here) confirm its objects, which the applied
+// counter shows, and send no further outcome: an outcome event starts no
+// pass that would send another.
+func TestConfirmingSendsNoOutcome(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "events")
+	m := startManager(t, "confirm", "--capacity-report-interval=1s", "--event-log="+dir)
+	team := aqtest.Team("confirm-team", "root").Budget("nvidia.com/gpu", "a100", "1").Obj()
+	_, err := aqs.Create(ctx, team, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = aqs.Delete(context.Background(), team.Name, metav1.DeleteOptions{}) })
+	waitMaterialized(t, team.Name)
+
+	ticks := func() float64 { return m.metric(ctx, "ome_quota_events_total", `kind="Tick"`) }
+	confirmed := func() float64 { return m.metric(ctx, "ome_quota_backend_applied_total", `kind="ClusterQueue"`) }
+	ticks0, confirmed0 := ticks(), confirmed()
+	eventually(t, 30*time.Second, func() string {
+		if n, c := ticks()-ticks0, confirmed()-confirmed0; n < 3 || c < 3 {
+			return fmt.Sprintf("%.0f ticks and %.0f ClusterQueues confirmed since the team was materialized, want 3 of each", n, c)
+		}
+		return ""
+	})
+	passes, ticked := confirmed()-confirmed0, ticks()-ticks0
+	m.Stop()
+	require.Equal(t, 0, m.ExitCode())
+
+	var outcomes []events.Outcome
+	var lastTick, lastOutcome uint64
+	rep, err := store.Read(dir, 0, func(ev events.Event) error {
+		switch {
+		case ev.Kind == events.KindOutcome && ev.Key == team.Name:
+			outcomes = append(outcomes, *ev.Outcome)
+			lastOutcome = ev.Seq
+		case ev.Kind == events.KindTick:
+			lastTick = ev.Seq
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Empty(t, rep.Problems)
+	require.Equal(t, []events.Outcome{{Kind: events.OutcomeApplied}}, outcomes, "the team's outcome events")
+	require.Greater(t, lastTick, lastOutcome, "the log holds no tick after the team's outcome")
+	t.Logf("ClusterQueues confirmed after the team's outcome: %.0f, over %.0f ticks; outcome events of the team: %d",
+		passes, ticked, len(outcomes))
+}
