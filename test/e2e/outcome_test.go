@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"ome.io/quota-manager/api/v1beta1/aqtest"
@@ -23,6 +24,7 @@ import (
 // pass that would send another.
 func TestConfirmingSendsNoOutcome(t *testing.T) {
 	ctx := context.Background()
+	ensureGuideCluster(t, 3)
 	dir := filepath.Join(t.TempDir(), "events")
 	m := startManager(t, "confirm", "--capacity-report-interval=1s", "--event-log="+dir)
 	team := aqtest.Team("confirm-team", "root").Budget("nvidia.com/gpu", "a100", "1").Obj()
@@ -41,6 +43,15 @@ func TestConfirmingSendsNoOutcome(t *testing.T) {
 		return ""
 	})
 	passes, ticked := confirmed()-confirmed0, ticks()-ticks0
+	// Gone with its objects before the stop, so that the next test's
+	// manager (and its recorded log) does not find them.
+	require.NoError(t, aqs.Delete(ctx, team.Name, metav1.DeleteOptions{}))
+	eventually(t, 30*time.Second, func() string {
+		if _, err := cluster.Kueue.KueueV1beta2().ClusterQueues().Get(ctx, team.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Sprintf("the ClusterQueue of the deleted team is still there (%v)", err)
+		}
+		return ""
+	})
 	m.Stop()
 	require.Equal(t, 0, m.ExitCode())
 

@@ -114,17 +114,12 @@ func TestAuditTrail(t *testing.T) {
 		return ""
 	})
 	waitMaterialized(t, "team-beta")
-	// Every status caught up with its spec before the stop, so that the
-	// last statuses written are those of the log's end.
+	// Every status caught up with the state before the stop (a status
+	// follows a usage change of its ClusterQueue within a second), so that
+	// the last statuses written are those of the log's end.
 	eventually(t, 30*time.Second, func() string {
-		list, err := aqs.List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return err.Error()
-		}
-		for _, aq := range list.Items {
-			if aq.Status.ObservedGeneration != aq.Generation {
-				return fmt.Sprintf("%s: generation %d, observed %d", aq.Name, aq.Generation, aq.Status.ObservedGeneration)
-			}
+		if _, diff := statusesDiffer(t, dir); diff != "" {
+			return "the statuses in the API server are not yet the replay's (-replay +API server):\n" + diff
 		}
 		return ""
 	})
