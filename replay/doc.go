@@ -5,9 +5,9 @@
 // a node's state (a frozen team back to the Node deletion that lowered the
 // high-water mark), a node's audit trail (who asked for each write, the
 // webhook's verdict, the change, and what the tree did next, merged across
-// the logs of several replicas), the state and the desired Kueue objects at
-// any point,
-// and what-if runs that replay the same inputs under another configuration
+// the logs of several replicas), the state, the nodes' statuses (with
+// Materialized from the leader's recorded outcomes: StateView) and the
+// desired Kueue objects at any point, and what-if runs that replay the same inputs under another configuration
 // and list the transitions that would have differed.
 //
 // A replay is deterministic: the same log always gives the same state and
