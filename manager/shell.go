@@ -345,7 +345,9 @@ func (m *Manager) reportOutcome(ctx context.Context, name string, o events.Outco
 		m.announceOutcome(name, prev, o)
 	}
 	m.mu.Unlock()
-	if o == prev {
+	if o == prev || !m.leader.Load() {
+		// Nothing new, or the lead was lost during the pass: outcomes
+		// are the leader's alone.
 		return 0, nil
 	}
 	seq, err := m.stream.Publish(ctx, events.OutcomeReported(time.Now(), name, o))
