@@ -30,7 +30,8 @@ Usage:
 
 Views (one at a time; the timeline by default):
   (none)              every transition: seq, time, node, from -> to, reason, cause
-  --node NAME         one node's transitions and the writes of its AcceleratorQuota
+  --node NAME         one node's transitions, the writes of its AcceleratorQuota
+                      and the leader's reports on its Kueue objects
   --node NAME --history
                       the node's audit trail: each write's requesting user and
                       the webhook's verdict (admitted, or denied and why), the
@@ -209,11 +210,13 @@ type History struct {
 	Node        string       `json:"node"`
 	Transitions []Entry      `json:"transitions"`
 	Writes      []SpecChange `json:"writes"`
+	// Outcomes are the leader's applier's reports on the node.
+	Outcomes []OutcomeEntry `json:"outcomes"`
 }
 
 // History returns node's history.
 func (r *Result) History(node string) History {
-	h := History{Node: node, Transitions: []Entry{}, Writes: []SpecChange{}}
+	h := History{Node: node, Transitions: []Entry{}, Writes: []SpecChange{}, Outcomes: []OutcomeEntry{}}
 	for _, e := range r.Timeline {
 		if e.Node == node {
 			h.Transitions = append(h.Transitions, e)
@@ -222,6 +225,11 @@ func (r *Result) History(node string) History {
 	for _, s := range r.Specs {
 		if s.Node == node {
 			h.Writes = append(h.Writes, s)
+		}
+	}
+	for _, o := range r.Outcomes {
+		if o.Node == node {
+			h.Outcomes = append(h.Outcomes, o)
 		}
 	}
 	return h
@@ -253,6 +261,9 @@ func writeHistory(w io.Writer, h History) error {
 	}
 	for _, s := range h.Writes {
 		lines = append(lines, line{s.Seq, fmt.Sprintf("%d\t%s\t%s", s.Seq, stampOf(s.Time), strings.TrimPrefix(s.Event, fmt.Sprintf("#%d ", s.Seq)))})
+	}
+	for _, o := range h.Outcomes {
+		lines = append(lines, line{o.Seq, fmt.Sprintf("%d\t%s\t%s", o.Seq, stampOf(o.Time), strings.TrimPrefix(o.Event, fmt.Sprintf("#%d ", o.Seq)))})
 	}
 	slices.SortStableFunc(lines, func(a, b line) int { return cmp.Compare(a.seq, b.seq) })
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

@@ -79,6 +79,8 @@ func TestGolden(t *testing.T) {
 		{"history-team-alpha.json", []string{"--node", "team-alpha", "--history", "-o", "json"}, nil},
 		{"history-team-beta.txt", []string{"--node", "team-beta", "--history"}, []string{
 			"[nvidia.com/gpu@a100 nominal 8 -> 6] (no admitted verdict in the logs read: written while the webhook was off"}},
+		{"node-big.txt", []string{"--node", "big"}, []string{"the applier brought big's Kueue objects in place",
+			"the applier holds big's Kueue objects as they are", "Ready -> CapacityExceeded"}},
 		{"history-big.txt", []string{"--node", "big", "--history"}, []string{"big Ready -> CapacityExceeded", "big-team Frozen -> Ready"}},
 		{"whatif-hysteresis-30.txt", []string{"--capacity-hysteresis-percent", "30"}, []string{"CapacityExceeded"}},
 	}

@@ -108,6 +108,17 @@ type SpecChange struct {
 	Listed bool `json:"listed,omitempty"`
 }
 
+// OutcomeEntry is one report of the leader's applier on a node: what its
+// Materialized condition said from then on.
+type OutcomeEntry struct {
+	Seq  uint64    `json:"seq"`
+	Time time.Time `json:"time"`
+	Node string    `json:"node"`
+	events.Outcome
+	// Event is the report, for people.
+	Event string `json:"event"`
+}
+
 // Result is a replayed log: the state it ends in, the transitions on the
 // way, and what changed root's capacity.
 type Result struct {
@@ -117,6 +128,8 @@ type Result struct {
 	Specs    []SpecChange
 	// Verdicts are the webhook's answers recorded in the first log.
 	Verdicts []VerdictEntry
+	// Outcomes are the leader's applier's reports, in log order.
+	Outcomes []OutcomeEntry
 	// Events counts the events applied; Last is the last one's seq.
 	Events   int
 	Last     uint64
@@ -187,6 +200,8 @@ func Run(dir string, o Options) (*Result, error) {
 			listing = false
 		case events.KindVerdict:
 			r.Verdicts = append(r.Verdicts, verdictEntry(0, ev))
+		case events.KindOutcome:
+			r.Outcomes = append(r.Outcomes, OutcomeEntry{Seq: ev.Seq, Time: ev.Time.UTC(), Node: ev.Key, Outcome: *ev.Outcome, Event: causeOf()})
 		}
 		prev = r.capacityChanges(ev, causeOf, prev)
 		r.Events++
