@@ -21,7 +21,7 @@ func TestAppendMarshalEqualsJSON(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	odd := []string{"a", "gpu.product", `quo"te`, "back\\slash", "<html>&", "tab\there", "ünïcode", "\u2028line", "bad\xffutf8", ""}
 	pick := func() string { return odd[r.IntN(len(odd))] + fmt.Sprint(r.IntN(3)) }
-	amounts := []string{"0", "8", "500m", "1Ti", "1.5", "1e3", "40Gi", "123456789"}
+	amounts := []string{"0", "8", "500m", "1Ti", "1.5", "1e3", "40Gi", "123456789", "1500", "1.5k", "-7", "2000", "-3000", "1001k", "1025", "999999999999999999", "12345678901234567890", "1500m", "8000m"}
 	qty := func() resource.Quantity { return resource.MustParse(amounts[r.IntN(len(amounts))]) }
 	for i := 0; i < 500; i++ {
 		at := time.Date(2026, 11, 30, 3, 0, 0, r.IntN(2e9), time.FixedZone("X", 3600*r.IntN(3)))

@@ -2,7 +2,9 @@ package store
 
 import (
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"ome.io/quota-manager/events"
 )
@@ -71,4 +73,68 @@ func TestRecorderBatches(t *testing.T) {
 	}
 	seqs, _ := readAll(t, dir, 0)
 	equalSeqs(t, seqs, span(1, 2000))
+}
+
+// Recorded events reach the log by themselves, with nobody waiting for
+// them: after one event on an idle recorder, and after a run of events
+// that stops short of the wake-up mark. Close writes what is still queued.
+func TestRecorderWritesWithoutWait(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(dir, small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewRecorder(l, 64, func(ev events.Event, err error) { t.Errorf("%s: %v", ev, err) })
+	reaches := func(next uint64) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for l.NextSeq() != next {
+			if time.Now().After(deadline) {
+				t.Fatalf("the log's next event is %d, want %d: recorded events were not written", l.NextSeq(), next)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	r.Record(sample(1))
+	reaches(2)
+	for s := uint64(2); s <= 20; s++ { // under depth/2: no wake-up by size
+		r.Record(sample(s))
+	}
+	reaches(21)
+	for s := uint64(21); s <= 25; s++ {
+		r.Record(sample(s))
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	seqs, _ := readAll(t, dir, 0)
+	equalSeqs(t, seqs, span(1, 25))
+}
+
+// Wait from other goroutines while events keep coming returns once its
+// event is in the log, and never before.
+func TestRecorderWaitWhileRecording(t *testing.T) {
+	l, err := Open(t.TempDir(), small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewRecorder(l, 16, func(ev events.Event, err error) { t.Errorf("%s: %v", ev, err) })
+	var wg sync.WaitGroup
+	for _, seq := range []uint64{1, 7, 100, 999, 1000} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.Wait(seq)
+			if got := l.NextSeq(); got <= seq {
+				t.Errorf("Wait(%d) returned with the log's next event %d", seq, got)
+			}
+		}()
+	}
+	for s := uint64(1); s <= 1000; s++ {
+		r.Record(sample(s))
+	}
+	wg.Wait()
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -430,6 +430,19 @@ func (a *Applier) wrote(w write, o metav1.Object, err error) error {
 	return err
 }
 
+// forget drops what the applier remembers of an object deleted.
+func (a *Applier) forget(key string) {
+	a.seenMu.Lock()
+	delete(a.seen, key)
+	if a.nextSeen != nil {
+		delete(a.nextSeen, key)
+	}
+	a.seenMu.Unlock()
+	a.backoffMu.Lock()
+	delete(a.backoff, key)
+	a.backoffMu.Unlock()
+}
+
 // Echo reports whether a cached Kueue object (key "Kind/name" or
 // "LocalQueue/namespace/name") is the manager's own doing: a write of it is
 // in flight, or its resourceVersion is the one the manager's last write of
@@ -548,7 +561,11 @@ func (a *Applier) sweepsOf(out *projector.Output, res *Result, cohorts []*kueuev
 				a.Metrics.Swept.WithLabelValues(kind).Inc()
 				res.addSwept()
 			}
-			if apierrors.IsNotFound(err) {
+			if err == nil || apierrors.IsNotFound(err) {
+				// Gone: what was remembered of it goes too, or a tree
+				// that keeps changing would keep a record per object it
+				// ever had.
+				a.forget(kind + "/" + joinName(ns, name))
 				return nil
 			}
 			return err

@@ -114,11 +114,16 @@ func TestApplyNode(t *testing.T) {
 	require.Equal(t, 0, res.Writes, "nothing changed: %v", res.Errors)
 	require.Equal(t, 3, res.Confirmed)
 
-	// A namespace no longer enrolled.
+	// A namespace no longer enrolled. Its LocalQueue was confirmed at
+	// its cached version; once deleted, the applier forgets it.
+	gone, err := listers.LocalQueues.LocalQueues("an-b").Get("an-team")
+	require.NoError(t, err)
+	require.True(t, a.Echo("LocalQueue/an-b/an-team", gone.ResourceVersion), "confirmed at the cached version")
 	res = a.ApplyNode(ctx, project(team, "an-a"))
 	require.Equal(t, 2, res.Writes, "the ClusterQueue's namespace selector changed, and a deletion: %v", res.Errors)
 	require.Equal(t, 1, res.Swept, "the LocalQueue in an-b")
 	waitFor("ClusterQueue/an-team", "LocalQueue/an-a/an-team")
+	require.False(t, a.Echo("LocalQueue/an-b/an-team", gone.ResourceVersion), "a deleted object is forgotten")
 
 	// A held node keeps its objects, whatever they are.
 	held := team
