@@ -2,11 +2,14 @@ package manager
 
 import (
 	"fmt"
+	"maps"
+	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -14,6 +17,8 @@ import (
 
 	aqinformers "ome.io/quota-manager/api/client/informers/externalversions"
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/events"
+	"ome.io/quota-manager/events/sources"
 )
 
 // aqGetter reads a node from the typed cache.
@@ -29,6 +34,7 @@ func aqGetter(inf cache.SharedIndexInformer) func(string) *v1beta1.AcceleratorQu
 }
 
 type informerSet struct {
+	nodes nodeInterner
 	core  informers.SharedInformerFactory
 	kueue kueueinformers.SharedInformerFactory
 	quota aqinformers.SharedInformerFactory
@@ -73,31 +79,76 @@ func dropManagedFields(obj any) (any, error) {
 	return obj, nil
 }
 
-// slimCore is the core informers' transform: a Node keeps only what the
-// event sources read of it (events/sources.NodeOf: name, labels,
-// spec.unschedulable, status.capacity and allocatable, the Ready
-// condition's status), so that the cache of thousands of Nodes holds none of
-// their annotations, images, addresses, taints or heartbeats; anything else
-// loses its managedFields.
-func slimCore(obj any) (any, error) {
+// slimCore is the core informers' transform: the cache keeps, instead of
+// a Node, a sources.CachedNode: its name, its resourceVersion and its
+// compact form (sources.NodeOf: labels, capacity, allocatable, readiness,
+// cordon), the very record its events carry to the state. A Node is then
+// held once, as that record, and its label set and resource lists are
+// shared with the other Nodes that have equal ones (a node pool's Nodes
+// mostly do; see nodeInterner). Anything else loses its managedFields.
+func (s *informerSet) slimCore(obj any) (any, error) {
 	n, ok := obj.(*corev1.Node)
 	if !ok {
 		return dropManagedFields(obj)
 	}
-	out := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion,
-			Labels: n.Labels, DeletionTimestamp: n.DeletionTimestamp,
-		},
-		Spec:   corev1.NodeSpec{Unschedulable: n.Spec.Unschedulable},
-		Status: corev1.NodeStatus{Capacity: n.Status.Capacity, Allocatable: n.Status.Allocatable},
-	}
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			out.Status.Conditions = []corev1.NodeCondition{{Type: c.Type, Status: c.Status}}
+	rec := sources.NodeOf(n)
+	s.nodes.intern(rec)
+	return &sources.CachedNode{Name: n.Name, ResourceVersion: n.ResourceVersion, Node: rec}, nil
+}
+
+// nodeInterner shares equal label sets and resource lists between the
+// records of different Nodes, one copy per distinct value. The records
+// are never modified, so sharing is safe. Each table is bounded: past
+// maxInterned distinct values it starts again from empty (values already
+// shared stay shared), so a cluster whose Nodes have nothing in common
+// costs a bounded table, not one entry per Node.
+type nodeInterner struct {
+	mu     sync.Mutex
+	labels map[string]map[string]string
+	lists  map[string]map[string]resource.Quantity
+	buf    []byte
+}
+
+const maxInterned = 512
+
+func (t *nodeInterner) intern(n *events.Node) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(n.Labels) > 0 {
+		t.buf = t.buf[:0]
+		for _, k := range slices.Sorted(maps.Keys(n.Labels)) {
+			t.buf = append(append(append(t.buf, k...), 0), n.Labels[k]...)
+			t.buf = append(t.buf, 0)
 		}
+		n.Labels = internIn(&t.labels, t.buf, n.Labels)
 	}
-	return out, nil
+	n.Capacity = t.list(n.Capacity)
+	n.Allocatable = t.list(n.Allocatable)
+}
+
+func (t *nodeInterner) list(l map[string]resource.Quantity) map[string]resource.Quantity {
+	if len(l) == 0 {
+		return l
+	}
+	t.buf = t.buf[:0]
+	for _, r := range slices.Sorted(maps.Keys(l)) {
+		q := l[r]
+		t.buf = append(append(append(t.buf, r...), 0), q.String()...)
+		t.buf = append(t.buf, 0)
+	}
+	return internIn(&t.lists, t.buf, l)
+}
+
+// internIn returns the value table holds under key, or stores v there.
+func internIn[V any](table *map[string]V, key []byte, v V) V {
+	if got, ok := (*table)[string(key)]; ok {
+		return got
+	}
+	if *table == nil || len(*table) >= maxInterned {
+		*table = make(map[string]V)
+	}
+	(*table)[string(key)] = v
+	return v
 }
 
 // slimKueue is the Kueue informers' transform: besides managedFields, a
