@@ -17,7 +17,6 @@ import (
 
 	aqinformers "ome.io/quota-manager/api/client/informers/externalversions"
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
-	"ome.io/quota-manager/events"
 	"ome.io/quota-manager/events/sources"
 )
 
@@ -34,7 +33,7 @@ func aqGetter(inf cache.SharedIndexInformer) func(string) *v1beta1.AcceleratorQu
 }
 
 type informerSet struct {
-	nodes nodeInterner
+	lists resourceLists
 	core  informers.SharedInformerFactory
 	kueue kueueinformers.SharedInformerFactory
 	quota aqinformers.SharedInformerFactory
@@ -83,72 +82,58 @@ func dropManagedFields(obj any) (any, error) {
 // a Node, a sources.CachedNode: its name, its resourceVersion and its
 // compact form (sources.NodeOf: labels, capacity, allocatable, readiness,
 // cordon), the very record its events carry to the state. A Node is then
-// held once, as that record, and its label set and resource lists are
-// shared with the other Nodes that have equal ones (a node pool's Nodes
-// mostly do; see nodeInterner). Anything else loses its managedFields.
+// held once, as that record, and its resource lists are shared with the
+// other Nodes that have equal ones (see resourceLists). Anything else loses
+// its managedFields.
 func (s *informerSet) slimCore(obj any) (any, error) {
 	n, ok := obj.(*corev1.Node)
 	if !ok {
 		return dropManagedFields(obj)
 	}
 	rec := sources.NodeOf(n)
-	s.nodes.intern(rec)
+	rec.Capacity, rec.Allocatable = s.lists.share(rec.Capacity), s.lists.share(rec.Allocatable)
 	return &sources.CachedNode{Name: n.Name, ResourceVersion: n.ResourceVersion, Node: rec}, nil
 }
 
-// nodeInterner shares equal label sets and resource lists between the
-// records of different Nodes, one copy per distinct value. The records
-// are never modified, so sharing is safe. Each table is bounded: past
-// maxInterned distinct values it starts again from empty (values already
-// shared stay shared), so a cluster whose Nodes have nothing in common
-// costs a bounded table, not one entry per Node.
-type nodeInterner struct {
-	mu     sync.Mutex
-	labels map[string]map[string]string
-	lists  map[string]map[string]resource.Quantity
-	buf    []byte
+// resourceLists shares equal resource lists between the records of
+// different Nodes, one copy per distinct list: the Nodes of a node pool
+// report the same capacity, and mostly the same allocatable. (Label sets
+// are not shared: a real Node's kubernetes.io/hostname label makes its set
+// its own.) Records are never modified, so sharing is safe. The table is
+// bounded: past maxSharedLists distinct lists it starts again from empty
+// (lists already shared stay shared), so a cluster whose Nodes have nothing
+// in common costs a bounded table, not one entry per Node.
+type resourceLists struct {
+	mu    sync.Mutex
+	lists map[string]map[string]resource.Quantity
+	key   []byte
 }
 
-const maxInterned = 512
+const maxSharedLists = 512
 
-func (t *nodeInterner) intern(n *events.Node) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if len(n.Labels) > 0 {
-		t.buf = t.buf[:0]
-		for _, k := range slices.Sorted(maps.Keys(n.Labels)) {
-			t.buf = append(append(append(t.buf, k...), 0), n.Labels[k]...)
-			t.buf = append(t.buf, 0)
-		}
-		n.Labels = internIn(&t.labels, t.buf, n.Labels)
-	}
-	n.Capacity = t.list(n.Capacity)
-	n.Allocatable = t.list(n.Allocatable)
-}
-
-func (t *nodeInterner) list(l map[string]resource.Quantity) map[string]resource.Quantity {
+// share returns the list equal to l that the table holds, or stores l.
+// Quantities are compared by their string form, the one the event log
+// records.
+func (t *resourceLists) share(l map[string]resource.Quantity) map[string]resource.Quantity {
 	if len(l) == 0 {
 		return l
 	}
-	t.buf = t.buf[:0]
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.key = t.key[:0]
 	for _, r := range slices.Sorted(maps.Keys(l)) {
 		q := l[r]
-		t.buf = append(append(append(t.buf, r...), 0), q.String()...)
-		t.buf = append(t.buf, 0)
+		t.key = append(append(append(t.key, r...), 0), q.String()...)
+		t.key = append(t.key, 0)
 	}
-	return internIn(&t.lists, t.buf, l)
-}
-
-// internIn returns the value table holds under key, or stores v there.
-func internIn[V any](table *map[string]V, key []byte, v V) V {
-	if got, ok := (*table)[string(key)]; ok {
+	if got, ok := t.lists[string(t.key)]; ok {
 		return got
 	}
-	if *table == nil || len(*table) >= maxInterned {
-		*table = make(map[string]V)
+	if t.lists == nil || len(t.lists) >= maxSharedLists {
+		t.lists = make(map[string]map[string]resource.Quantity)
 	}
-	(*table)[string(key)] = v
-	return v
+	t.lists[string(t.key)] = l
+	return l
 }
 
 // slimKueue is the Kueue informers' transform: besides managedFields, a

@@ -63,9 +63,10 @@ func TestSlimCoreCachesTheRecord(t *testing.T) {
 	}
 }
 
-// Nodes with equal label sets and resource lists share one copy of each;
-// a Node with values of its own keeps them, and the tables stay bounded.
-func TestSlimCoreSharesEqualValues(t *testing.T) {
+// Nodes with equal resource lists share one copy of each; a Node with
+// lists of its own keeps them, labels are never shared, and the table stays
+// bounded.
+func TestSlimCoreSharesEqualResourceLists(t *testing.T) {
 	inf := &informerSet{}
 	node := func(name, gpus string, labels map[string]string) *events.Node {
 		rl := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse(gpus), corev1.ResourceCPU: resource.MustParse("64")}
@@ -80,21 +81,24 @@ func TestSlimCoreSharesEqualValues(t *testing.T) {
 	pool := map[string]string{"pool": "a100"}
 	a := node("a", "8", maps.Clone(pool))
 	b := node("b", "8", maps.Clone(pool))
-	if !same(a.Labels, b.Labels) || !same(a.Capacity, b.Capacity) || !same(a.Allocatable, b.Allocatable) || !same(a.Capacity, a.Allocatable) {
-		t.Fatal("equal labels and resource lists are not shared")
+	if !same(a.Capacity, b.Capacity) || !same(a.Allocatable, b.Allocatable) || !same(a.Capacity, a.Allocatable) {
+		t.Fatal("equal resource lists are not shared")
 	}
-	c := node("c", "4", map[string]string{"pool": "a100", "kubernetes.io/hostname": "c"})
-	if same(a.Labels, c.Labels) || same(a.Capacity, c.Capacity) {
-		t.Fatal("different values shared")
+	if same(a.Labels, b.Labels) {
+		t.Fatal("label sets shared")
 	}
-	if !reflect.DeepEqual(c.Labels, map[string]string{"pool": "a100", "kubernetes.io/hostname": "c"}) || c.Capacity["nvidia.com/gpu"] != resource.MustParse("4") {
-		t.Fatalf("values changed: %+v", c)
+	c := node("c", "4", maps.Clone(pool))
+	if same(a.Capacity, c.Capacity) {
+		t.Fatal("different lists shared")
 	}
-	for i := range 3 * maxInterned {
-		node(fmt.Sprint("n", i), fmt.Sprint(i+1), map[string]string{"kubernetes.io/hostname": fmt.Sprint(i)})
+	if c.Capacity["nvidia.com/gpu"] != resource.MustParse("4") || a.Capacity["nvidia.com/gpu"] != resource.MustParse("8") {
+		t.Fatalf("values changed: %+v, %+v", a.Capacity, c.Capacity)
 	}
-	if l, r := len(inf.nodes.labels), len(inf.nodes.lists); l > maxInterned || r > maxInterned {
-		t.Fatalf("tables grew past their bound: %d label sets, %d resource lists", l, r)
+	for i := range 3 * maxSharedLists {
+		node(fmt.Sprint("n", i), fmt.Sprint(i+1), nil)
+	}
+	if n := len(inf.lists.lists); n > maxSharedLists {
+		t.Fatalf("the table grew past its bound: %d lists", n)
 	}
 }
 
