@@ -2,11 +2,14 @@ package manager
 
 import (
 	"fmt"
+	"maps"
+	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -14,6 +17,7 @@ import (
 
 	aqinformers "ome.io/quota-manager/api/client/informers/externalversions"
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/events/sources"
 )
 
 // aqGetter reads a node from the typed cache.
@@ -29,6 +33,7 @@ func aqGetter(inf cache.SharedIndexInformer) func(string) *v1beta1.AcceleratorQu
 }
 
 type informerSet struct {
+	lists resourceLists
 	core  informers.SharedInformerFactory
 	kueue kueueinformers.SharedInformerFactory
 	quota aqinformers.SharedInformerFactory
@@ -73,31 +78,62 @@ func dropManagedFields(obj any) (any, error) {
 	return obj, nil
 }
 
-// slimCore is the core informers' transform: a Node keeps only what the
-// event sources read of it (events/sources.NodeOf: name, labels,
-// spec.unschedulable, status.capacity and allocatable, the Ready
-// condition's status), so that the cache of thousands of Nodes holds none of
-// their annotations, images, addresses, taints or heartbeats; anything else
-// loses its managedFields.
-func slimCore(obj any) (any, error) {
+// slimCore is the core informers' transform: the cache keeps, instead of
+// a Node, a sources.CachedNode: its name, its resourceVersion and its
+// compact form (sources.NodeOf: labels, capacity, allocatable, readiness,
+// cordon), the very record its events carry to the state. A Node is then
+// held once, as that record, and its resource lists are shared with the
+// other Nodes that have equal ones (see resourceLists). Anything else loses
+// its managedFields.
+func (s *informerSet) slimCore(obj any) (any, error) {
 	n, ok := obj.(*corev1.Node)
 	if !ok {
 		return dropManagedFields(obj)
 	}
-	out := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion,
-			Labels: n.Labels, DeletionTimestamp: n.DeletionTimestamp,
-		},
-		Spec:   corev1.NodeSpec{Unschedulable: n.Spec.Unschedulable},
-		Status: corev1.NodeStatus{Capacity: n.Status.Capacity, Allocatable: n.Status.Allocatable},
+	rec := sources.NodeOf(n)
+	rec.Capacity, rec.Allocatable = s.lists.share(rec.Capacity), s.lists.share(rec.Allocatable)
+	return &sources.CachedNode{Name: n.Name, ResourceVersion: n.ResourceVersion, Node: rec}, nil
+}
+
+// resourceLists shares equal resource lists between the records of
+// different Nodes, one copy per distinct list: the Nodes of a node pool
+// report the same capacity, and mostly the same allocatable. (Label sets
+// are not shared: a real Node's kubernetes.io/hostname label makes its set
+// its own.) Records are never modified, so sharing is safe. The table is
+// bounded: past maxSharedLists distinct lists it starts again from empty
+// (lists already shared stay shared), so a cluster whose Nodes have nothing
+// in common costs a bounded table, not one entry per Node.
+type resourceLists struct {
+	mu    sync.Mutex
+	lists map[string]map[string]resource.Quantity
+	key   []byte
+}
+
+const maxSharedLists = 512
+
+// share returns the list equal to l that the table holds, or stores l.
+// Quantities are compared by their string form, the one the event log
+// records.
+func (t *resourceLists) share(l map[string]resource.Quantity) map[string]resource.Quantity {
+	if len(l) == 0 {
+		return l
 	}
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			out.Status.Conditions = []corev1.NodeCondition{{Type: c.Type, Status: c.Status}}
-		}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.key = t.key[:0]
+	for _, r := range slices.Sorted(maps.Keys(l)) {
+		q := l[r]
+		t.key = append(append(append(t.key, r...), 0), q.String()...)
+		t.key = append(t.key, 0)
 	}
-	return out, nil
+	if got, ok := t.lists[string(t.key)]; ok {
+		return got
+	}
+	if t.lists == nil || len(t.lists) >= maxSharedLists {
+		t.lists = make(map[string]map[string]resource.Quantity)
+	}
+	t.lists[string(t.key)] = l
+	return l
 }
 
 // slimKueue is the Kueue informers' transform: besides managedFields, a

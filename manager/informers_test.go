@@ -1,6 +1,8 @@
 package manager
 
 import (
+	"fmt"
+	"maps"
 	"reflect"
 	"testing"
 
@@ -10,15 +12,18 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
+	"ome.io/quota-manager/events"
 	"ome.io/quota-manager/events/sources"
 )
 
-// A Node as a kubelet reports it loses in the cache everything the event
-// sources do not read, and its compact form stays the same.
-func TestSlimCoreKeepsWhatNodeOfReads(t *testing.T) {
+// A Node as a kubelet reports it is cached as its compact form, the
+// record its events carry, with the name and resourceVersion the informer
+// reads; nothing else of it is kept.
+func TestSlimCoreCachesTheRecord(t *testing.T) {
 	gpus := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8"), corev1.ResourceCPU: resource.MustParse("64")}
 	half := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("4"), corev1.ResourceCPU: resource.MustParse("63")}
 	now := metav1.Now()
+	inf := &informerSet{}
 	for _, ready := range []corev1.ConditionStatus{corev1.ConditionTrue, corev1.ConditionFalse} {
 		full := &corev1.Node{
 			ObjectMeta: metav1.ObjectMeta{
@@ -40,26 +45,60 @@ func TestSlimCoreKeepsWhatNodeOfReads(t *testing.T) {
 			},
 		}
 		want := sources.NodeOf(full)
-		obj, err := slimCore(full.DeepCopy())
+		obj, err := inf.slimCore(full.DeepCopy())
 		if err != nil {
 			t.Fatal(err)
 		}
-		slim := obj.(*corev1.Node)
-		if got := sources.NodeOf(slim); !reflect.DeepEqual(got, want) {
-			t.Fatalf("ready=%s: the compact form changed:\n got %+v\nwant %+v", ready, got, want)
+		c := obj.(*sources.CachedNode)
+		if !reflect.DeepEqual(c.Node, want) {
+			t.Fatalf("ready=%s: the record is not the compact form:\n got %+v\nwant %+v", ready, c.Node, want)
 		}
-		if slim.ResourceVersion != "42" || slim.UID != "u1" {
-			t.Fatalf("the cache needs resourceVersion and uid: got %q, %q", slim.ResourceVersion, slim.UID)
-		}
-		if len(slim.Annotations)+len(slim.ManagedFields)+len(slim.Spec.Taints)+len(slim.Status.Images)+len(slim.Status.Addresses) != 0 ||
-			slim.Status.NodeInfo.KubeletVersion != "" || len(slim.Status.Conditions) != 1 || !slim.Status.Conditions[0].LastHeartbeatTime.IsZero() {
-			t.Fatalf("fields nothing reads kept: %+v", slim)
+		if c.Name != "gpu-1" || c.ResourceVersion != "42" {
+			t.Fatalf("the cache needs the name and resourceVersion: got %q, %q", c.Name, c.ResourceVersion)
 		}
 		// Transforming again changes nothing.
-		again, _ := slimCore(slim.DeepCopy())
-		if !reflect.DeepEqual(again, slim) {
-			t.Fatalf("not idempotent:\n%+v\n%+v", again, slim)
+		if again, _ := inf.slimCore(c); again != obj {
+			t.Fatalf("not idempotent: %+v", again)
 		}
+	}
+}
+
+// Nodes with equal resource lists share one copy of each; a Node with
+// lists of its own keeps them, labels are never shared, and the table stays
+// bounded.
+func TestSlimCoreSharesEqualResourceLists(t *testing.T) {
+	inf := &informerSet{}
+	node := func(name, gpus string, labels map[string]string) *events.Node {
+		rl := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse(gpus), corev1.ResourceCPU: resource.MustParse("64")}
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Status: corev1.NodeStatus{Capacity: rl, Allocatable: rl.DeepCopy()}}
+		obj, err := inf.slimCore(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return obj.(*sources.CachedNode).Node
+	}
+	same := func(a, b any) bool { return reflect.ValueOf(a).Pointer() == reflect.ValueOf(b).Pointer() }
+	pool := map[string]string{"pool": "a100"}
+	a := node("a", "8", maps.Clone(pool))
+	b := node("b", "8", maps.Clone(pool))
+	if !same(a.Capacity, b.Capacity) || !same(a.Allocatable, b.Allocatable) || !same(a.Capacity, a.Allocatable) {
+		t.Fatal("equal resource lists are not shared")
+	}
+	if same(a.Labels, b.Labels) {
+		t.Fatal("label sets shared")
+	}
+	c := node("c", "4", maps.Clone(pool))
+	if same(a.Capacity, c.Capacity) {
+		t.Fatal("different lists shared")
+	}
+	if c.Capacity["nvidia.com/gpu"] != resource.MustParse("4") || a.Capacity["nvidia.com/gpu"] != resource.MustParse("8") {
+		t.Fatalf("values changed: %+v, %+v", a.Capacity, c.Capacity)
+	}
+	for i := range 3 * maxSharedLists {
+		node(fmt.Sprint("n", i), fmt.Sprint(i+1), nil)
+	}
+	if n := len(inf.lists.lists); n > maxSharedLists {
+		t.Fatalf("the table grew past its bound: %d lists", n)
 	}
 }
 
@@ -67,7 +106,7 @@ func TestSlimCoreKeepsWhatNodeOfReads(t *testing.T) {
 func TestSlimCoreOtherObjects(t *testing.T) {
 	s := &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "s", Labels: map[string]string{"a": "b"},
 		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "driver"}}}, Spec: resourcev1.ResourceSliceSpec{Driver: "gpu.example.com"}}
-	obj, err := slimCore(s)
+	obj, err := (&informerSet{}).slimCore(s)
 	if err != nil {
 		t.Fatal(err)
 	}

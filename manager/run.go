@@ -127,10 +127,10 @@ func New(o *Options, cfg *rest.Config) (*Manager, error) {
 	}
 	m.aqs = quotas.OmeV1beta1().AcceleratorQuotas()
 	m.inf = &informerSet{
-		core:  informers.NewSharedInformerFactoryWithOptions(m.kube, noResync, informers.WithTransform(slimCore)),
 		kueue: kueueinformers.NewSharedInformerFactoryWithOptions(m.kueue, noResync, kueueinformers.WithTransform(slimKueue)),
 		quota: aqinformers.NewSharedInformerFactoryWithOptions(quotas, noResync, aqinformers.WithTransform(dropManagedFields)),
 	}
+	m.inf.core = informers.NewSharedInformerFactoryWithOptions(m.kube, noResync, informers.WithTransform(m.inf.slimCore))
 	m.inf.aq = m.inf.quota.Ome().V1beta1().AcceleratorQuotas().Informer()
 	kq := m.inf.kueue.Kueue().V1beta2()
 	lqs := kq.LocalQueues().Informer()
@@ -231,7 +231,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		h   cache.ResourceEventHandler
 	}{
 		{m.inf.aq, handlers.Quotas()},
-		{m.inf.core.Core().V1().Nodes().Informer(), handlers.Nodes()},
+		{m.inf.core.Core().V1().Nodes().Informer(), handlers.CachedNodes()},
 		{kq.ResourceFlavors().Informer(), handlers.Flavors()},
 		{kq.ClusterQueues().Informer(), handlers.ClusterQueues()},
 		{kq.ClusterQueues().Informer(), drift{m.shell, "ClusterQueue"}},

@@ -12,19 +12,32 @@ import (
 	"ome.io/quota-manager/events"
 )
 
-// machine is a Kubernetes Node as capacity sees it. Its label and amount
-// maps are replaced, never modified in place.
+// machine is a Kubernetes Node as capacity sees it: the record of its last
+// event, shared with that event (and, in the manager, with the Node
+// informer's cache) and never modified, and the flavors it matches.
 type machine struct {
-	labels        map[string]string
-	capacity      map[string]Amount
-	allocatable   map[string]Amount
-	ready         bool
-	unschedulable bool
-	flavors       []string // the ResourceFlavors it matches, sorted
+	rec     *events.Node
+	flavors []string // the ResourceFlavors it matches, sorted
 }
 
 // counts reports whether the node's allocatable counts: Ready, not cordoned.
-func (m *machine) counts() bool { return m.ready && !m.unschedulable }
+func (m *machine) counts() bool { return m.rec.Ready && !m.rec.Unschedulable }
+
+// capacity is the node's status.capacity of resource r, and whether it
+// lists r.
+func (m *machine) capacity(r string) (Amount, bool) { return amountIn(m.rec.Capacity, r) }
+
+// allocatable is the node's status.allocatable of resource r, and whether
+// it lists r.
+func (m *machine) allocatable(r string) (Amount, bool) { return amountIn(m.rec.Allocatable, r) }
+
+func amountIn(l map[string]resource.Quantity, r string) (Amount, bool) {
+	q, ok := l[r]
+	if !ok {
+		return 0, false
+	}
+	return AmountOf(q), true
+}
 
 // tally is the measurement of one (measured resource, known flavor) pair,
 // the sum of the contributions of the nodes matching the flavor.
@@ -61,15 +74,9 @@ func (s *State) upsertNode(n *events.Node) {
 	if old := s.machines[n.Name]; old != nil {
 		s.contribute(n.Name, old, -1)
 	}
-	m := &machine{
-		labels:        n.Labels,
-		capacity:      amounts(n.Capacity),
-		allocatable:   amounts(n.Allocatable),
-		ready:         n.Ready,
-		unschedulable: n.Unschedulable,
-	}
+	m := &machine{rec: n}
 	for f, want := range s.flavors {
-		if matches(want, m.labels) {
+		if matches(want, n.Labels) {
 			m.flavors = append(m.flavors, f)
 		}
 	}
@@ -113,8 +120,8 @@ func matches(want, labels map[string]string) bool {
 func (s *State) contribute(name string, m *machine, sign Amount) {
 	stray := false
 	for _, r := range s.cfg.MeasuredResources {
-		c, hasC := m.capacity[r]
-		a, hasA := m.allocatable[r]
+		c, hasC := m.capacity(r)
+		a, hasA := m.allocatable(r)
 		if !hasC && !hasA {
 			continue
 		}
@@ -163,7 +170,7 @@ func (s *State) setFlavor(name string, labels map[string]string, exists bool) {
 	}
 	for node, m := range s.machines {
 		i, was := slices.BinarySearch(m.flavors, name)
-		now := exists && matches(labels, m.labels)
+		now := exists && matches(labels, m.rec.Labels)
 		if was == now {
 			continue
 		}
@@ -449,7 +456,7 @@ func (s *State) Unattributed() []Unattributed {
 	for _, node := range sortedKeys(s.strays) {
 		m := s.machines[node]
 		for _, r := range s.cfg.MeasuredResources {
-			if c := m.capacity[r]; c > 0 {
+			if c, _ := m.capacity(r); c > 0 {
 				out = append(out, Unattributed{Node: node, Resource: r, Amount: c})
 			}
 		}

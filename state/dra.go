@@ -405,7 +405,8 @@ func (s *State) draNodeContribute(node string, sign Amount) {
 		}
 		var nodeCap, nodeAlloc Amount
 		if _, measured := slices.BinarySearch(s.cfg.MeasuredResources, r); measured {
-			nodeCap, nodeAlloc = m.capacity[r], m.allocatable[r]
+			nodeCap, _ = m.capacity(r)
+			nodeAlloc, _ = m.allocatable(r)
 		}
 		installed := max(0, a-nodeCap)
 		var alloc Amount

@@ -58,8 +58,8 @@ func (s *State) Dump() string {
 	}
 	for _, name := range sortedKeys(s.machines) {
 		m := s.machines[name]
-		w("node %s ready=%t unschedulable=%t flavors=%s labels=%s capacity=%s allocatable=%s", name, m.ready, m.unschedulable,
-			strings.Join(m.flavors, ","), labelString(m.labels), amountString(m.capacity), amountString(m.allocatable))
+		w("node %s ready=%t unschedulable=%t flavors=%s labels=%s capacity=%s allocatable=%s", name, m.rec.Ready, m.rec.Unschedulable,
+			strings.Join(m.flavors, ","), labelString(m.rec.Labels), amountString(amounts(m.rec.Capacity)), amountString(amounts(m.rec.Allocatable)))
 	}
 	for _, p := range slices.SortedFunc(maps.Keys(s.tallies), Pair.Compare) {
 		t := s.tallies[p]

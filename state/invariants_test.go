@@ -22,7 +22,7 @@ func checkInvariants(s *State) error {
 	for name, m := range s.machines {
 		var flavors []string
 		for f, want := range s.flavors {
-			if matches(want, m.labels) {
+			if matches(want, m.rec.Labels) {
 				flavors = append(flavors, f)
 			}
 		}

@@ -8,9 +8,9 @@ package state
 func (s *State) MachineCounts() (schedulable, cordoned, notReady int) {
 	for _, m := range s.machines {
 		switch {
-		case !m.ready:
+		case !m.rec.Ready:
 			notReady++
-		case m.unschedulable:
+		case m.rec.Unschedulable:
 			cordoned++
 		default:
 			schedulable++

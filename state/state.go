@@ -437,7 +437,7 @@ func (s *State) Clone() *State {
 	for k, v := range s.machines {
 		cm := *v
 		cm.flavors = slices.Clone(v.flavors)
-		c.machines[k] = &cm // label and amount maps are never modified in place
+		c.machines[k] = &cm // records are never modified
 	}
 	c.tallies = make(map[Pair]*tally, len(s.tallies))
 	for k, v := range s.tallies {

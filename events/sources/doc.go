@@ -9,6 +9,11 @@
 // unchanged (a Node heartbeat, a status write of our own conditions) is
 // dropped, so it neither fills the log nor wakes the reducer.
 //
+// A Node informer whose transform replaces each Node by a [CachedNode]
+// (the manager's does) is handled by [Handlers.CachedNodes]: the compact
+// form is then made once, in the transform, and the cache, the event and
+// the state hold that one record.
+//
 // [RunTicker] publishes the timer ticks, [PublishConfig] the
 // configuration, and [PublishSynced] the marker that every informer's
 // initial list has been handled, so that every input of the state arrives

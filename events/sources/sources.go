@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
@@ -59,7 +58,7 @@ func (h *Handlers) ClusterQueues() cache.ResourceEventHandler {
 // whose compact form is P.
 func handler[T interface {
 	*O
-	metav1.Object
+	GetName() string
 }, O any, P any](h *Handlers, kind events.Kind, compact func(T) *P, upserted func(time.Time, *P) events.Event) cache.ResourceEventHandlerFuncs {
 	typed := func(obj any, what string) (T, bool) {
 		o, ok := obj.(T)

@@ -5,6 +5,7 @@
 //
 //	go run ./test/cmd/perf            # T21k: 51 Cohorts, 1,000 ClusterQueues, 20,000 LocalQueues, 250 then 10,000 Nodes
 //	go run ./test/cmd/perf -quick     # a small tree, in about a minute
+//	go run ./test/cmd/perf -rss       # only the RSS rows: T21k, 250 then 10,000 Nodes, a few minutes
 //
 // `make perf` runs the first, `make perf QUICK=1` the second; `make test`
 // runs the quick form once to keep the command working. It is not a timed
@@ -135,6 +136,7 @@ type bench struct {
 func run() error {
 	q := flag.Bool("quick", false, "a small tree, in about a minute")
 	cohorts := flag.Int("cohorts", 0, "Cohorts under root, instead of the tree's (20 teams each in the full tree)")
+	rssOnly := flag.Bool("rss", false, "only the RSS rows (manager against bare informers, at both Node counts): a few minutes, for working on memory")
 	flag.Parse()
 	sh := full
 	if *q {
@@ -169,7 +171,11 @@ func run() error {
 	if err := b.setup(ctx); err != nil {
 		return err
 	}
-	if err := b.measure(ctx); err != nil {
+	measure := b.measure
+	if *rssOnly {
+		measure = b.measureRSS
+	}
+	if err := measure(ctx); err != nil {
 		return err
 	}
 	fmt.Printf("\nT%s: %d Cohorts, %d ClusterQueues, %d LocalQueues (%d namespaces), %d GPU Nodes (%d in the large variant); GOMAXPROCS %d, load average %s at start, %s at end; took %s\n\n",
@@ -462,7 +468,7 @@ func (b *bench) measure(ctx context.Context) error {
 		m.Kill()
 		return err
 	}
-	rss, bareRSS, err := b.rss(ctx, m)
+	rss, err := b.rss(ctx, m)
 	m.Stop()
 	if err != nil {
 		return err
@@ -494,17 +500,7 @@ func (b *bench) measure(ctx context.Context) error {
 		return err
 	}
 
-	logf("large variant: %d Nodes in all...", sh.more)
-	if err := b.writeNodes(ctx, sh.nodes, sh.more); err != nil {
-		return err
-	}
-	m, _, err = b.startManager(ctx, "m-large", matchQPS, matchBurst, matchWorkers, "--capacity-report-interval=0s", "--resync-interval=1h")
-	if err != nil {
-		return err
-	}
-	time.Sleep(5 * time.Second) // the first comparison of every node
-	rssLarge, bareLarge, err := b.rss(ctx, m)
-	m.Stop()
+	rssLarge, err := b.rssLarge(ctx)
 	if err != nil {
 		return err
 	}
@@ -528,9 +524,68 @@ func (b *bench) measure(ctx context.Context) error {
 	t.add("writes per budget change", perChange, "1 ClusterQueue + 1 status", "-")
 	t.add(fmt.Sprintf("manager CPU per ClusterQueue status update, %d vs %d ClusterQueues", sh.small*sh.teamsPerCohort, sh.cohorts*sh.teamsPerCohort),
 		fmt.Sprintf("%.2f ms", cpuLarge.Seconds()*1000), fmt.Sprintf("%.2f ms", cpuSmall.Seconds()*1000), ratio(cpuLarge.Seconds(), cpuSmall.Seconds()))
-	t.add(fmt.Sprintf("RSS, %d Nodes", sh.nodes), mib(rss), mib(bareRSS)+" bare informers", ratio(float64(rss), float64(bareRSS)))
-	t.add(fmt.Sprintf("RSS, %d Nodes", sh.more), mib(rssLarge), mib(bareLarge)+" bare informers", ratio(float64(rssLarge), float64(bareLarge)))
+	b.addRSS(sh.nodes, rss)
+	b.addRSS(sh.more, rssLarge)
 	return nil
+}
+
+// rssLarge writes the Nodes of the large variant and measures the RSS of
+// a manager started on them (the tree materialized already).
+func (b *bench) rssLarge(ctx context.Context) (memory, error) {
+	logf("large variant: %d Nodes in all...", b.sh.more)
+	if err := b.writeNodes(ctx, b.sh.nodes, b.sh.more); err != nil {
+		return memory{}, err
+	}
+	m, _, err := b.startManager(ctx, "m-large", matchQPS, matchBurst, matchWorkers, "--capacity-report-interval=0s", "--resync-interval=1h")
+	if err != nil {
+		return memory{}, err
+	}
+	time.Sleep(5 * time.Second) // the first comparison of every node
+	mem, err := b.rss(ctx, m)
+	m.Stop()
+	return mem, err
+}
+
+// measureRSS is the -rss form: the whole tree materialized at matching
+// limits, then the two RSS rows of the full run, measured the same way.
+func (b *bench) measureRSS(ctx context.Context) error {
+	sh := b.sh
+	all := b.tree(0, sh.cohorts)
+	if err := b.createTree(ctx, all); err != nil {
+		return err
+	}
+	nObjects := sh.cohorts + 1 + sh.cohorts*sh.teamsPerCohort*(1+sh.namespaces)
+	logf("manager at matching limits...")
+	m, started, err := b.startManager(ctx, "m-match", matchQPS, matchBurst, matchWorkers, "--capacity-report-interval=0s", "--resync-interval=1h")
+	if err != nil {
+		return err
+	}
+	if _, err := b.waitMaterialized(ctx, started, nObjects, len(all), 10*time.Minute); err != nil {
+		m.Kill()
+		return err
+	}
+	rss, err := b.rss(ctx, m)
+	m.Stop()
+	if err != nil {
+		return err
+	}
+	rssLarge, err := b.rssLarge(ctx)
+	if err != nil {
+		return err
+	}
+	b.addRSS(sh.nodes, rss)
+	b.addRSS(sh.more, rssLarge)
+	return nil
+}
+
+// memory is one RSS measurement: the manager's RSS and Go heap in use,
+// and the RSS of the bare informers.
+type memory struct {
+	rss, heap, bare int64
+}
+
+func (b *bench) addRSS(nodes int, m memory) {
+	b.t.add(fmt.Sprintf("RSS, %d Nodes (Go heap in use)", nodes), fmt.Sprintf("%s (%s)", mib(m.rss), mib(m.heap)), mib(m.bare)+" bare informers", ratio(float64(m.rss), float64(m.bare)))
 }
 
 func mib(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
@@ -744,11 +799,16 @@ func rssOf(pid int) (int64, error) {
 
 // rss reads the manager's RSS, and that of a bare process holding the same
 // informers (this binary's informer mode).
-func (b *bench) rss(ctx context.Context, m *localcluster.Manager) (mgr, bare int64, err error) {
+func (b *bench) rss(ctx context.Context, m *localcluster.Manager) (mem memory, err error) {
 	time.Sleep(3 * time.Second)
-	if mgr, err = rssOf(m.Pid()); err != nil {
+	if mem.rss, err = rssOf(m.Pid()); err != nil {
 		return
 	}
+	heap, err := m.Metric(ctx, "go_memstats_heap_inuse_bytes")
+	if err != nil {
+		return
+	}
+	mem.heap = int64(heap)
 	self, err := os.Executable()
 	if err != nil {
 		return
@@ -765,10 +825,10 @@ func (b *bench) rss(ctx context.Context, m *localcluster.Manager) (mgr, bare int
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	buf := make([]byte, 64)
 	if _, err = out.Read(buf); err != nil {
-		return 0, 0, fmt.Errorf("bare informer: %w", err)
+		return mem, fmt.Errorf("bare informer: %w", err)
 	}
 	time.Sleep(3 * time.Second)
-	bare, err = rssOf(cmd.Process.Pid)
+	mem.bare, err = rssOf(cmd.Process.Pid)
 	return
 }
 
