@@ -37,8 +37,8 @@ type shell struct {
 	urgent, bulk workqueue.TypedRateLimitingInterface[string]
 
 	keyMu      sync.Mutex
-	busy       map[string]*sync.Mutex // per node: the two queues never work on one node at once
-	lastStatus map[string]time.Time   // per node: when its status was last written
+	working    map[string]bool      // nodes a worker holds: the two queues never work on one node at once
+	lastStatus map[string]time.Time // per node: when its status was last written
 }
 
 // statusCoalesce is the least time between two status writes of one node.
@@ -97,7 +97,7 @@ func newShell(m *Manager) *shell {
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "urgent", MetricsProvider: qm}),
 		bulk: workqueue.NewTypedRateLimitingQueueWithConfig(rl(),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "bulk", MetricsProvider: qm}),
-		busy:       map[string]*sync.Mutex{},
+		working:    map[string]bool{},
 		lastStatus: map[string]time.Time{},
 	}
 }
@@ -227,13 +227,12 @@ func (sh *shell) run(ctx context.Context, workers int) {
 func (sh *shell) work(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], name string) {
 	defer q.Done(name)
 	sh.keyMu.Lock()
-	mu := sh.busy[name]
-	if mu == nil {
-		mu = &sync.Mutex{}
-		sh.busy[name] = mu
+	busy := sh.working[name]
+	if !busy {
+		sh.working[name] = true
 	}
 	sh.keyMu.Unlock()
-	if !mu.TryLock() {
+	if busy {
 		// The other queue's worker holds this node (a bulk comparison
 		// writing a team's LocalQueues one by one takes seconds at the
 		// default limits): come back after it rather than hold a worker,
@@ -242,7 +241,9 @@ func (sh *shell) work(ctx context.Context, q workqueue.TypedRateLimitingInterfac
 		return
 	}
 	failed, retryAt := sh.m.materialize(ctx, name)
-	mu.Unlock()
+	sh.keyMu.Lock()
+	delete(sh.working, name) // only nodes in hand: a deleted node leaves nothing behind
+	sh.keyMu.Unlock()
 	switch {
 	case ctx.Err() != nil:
 	case failed:
