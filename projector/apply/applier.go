@@ -61,8 +61,9 @@ type Applier struct {
 
 	// seen remembers, per object, the cached resourceVersion and the hash
 	// of the desired object last found to match it: while neither changes,
-	// the object is confirmed without decoding the cached copy again. Only
-	// the projection goroutine uses it.
+	// the object is confirmed without decoding the cached copy again. The
+	// nodes' workers and the shell's cache handlers use it at once, under
+	// seenMu (with inflight); an object swept or found gone is forgotten.
 	seenMu         sync.Mutex
 	seen, nextSeen map[string]seenAt
 	// statusSent remembers, per node, the last status written: its hash
