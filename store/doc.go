@@ -29,7 +29,8 @@
 // segment, so a killed process loses no appended event; what a machine
 // crash may lose depends on the [SyncPolicy] (see its values). A [Recorder]
 // appends on a goroutine of its own, in batches: it lets events gather for
-// up to [Linger], or writes at once for a caller of [Recorder.Wait]. The
+// up to [Linger], and writes at once when half its queue is full or a
+// caller of [Recorder.Wait] waits. The
 // events still in its queue when the process is killed are lost, so a
 // caller that must not act on an event the log may lose (a write to the
 // API server) waits for it first.
