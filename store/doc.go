@@ -30,10 +30,9 @@
 // crash may lose depends on the [SyncPolicy] (see its values). A [Recorder]
 // appends on a goroutine of its own, in batches: it lets events gather for
 // up to [Linger], and writes at once when half its queue is full or a
-// caller of [Recorder.Wait] waits. The
-// events still in its queue when the process is killed are lost, so a
-// caller that must not act on an event the log may lose (a write to the
-// API server) waits for it first.
+// caller of [Recorder.Wait] waits. The events still in its queue when the
+// process is killed are lost, so a caller that must not act on an event
+// the log may lose (a write to the API server) waits for it first.
 // A segment is continued only by a build of the events schema its header
 // names: a newer build starts a new segment.
 // Segments rotate by size; whole segments older than the age bound, or
