@@ -90,7 +90,10 @@ type Quota struct {
 }
 
 // Node is the compact form of a Kubernetes Node: what decides which
-// ResourceFlavors it counts toward and what it contributes to them.
+// ResourceFlavors it counts toward and what it contributes to them. A Node
+// in an event is never modified afterwards, nor are its maps: the state
+// keeps the record itself, not a copy (and the manager's Node informer
+// cache holds the same one, events/sources.CachedNode).
 type Node struct {
 	Name   string            `json:"name"`
 	Labels map[string]string `json:"labels,omitempty"`

@@ -113,7 +113,8 @@ type NodeOutput struct {
 }
 
 // ProjectNode computes one node's desired objects and status. Of in it
-// reads the settings, root's capacity and the node's outcome, not Nodes;
+// reads the settings and root's capacity, not Nodes (the node's outcome
+// comes with n);
 // in.EnrolledNamespaces must be sorted and deduplicated (Namespaces).
 func ProjectNode(n *Node, in Input) NodeOutput {
 	materialize := len(in.EnrolledNamespaces) > 0

@@ -7,7 +7,8 @@
 // webhook's verdict, the change, and what the tree did next, merged across
 // the logs of several replicas), the state, the nodes' statuses (with
 // Materialized from the leader's recorded outcomes: StateView) and the
-// desired Kueue objects at any point, and what-if runs that replay the same inputs under another configuration
+// desired Kueue objects at any point, and what-if runs that replay the same
+// inputs under another configuration (the recorded outcomes as they were)
 // and list the transitions that would have differed.
 //
 // A replay is deterministic: the same log always gives the same state and

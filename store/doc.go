@@ -28,7 +28,11 @@
 // record, unbuffered, and [Log.AppendBatch] one write(2) of its records per
 // segment, so a killed process loses no appended event; what a machine
 // crash may lose depends on the [SyncPolicy] (see its values). A [Recorder]
-// appends on a goroutine of its own, in batches of what queued up meanwhile.
+// appends on a goroutine of its own, in batches: it lets events gather for
+// up to [Linger], and writes at once when half its queue is full or a
+// caller of [Recorder.Wait] waits. The events still in its queue when the
+// process is killed are lost, so a caller that must not act on an event
+// the log may lose (a write to the API server) waits for it first.
 // A segment is continued only by a build of the events schema its header
 // names: a newer build starts a new segment.
 // Segments rotate by size; whole segments older than the age bound, or

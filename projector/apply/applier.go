@@ -61,8 +61,9 @@ type Applier struct {
 
 	// seen remembers, per object, the cached resourceVersion and the hash
 	// of the desired object last found to match it: while neither changes,
-	// the object is confirmed without decoding the cached copy again. Only
-	// the projection goroutine uses it.
+	// the object is confirmed without decoding the cached copy again. The
+	// nodes' workers and the shell's cache handlers use it at once, under
+	// seenMu (with inflight); an object swept or found gone is forgotten.
 	seenMu         sync.Mutex
 	seen, nextSeen map[string]seenAt
 	// statusSent remembers, per node, the last status written: its hash
@@ -108,7 +109,9 @@ type seenAt struct {
 
 // Result is what one pass did.
 type Result struct {
-	// Outcomes per node, for the next projection's Materialized condition.
+	// Outcomes per node: how the pass left each node's objects, which the
+	// shell reports through the event stream (the Materialized condition
+	// reads it from the state).
 	Outcomes map[string]events.Outcome
 	// Writes counts API requests sent; Confirmed counts objects found in
 	// place; Swept counts deletions.
@@ -136,8 +139,9 @@ type write struct {
 }
 
 // ApplyObjects brings the Kueue objects to the projection, when it
-// materializes: applies what differs, then sweeps what no node wants. Its
-// outcomes feed the projection of the statuses.
+// materializes: applies what differs, then sweeps what no node wants, in
+// one pass over the whole projection (the shell works node by node, with
+// ApplyNode); it reports the outcome per node.
 func (a *Applier) ApplyObjects(ctx context.Context, out *projector.Output) *Result {
 	res := &Result{Outcomes: map[string]events.Outcome{}}
 	if !out.Materialize {
@@ -159,7 +163,8 @@ func (a *Applier) ApplyObjects(ctx context.Context, out *projector.Output) *Resu
 // what differs, then deletes the managed objects of its name it no longer
 // wants (all of them for a node that no longer exists; a LocalQueue of a
 // namespace no longer enrolled). Its writes go one after another: the
-// shell runs nodes in parallel. Its outcome feeds the node's status.
+// shell runs nodes in parallel. The shell reports its outcome through the
+// event stream before it projects the node's status.
 func (a *Applier) ApplyNode(ctx context.Context, no *projector.NodeOutput) *Result {
 	res := &Result{Outcomes: map[string]events.Outcome{}}
 	if !no.Materialize {
