@@ -9,8 +9,8 @@ import (
 
 // Recorder appends events to a Log from a goroutine of its own, so that the
 // reducer's goroutine does not pay for encoding and writing: Record puts an
-// event in a queue and returns, and the recorder writes whatever queued up
-// meanwhile in one batch (Log.AppendBatch). Order is kept, nothing is
+// event in a queue and returns, and the recorder writes what queued up since
+// its last batch as one batch (Log.AppendBatch). Order is kept, nothing is
 // dropped (Record blocks while the queue is full), and Wait lets the caller
 // hold back any effect of an event (a write to the API server) until the
 // event is in the log.
