@@ -15,7 +15,13 @@
 // It prints p50, p90, p99 and the mean per size, mode and kind of write
 // (budget: every budget write; raise and lower: its two halves), and on
 // stderr where the time went, from the API server's metrics and the
-// webhook's. It is not run by `make test`: it takes several minutes.
+// webhook's, and write by write from the webhook's log (the manager runs at
+// -v=2, where each review logs its phases): how often the API server called
+// the webhook for a write, the webhook's handler, of which the admission
+// record's Update, and the rest (the API server and etcd), with the
+// slowest 2% of the budget writes taken apart; and the manager's GC cycles
+// and ticks meanwhile. It is not run by `make test`: it takes several
+// minutes.
 package main
 
 import (
@@ -25,6 +31,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -154,7 +161,9 @@ func (b *bench) start(ctx context.Context, port int) (*localcluster.Manager, err
 	if port == 0 {
 		args = append(args, "--webhook=false")
 	} else {
-		args = append(args, localcluster.WebhookFlags(port)...)
+		// -v=2: the webhook logs where each review's time went, which
+		// measure reads back (phases).
+		args = append(append(args, localcluster.WebhookFlags(port)...), "-v=2")
 	}
 	return b.c.StartManager(ctx, b.bin, fmt.Sprintf("bench-%d", port), b.c.Dir, args...)
 }
@@ -277,6 +286,11 @@ func (b *bench) measure(ctx context.Context, n int) (map[string]map[bool][]time.
 	}
 	const block = 50
 	i := 0
+	var timed []timedWrite
+	before, err := b.managerCounters(ctx, m)
+	if err != nil {
+		return nil, err
+	}
 	for _, kind := range []string{"budget", "label"} {
 		before, err := b.breakdown(ctx, m)
 		if err != nil {
@@ -301,6 +315,9 @@ func (b *bench) measure(ctx context.Context, n int) (map[string]map[bool][]time.
 					if kind == "budget" {
 						dir := map[bool]string{true: "raise", false: "lower"}[i%2 == 0]
 						out[dir][on] = append(out[dir][on], d)
+						if on {
+							timed = append(timed, timedWrite{d: d, raise: i%2 == 0, gen: aq.Generation - 1})
+						}
 					}
 					if status != nil {
 						// The manager writes the team's status for each
@@ -330,6 +347,17 @@ func (b *bench) measure(ctx context.Context, n int) (map[string]map[bool][]time.
 		}
 		after.sub(before).print(n, kind, len(out[kind][true]), len(out[kind][false]))
 	}
+	after, err := b.managerCounters(ctx, m)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(os.Stderr, "n=%d, the manager meanwhile: %d GC cycles, longest pause %.2fms; %d ticks (full comparisons)\n",
+		n, int(after.gcs-before.gcs), 1000*after.gcMax, int(after.ticks-before.ticks))
+	raw, err := os.ReadFile(m.Log)
+	if err != nil {
+		return nil, err
+	}
+	explain(n, team, timed, parseReviews(string(raw)))
 	return out, nil
 }
 
@@ -620,4 +648,134 @@ func recordKinds(ctx context.Context, cfg *rest.Config, n int) error {
 	_ = cms.Delete(ctx, name, metav1.DeleteOptions{})
 	_ = leases.Delete(ctx, name, metav1.DeleteOptions{})
 	return nil
+}
+
+// managerCounts are the manager's GC and tick counters.
+type managerCounts struct{ gcs, gcMax, ticks float64 }
+
+func (b *bench) managerCounters(ctx context.Context, m *localcluster.Manager) (managerCounts, error) {
+	var c managerCounts
+	var err error
+	if c.gcs, err = m.Metric(ctx, "go_gc_duration_seconds_count"); err != nil {
+		return c, err
+	}
+	if c.gcMax, err = m.Metric(ctx, "go_gc_duration_seconds", `quantile="1"`); err != nil {
+		return c, err
+	}
+	c.ticks, err = m.Metric(ctx, "ome_quota_events_total", `kind="Tick"`)
+	return c, err
+}
+
+// timedWrite is one budget write with the webhook: how long the client
+// waited, and the generation the API server judged it on.
+type timedWrite struct {
+	d     time.Duration
+	raise bool
+	gen   int64
+}
+
+// review is one review of a judged write, from the webhook's log at -v=2:
+// the "judged" line (Serializer.Judge) and the "reviewed" line (the HTTP
+// handler) of the same uid.
+type review struct {
+	node, outcome                 string
+	gen                           int64
+	total, decide, record, handle time.Duration
+}
+
+var logField = regexp.MustCompile(`(\w+)=("(?:[^"\\]|\\.)*"|\S+)`)
+
+// parseReviews reads the webhook's "judged" and "reviewed" lines (klog's
+// text format) from a manager's log.
+func parseReviews(log string) []review {
+	var out []review
+	handled := map[string]time.Duration{}
+	at := map[string]int{}
+	for _, line := range strings.Split(log, "\n") {
+		judged, reviewed := strings.Contains(line, `] "judged"`), strings.Contains(line, `] "reviewed"`)
+		if !judged && !reviewed {
+			continue
+		}
+		f := map[string]string{}
+		for _, m := range logField.FindAllStringSubmatch(line, -1) {
+			f[m[1]] = strings.Trim(m[2], `"`)
+		}
+		dur := func(k string) time.Duration { d, _ := time.ParseDuration(f[k]); return d }
+		if reviewed {
+			if j, ok := at[f["uid"]]; ok {
+				out[j].handle = dur("total")
+			} else {
+				handled[f["uid"]] = dur("total")
+			}
+			continue
+		}
+		gen, _ := strconv.ParseInt(f["generation"], 10, 64)
+		r := review{node: f["node"], outcome: f["outcome"], gen: gen, total: dur("total"), decide: dur("decide"), record: dur("record"), handle: handled[f["uid"]]}
+		at[f["uid"]] = len(out)
+		out = append(out, r)
+	}
+	return out
+}
+
+// explain says where the time of the budget writes with the webhook went,
+// write by write: how often the API server called the webhook for it, how
+// long the webhook's handler took, of which the record's Update, and the
+// rest (the API server and etcd: the write's time less its reviews').
+func explain(n int, team string, writes []timedWrite, reviews []review) {
+	byGen := map[int64][]review{}
+	for _, r := range reviews {
+		if r.node == team {
+			byGen[r.gen] = append(byGen[r.gen], r)
+		}
+	}
+	type row struct {
+		w                            timedWrite
+		calls                        int
+		handle, record, decide, rest time.Duration
+		outcomes                     []string
+	}
+	var rows []row
+	var handle, record, rest, once, twice []time.Duration
+	for _, w := range writes {
+		r := row{w: w, calls: len(byGen[w.gen])}
+		for _, x := range byGen[w.gen] {
+			r.handle += x.handle
+			r.record += x.record
+			r.decide += x.decide
+			r.outcomes = append(r.outcomes, x.outcome)
+		}
+		r.rest = w.d - r.handle
+		rows = append(rows, r)
+		handle, rest = append(handle, r.handle), append(rest, r.rest)
+		if w.raise {
+			record = append(record, r.record)
+		}
+		if r.calls > 1 {
+			twice = append(twice, w.d)
+		} else {
+			once = append(once, w.d)
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(os.Stderr, "n=%d, budget writes with the webhook, from its log: %d judged once, %d more than once; "+
+		"the webhook's handler per write p50 %s p99 %s (the record's Update, raises: p50 %s p99 %s); "+
+		"the rest (API server, etcd) p50 %s p99 %s\n",
+		n, len(once), len(twice), pct(handle, 50), pct(handle, 99), pctOr(record, 50), pctOr(record, 99), pct(rest, 50), pct(rest, 99))
+	fmt.Fprintf(os.Stderr, "  writes judged once: p50 %s p99 %s; more than once: p50 %s p99 %s\n", pctOr(once, 50), pctOr(once, 99), pctOr(twice, 50), pctOr(twice, 99))
+	slices.SortFunc(rows, func(a, b row) int { return int(b.w.d - a.w.d) })
+	fmt.Fprintf(os.Stderr, "  the slowest 2%%:\n")
+	for _, r := range rows[:max(1, len(rows)/50)] {
+		dir := map[bool]string{true: "raise", false: "lower"}[r.w.raise]
+		fmt.Fprintf(os.Stderr, "    %s %s: %d call(s) %v, handler %s (record %s, decide %s), rest %s\n",
+			fmtDur(r.w.d), dir, r.calls, r.outcomes, fmtDur(r.handle), fmtDur(r.record), fmtDur(r.decide), fmtDur(r.rest))
+	}
+}
+
+func pctOr(d []time.Duration, p int) string {
+	if len(d) == 0 {
+		return "-"
+	}
+	return pct(d, p)
 }
