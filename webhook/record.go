@@ -138,20 +138,43 @@ type Serializer struct {
 func (z *Serializer) Judge(ctx context.Context, w Write) (v Verdict, err error) {
 	t := timings{start: time.Now()}
 	defer t.log(ctx, w, &v, &err)
+	settleBy := z.Now().Add(z.Settle)
 	if w.Old != nil {
 		// A lowering of a team's budgets is judged on the old and new spec
 		// alone, and cannot make another write's verdict wrong: it needs
 		// neither the record nor the writes in flight (docs/webhook.md).
 		var a state.Admission
-		lowering := false
-		z.State.View(func(s *state.State) { a, lowering = s.AdmitLowering(w.Name, w.Old, w.Spec) })
+		lowering, behind := false, false
+		try := func(s *state.State) {
+			a, lowering = s.AdmitLowering(w.Name, w.Old, w.Spec)
+			gen, ok := s.Generation(w.Name)
+			behind = !lowering && ok && gen < w.Generation
+		}
+		z.State.View(try)
+		if behind {
+			// The state has not seen the object the API server judges
+			// the write on (the node's last write, a moment ago): wait
+			// for it, as every write's judgement does, and look again,
+			// rather than take a lowering down the record's path.
+			began := time.Now()
+			err := z.await(ctx, settleBy, func(s *state.State) bool {
+				if gen, ok := s.Generation(w.Name); ok && gen < w.Generation {
+					return false
+				}
+				try(s)
+				return true
+			})
+			t.decide += time.Since(began)
+			if err != nil {
+				return Verdict{}, err
+			}
+		}
 		if lowering {
 			t.outcome = "skipped"
 			z.count(t.outcome)
 			return verdictOf(a), nil
 		}
 	}
-	settleBy := z.Now().Add(z.Settle)
 	rec, err := z.read(ctx, false)
 	if err != nil {
 		return Verdict{}, err
