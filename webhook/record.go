@@ -135,28 +135,58 @@ type Serializer struct {
 // again when another replica changed the record meanwhile. A dry run is
 // judged the same way and recorded nowhere. A lowering of a team's budgets
 // (state.State.AdmitLowering) is judged at once and not recorded.
-func (z *Serializer) Judge(ctx context.Context, w Write) (Verdict, error) {
+func (z *Serializer) Judge(ctx context.Context, w Write) (v Verdict, err error) {
+	t := timings{start: time.Now()}
+	defer t.log(ctx, w, &v, &err)
+	settleBy := z.Now().Add(z.Settle)
 	if w.Old != nil {
 		// A lowering of a team's budgets is judged on the old and new spec
 		// alone, and cannot make another write's verdict wrong: it needs
 		// neither the record nor the writes in flight (docs/webhook.md).
 		var a state.Admission
-		lowering := false
-		z.State.View(func(s *state.State) { a, lowering = s.AdmitLowering(w.Name, w.Old, w.Spec) })
+		lowering, behind := false, false
+		try := func(s *state.State) {
+			a, lowering = s.AdmitLowering(w.Name, w.Old, w.Spec)
+			gen, ok := s.Generation(w.Name)
+			behind = !lowering && ok && gen < w.Generation
+		}
+		z.State.View(try)
+		if behind {
+			// The state has not seen the object the API server judges
+			// the write on (the node's last write, a moment ago): wait
+			// for it, as every write's judgement does, and look again,
+			// rather than take a lowering down the record's path.
+			began := time.Now()
+			err := z.await(ctx, settleBy, func(s *state.State) bool {
+				if gen, ok := s.Generation(w.Name); ok && gen < w.Generation {
+					return false
+				}
+				try(s)
+				return true
+			})
+			t.decide += time.Since(began)
+			if err != nil {
+				return Verdict{}, err
+			}
+		}
 		if lowering {
-			z.count("skipped")
+			t.outcome = "skipped"
+			z.count(t.outcome)
 			return verdictOf(a), nil
 		}
 	}
-	settleBy := z.Now().Add(z.Settle)
 	rec, err := z.read(ctx, false)
 	if err != nil {
 		return Verdict{}, err
 	}
+	t.outcome = "denied"
 	// fresh: rec was read from the API server during this review.
 	fresh, checkedParent := false, false
 	for range maxAttempts {
+		t.attempts++
+		began := time.Now()
 		v, err := z.decide(ctx, w, z.inFlight(rec, w), settleBy)
+		t.decide += time.Since(began)
 		if err != nil {
 			return Verdict{}, err
 		}
@@ -165,7 +195,9 @@ func (z *Serializer) Judge(ctx context.Context, w Write) (Verdict, error) {
 				// A denial stands only against the record as it is now:
 				// another replica may have admitted a write meanwhile.
 				fresh = true
+				began := time.Now()
 				cur, err := z.read(ctx, true)
+				t.read += time.Since(began)
 				if err != nil {
 					return Verdict{}, err
 				}
@@ -188,13 +220,20 @@ func (z *Serializer) Judge(ctx context.Context, w Write) (Verdict, error) {
 			return v, nil
 		}
 		if w.DryRun {
+			t.outcome = "dry-run"
 			return v, nil
 		}
+		began = time.Now()
 		outcome, err := z.add(ctx, rec, w)
+		t.record += time.Since(began)
+		t.outcome = outcome
 		z.count(outcome)
 		if apierrors.IsConflict(err) {
 			// Another replica wrote the record first: judge again on it.
-			if rec, err = z.read(ctx, true); err != nil {
+			began = time.Now()
+			rec, err = z.read(ctx, true)
+			t.read += time.Since(began)
+			if err != nil {
 				return Verdict{}, err
 			}
 			fresh = true
@@ -206,6 +245,31 @@ func (z *Serializer) Judge(ctx context.Context, w Write) (Verdict, error) {
 		return v, nil
 	}
 	return Verdict{}, fmt.Errorf("the admission record, ConfigMap %s/%s, changed %d times while this write was judged", z.Namespace, z.Name, maxAttempts)
+}
+
+// timings say where one judgement's time went; Judge logs them at V(2),
+// one line per review ("judged"), which test/cmd/webhookbench reads to
+// break a slow write down.
+type timings struct {
+	start time.Time
+	// decide is the time spent waiting for the state to settle the writes
+	// in flight and judging on it (the judgement itself is microseconds).
+	decide time.Duration
+	// record is the time of the record's Updates, read that of its GETs.
+	record, read time.Duration
+	attempts     int
+	// outcome is the record's: written, already, conflict, failed,
+	// skipped (a lowering), dry-run, or denied.
+	outcome string
+}
+
+func (t *timings) log(ctx context.Context, w Write, v *Verdict, err *error) {
+	log := klog.FromContext(ctx).V(2)
+	if !log.Enabled() {
+		return
+	}
+	log.Info("judged", "uid", w.UID, "node", w.Name, "op", w.Op, "generation", w.Generation, "allowed", v.Allowed, "failed", *err != nil,
+		"outcome", t.outcome, "attempts", t.attempts, "total", time.Since(t.start), "decide", t.decide, "record", t.record, "read", t.read)
 }
 
 // decide waits until the state has settled every write in flight, or

@@ -163,3 +163,30 @@ func TestJudgeLoweringWithoutTheRecord(t *testing.T) {
 		t.Errorf("lowering below lendingLimit: %+v, want a denial saying lendingLimit is above nominal", v)
 	}
 }
+
+// TestJudgeLoweringWaitsForTheOldObject: a lowering judged on an object the
+// state has not seen yet (the team's last write, a moment ago) waits for
+// it and is then judged as a lowering, without the record (the Serializer
+// has no client: touching the record would panic).
+func TestJudgeLoweringWaitsForTheOldObject(t *testing.T) {
+	cohort := aqtest.Cohort("c", "root").Budget(gpu, "a100", "10").Obj()
+	seen := aqtest.Team("t", "c").Budget(gpu, "a100", "1").Obj()
+	seen.Generation = 1
+	st := newFakeState(cohort, seen)
+	z := &Serializer{State: st, Now: time.Now, RecordTimings: RecordTimings{Settle: 2 * time.Second, InFlight: 5 * time.Second, Keep: 10 * time.Second}}
+	old := aqtest.Team("t", "c").Budget(gpu, "a100", "2").Obj() // the raise the state has not seen
+	old.Generation = 2
+	low := aqtest.Team("t", "c").Budget(gpu, "a100", "1").Obj()
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		st.upsert(old)
+	}()
+	start := time.Now()
+	v, err := z.Judge(context.Background(), Write{Name: "t", Op: admissionv1.Update, Spec: &low.Spec, Old: &old.Spec, Generation: 2})
+	if err != nil || !v.Allowed {
+		t.Fatalf("got %+v, %v; want the lowering admitted", v, err)
+	}
+	if d := time.Since(start); d < 100*time.Millisecond || d > z.Settle {
+		t.Errorf("judged after %s: it did not wait for the old object, or waited past it", d)
+	}
+}

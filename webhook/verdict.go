@@ -22,7 +22,11 @@ func auditOf(req *admissionv1.AdmissionRequest, w Write, v Verdict) *events.Verd
 	if w.Spec != nil {
 		out.New = w.Spec.DeepCopy()
 	}
-	if len(req.OldObject.Raw) > 0 {
+	switch {
+	case w.Old != nil:
+		// Decoded already for the judgement (an update).
+		out.Old = w.Old.DeepCopy()
+	case len(req.OldObject.Raw) > 0:
 		var old struct {
 			Spec v1beta1.AcceleratorQuotaSpec `json:"spec"`
 		}

@@ -15,7 +15,13 @@
 // It prints p50, p90, p99 and the mean per size, mode and kind of write
 // (budget: every budget write; raise and lower: its two halves), and on
 // stderr where the time went, from the API server's metrics and the
-// webhook's. It is not run by `make test`: it takes several minutes.
+// webhook's, and write by write from the webhook's log (the manager runs at
+// -v=2, where each review logs its phases): how often the API server called
+// the webhook for a write, the webhook's handler, of which the admission
+// record's Update, and the rest (the API server and etcd), with the
+// slowest 2% of the budget writes taken apart; and the manager's GC cycles
+// and ticks meanwhile. It is not run by `make test`: it takes several
+// minutes.
 package main
 
 import (
@@ -23,8 +29,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -154,7 +164,9 @@ func (b *bench) start(ctx context.Context, port int) (*localcluster.Manager, err
 	if port == 0 {
 		args = append(args, "--webhook=false")
 	} else {
-		args = append(args, localcluster.WebhookFlags(port)...)
+		// -v=2: the webhook logs where each review's time went, which
+		// measure reads back (phases).
+		args = append(append(args, localcluster.WebhookFlags(port)...), "-v=2")
 	}
 	return b.c.StartManager(ctx, b.bin, fmt.Sprintf("bench-%d", port), b.c.Dir, args...)
 }
@@ -277,6 +289,14 @@ func (b *bench) measure(ctx context.Context, n int) (map[string]map[bool][]time.
 	}
 	const block = 50
 	i := 0
+	var timed []timedWrite
+	pids := b.processes(m)
+	cpu := map[bool]map[string]time.Duration{false: {}, true: {}}
+	var wall [2]time.Duration
+	before, err := b.managerCounters(ctx, m)
+	if err != nil {
+		return nil, err
+	}
 	for _, kind := range []string{"budget", "label"} {
 		before, err := b.breakdown(ctx, m)
 		if err != nil {
@@ -291,6 +311,7 @@ func (b *bench) measure(ctx context.Context, n int) (map[string]map[bool][]time.
 				if err != nil {
 					return nil, err
 				}
+				cpu0, wall0 := cpuTimes(pids), time.Now()
 				for range min(block, b.updates-done) {
 					i++
 					d, aq, err := b.timed(ctx, team, patches[kind](i))
@@ -301,6 +322,9 @@ func (b *bench) measure(ctx context.Context, n int) (map[string]map[bool][]time.
 					if kind == "budget" {
 						dir := map[bool]string{true: "raise", false: "lower"}[i%2 == 0]
 						out[dir][on] = append(out[dir][on], d)
+						if on {
+							timed = append(timed, timedWrite{d: d, raise: i%2 == 0, gen: aq.Generation - 1})
+						}
 					}
 					if status != nil {
 						// The manager writes the team's status for each
@@ -310,6 +334,12 @@ func (b *bench) measure(ctx context.Context, n int) (map[string]map[bool][]time.
 						if err := status.await(ctx, aq.Generation); err != nil {
 							return nil, err
 						}
+					}
+				}
+				if kind == "budget" {
+					wall[btoi(on)] += time.Since(wall0)
+					for name, t := range cpuTimes(pids) {
+						cpu[on][name] += t - cpu0[name]
 					}
 				}
 				after, err := m.Metric(ctx, "ome_quota_webhook_verdicts_total", `operation="UPDATE"`)
@@ -330,6 +360,32 @@ func (b *bench) measure(ctx context.Context, n int) (map[string]map[bool][]time.
 		}
 		after.sub(before).print(n, kind, len(out[kind][true]), len(out[kind][false]))
 	}
+	after, err := b.managerCounters(ctx, m)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(os.Stderr, "n=%d, the manager meanwhile: %d GC cycles, longest pause %.2fms; %d ticks (full comparisons)\n",
+		n, int(after.gcs-before.gcs), 1000*after.gcMax, int(after.ticks-before.ticks))
+	// CPU per budget write, and how busy the machine's cores were while
+	// the writes ran, in each mode.
+	line := fmt.Sprintf("n=%d, CPU per budget write without / with the webhook:", n)
+	names := slices.Sorted(maps.Keys(pids))
+	for _, name := range names {
+		line += fmt.Sprintf(" %s %.2f / %.2fms;", name, ms(cpu[false][name], len(out["budget"][false])), ms(cpu[true][name], len(out["budget"][true])))
+	}
+	busy := func(on bool) float64 {
+		var sum time.Duration
+		for _, t := range cpu[on] {
+			sum += t
+		}
+		return 100 * sum.Seconds() / max(wall[btoi(on)].Seconds(), 1e-9) / float64(runtime.NumCPU())
+	}
+	fmt.Fprintf(os.Stderr, "%s these processes kept %.0f%% / %.0f%% of the %d cores busy while the writes ran\n", line, busy(false), busy(true), runtime.NumCPU())
+	raw, err := os.ReadFile(m.Log)
+	if err != nil {
+		return nil, err
+	}
+	explain(n, team, timed, parseReviews(string(raw)))
 	return out, nil
 }
 
@@ -355,6 +411,26 @@ lines:
 		}
 	}
 	return sum, count
+}
+
+// bucket sums the cumulative bucket le of a histogram whose labels
+// include every one of match.
+func bucket(text, family, le string, match ...string) (n float64) {
+lines:
+	for _, line := range strings.Split(text, "\n") {
+		if !strings.HasPrefix(line, family+"_bucket{") || !strings.Contains(line, `le="`+le+`"`) {
+			continue
+		}
+		for _, m := range match {
+			if !strings.Contains(line, m) {
+				continue lines
+			}
+		}
+		if v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64); err == nil {
+			n += v
+		}
+	}
+	return n
 }
 
 // setWebhook installs or removes the webhook configuration and waits until
@@ -464,6 +540,7 @@ func (s *statusWatch) stop() { s.w.Stop() }
 // the API server's and the manager's metrics.
 type counters struct {
 	calls, callSum     float64 // the API server's calls of the webhook
+	calls5, calls25    float64 // of which within 5 and 25 ms
 	reviews, reviewSum float64 // the webhook's reviews
 	waitSum            float64 // of which waiting for the state
 	written, already   float64 // the record's outcomes
@@ -481,6 +558,8 @@ func (b *bench) breakdown(ctx context.Context, m *localcluster.Manager) (counter
 	}
 	text := string(raw)
 	c.callSum, c.calls = histogram(text, "apiserver_admission_webhook_admission_duration_seconds", `name="`+webhook.WebhookName+`"`)
+	c.calls5 = bucket(text, "apiserver_admission_webhook_admission_duration_seconds", "0.005", `name="`+webhook.WebhookName+`"`)
+	c.calls25 = bucket(text, "apiserver_admission_webhook_admission_duration_seconds", "0.025", `name="`+webhook.WebhookName+`"`)
 	c.putSum, c.puts = histogram(text, "apiserver_request_duration_seconds", `verb="PUT"`, `resource="configmaps"`)
 	c.patchSum, c.patches = histogram(text, "apiserver_request_duration_seconds", `verb="PATCH"`, `resource="acceleratorquotas"`, `subresource=""`)
 	for _, f := range []struct {
@@ -506,7 +585,7 @@ func (b *bench) breakdown(ctx context.Context, m *localcluster.Manager) (counter
 
 func (c counters) sub(o counters) counters {
 	return counters{
-		calls: c.calls - o.calls, callSum: c.callSum - o.callSum,
+		calls: c.calls - o.calls, callSum: c.callSum - o.callSum, calls5: c.calls5 - o.calls5, calls25: c.calls25 - o.calls25,
 		reviews: c.reviews - o.reviews, reviewSum: c.reviewSum - o.reviewSum, waitSum: c.waitSum - o.waitSum,
 		written: c.written - o.written, already: c.already - o.already, conflict: c.conflict - o.conflict, failed: c.failed - o.failed,
 		skipped: c.skipped - o.skipped,
@@ -519,11 +598,11 @@ func (c counters) sub(o counters) counters {
 func (c counters) print(n int, kind string, on, off int) {
 	ms := func(sum, count float64) float64 { return 1000 * sum / max(count, 1) }
 	fmt.Fprintf(os.Stderr, "n=%d, %s writes (%d with the webhook, %d without; the webhook also judges a dry-run probe per block):\n"+
-		"  the API server: %d PATCHes of AcceleratorQuotas, mean %.2fms; %d webhook calls (%.2f per write with the webhook), mean %.2fms\n"+
+		"  the API server: %d PATCHes of AcceleratorQuotas, mean %.2fms; %d webhook calls (%.2f per write with the webhook), mean %.2fms, %d over 5ms, %d over 25ms\n"+
 		"  the webhook: %d reviews, mean %.2fms, of which waiting for the state %.2fms\n"+
 		"  the record: %d written, %d already listed, %d conflicts, %d failed, %d not needed (lowerings); the API server's PUTs of ConfigMaps: %d, mean %.2fms\n",
 		n, kind, on, off,
-		int(c.patches), ms(c.patchSum, c.patches), int(c.calls), c.calls/float64(max(on, 1)), ms(c.callSum, c.calls),
+		int(c.patches), ms(c.patchSum, c.patches), int(c.calls), c.calls/float64(max(on, 1)), ms(c.callSum, c.calls), int(c.calls-c.calls5), int(c.calls-c.calls25),
 		int(c.reviews), ms(c.reviewSum, c.reviews), ms(c.waitSum, c.reviews),
 		int(c.written), int(c.already), int(c.conflict), int(c.failed), int(c.skipped), int(c.puts), ms(c.putSum, c.puts))
 }
@@ -620,4 +699,186 @@ func recordKinds(ctx context.Context, cfg *rest.Config, n int) error {
 	_ = cms.Delete(ctx, name, metav1.DeleteOptions{})
 	_ = leases.Delete(ctx, name, metav1.DeleteOptions{})
 	return nil
+}
+
+// managerCounts are the manager's GC and tick counters.
+type managerCounts struct{ gcs, gcMax, ticks float64 }
+
+func (b *bench) managerCounters(ctx context.Context, m *localcluster.Manager) (managerCounts, error) {
+	var c managerCounts
+	var err error
+	if c.gcs, err = m.Metric(ctx, "go_gc_duration_seconds_count"); err != nil {
+		return c, err
+	}
+	if c.gcMax, err = m.Metric(ctx, "go_gc_duration_seconds", `quantile="1"`); err != nil {
+		return c, err
+	}
+	c.ticks, err = m.Metric(ctx, "ome_quota_events_total", `kind="Tick"`)
+	return c, err
+}
+
+// timedWrite is one budget write with the webhook: how long the client
+// waited, and the generation the API server judged it on.
+type timedWrite struct {
+	d     time.Duration
+	raise bool
+	gen   int64
+}
+
+// review is one review of a judged write, from the webhook's log at -v=2:
+// the "judged" line (Serializer.Judge) and the "reviewed" line (the HTTP
+// handler) of the same uid.
+type review struct {
+	node, outcome                 string
+	gen                           int64
+	total, decide, record, handle time.Duration
+}
+
+var logField = regexp.MustCompile(`(\w+)=("(?:[^"\\]|\\.)*"|\S+)`)
+
+// parseReviews reads the webhook's "judged" and "reviewed" lines (klog's
+// text format) from a manager's log.
+func parseReviews(log string) []review {
+	var out []review
+	handled := map[string]time.Duration{}
+	at := map[string]int{}
+	for _, line := range strings.Split(log, "\n") {
+		judged, reviewed := strings.Contains(line, `] "judged"`), strings.Contains(line, `] "reviewed"`)
+		if !judged && !reviewed {
+			continue
+		}
+		f := map[string]string{}
+		for _, m := range logField.FindAllStringSubmatch(line, -1) {
+			f[m[1]] = strings.Trim(m[2], `"`)
+		}
+		dur := func(k string) time.Duration { d, _ := time.ParseDuration(f[k]); return d }
+		if reviewed {
+			if j, ok := at[f["uid"]]; ok {
+				out[j].handle = dur("total")
+			} else {
+				handled[f["uid"]] = dur("total")
+			}
+			continue
+		}
+		gen, _ := strconv.ParseInt(f["generation"], 10, 64)
+		r := review{node: f["node"], outcome: f["outcome"], gen: gen, total: dur("total"), decide: dur("decide"), record: dur("record"), handle: handled[f["uid"]]}
+		at[f["uid"]] = len(out)
+		out = append(out, r)
+	}
+	return out
+}
+
+// explain says where the time of the budget writes with the webhook went,
+// write by write: how often the API server called the webhook for it, how
+// long the webhook's handler took, of which the record's Update, and the
+// rest (the API server and etcd: the write's time less its reviews').
+func explain(n int, team string, writes []timedWrite, reviews []review) {
+	byGen := map[int64][]review{}
+	for _, r := range reviews {
+		if r.node == team {
+			byGen[r.gen] = append(byGen[r.gen], r)
+		}
+	}
+	type row struct {
+		w                            timedWrite
+		calls                        int
+		handle, record, decide, rest time.Duration
+		outcomes                     []string
+	}
+	var rows []row
+	var handle, record, rest, once, twice, less []time.Duration
+	for _, w := range writes {
+		r := row{w: w, calls: len(byGen[w.gen])}
+		for _, x := range byGen[w.gen] {
+			r.handle += x.handle
+			r.record += x.record
+			r.decide += x.decide
+			r.outcomes = append(r.outcomes, x.outcome)
+		}
+		r.rest = w.d - r.handle
+		rows = append(rows, r)
+		handle, rest = append(handle, r.handle), append(rest, r.rest)
+		less = append(less, w.d-r.record)
+		if w.raise {
+			record = append(record, r.record)
+		}
+		if r.calls > 1 {
+			twice = append(twice, w.d)
+		} else {
+			once = append(once, w.d)
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(os.Stderr, "n=%d, budget writes with the webhook, from its log: %d judged once, %d more than once; "+
+		"the webhook's handler per write p50 %s p99 %s (the record's Update, raises: p50 %s p99 %s); "+
+		"the rest (API server, etcd) p50 %s p99 %s\n",
+		n, len(once), len(twice), pct(handle, 50), pct(handle, 99), pctOr(record, 50), pctOr(record, 99), pct(rest, 50), pct(rest, 99))
+	fmt.Fprintf(os.Stderr, "  writes judged once: p50 %s p99 %s; more than once: p50 %s p99 %s; each write less its record's Updates: p50 %s p99 %s\n",
+		pctOr(once, 50), pctOr(once, 99), pctOr(twice, 50), pctOr(twice, 99), pct(less, 50), pct(less, 99))
+	slices.SortFunc(rows, func(a, b row) int { return int(b.w.d - a.w.d) })
+	fmt.Fprintf(os.Stderr, "  the slowest 2%%:\n")
+	for _, r := range rows[:max(1, len(rows)/50)] {
+		dir := map[bool]string{true: "raise", false: "lower"}[r.w.raise]
+		fmt.Fprintf(os.Stderr, "    %s %s: %d call(s) %v, handler %s (record %s, decide %s), rest %s\n",
+			fmtDur(r.w.d), dir, r.calls, r.outcomes, fmtDur(r.handle), fmtDur(r.record), fmtDur(r.decide), fmtDur(r.rest))
+	}
+}
+
+func pctOr(d []time.Duration, p int) string {
+	if len(d) == 0 {
+		return "-"
+	}
+	return pct(d, p)
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func ms(d time.Duration, n int) float64 { return float64(d.Microseconds()) / 1000 / float64(max(n, 1)) }
+
+// processes are the processes whose CPU a write costs: etcd and
+// kube-apiserver (found in /proc by the cluster's folder in their
+// command lines), and the manager; the bench itself is "webhookbench".
+func (b *bench) processes(m *localcluster.Manager) map[string]int {
+	out := map[string]int{"manager": m.Pid(), "webhookbench": os.Getpid()}
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil || !strings.Contains(string(cmd), b.c.Dir) {
+			continue
+		}
+		exe := filepath.Base(strings.SplitN(string(cmd), "\x00", 2)[0])
+		if exe == "etcd" || exe == "kube-apiserver" {
+			out[exe] = pid
+		}
+	}
+	return out
+}
+
+// cpuTimes reads each process's user and system CPU time from /proc
+// (USER_HZ, 10 ms steps; a block of writes spans many).
+func cpuTimes(pids map[string]int) map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for name, pid := range pids {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		s := string(data)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+		ut, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		out[name] = time.Duration(ut+st) * time.Second / 100
+	}
+	return out
 }
