@@ -72,6 +72,7 @@ func run() error {
 	sizesFlag := flag.String("sizes", "1000,5000", "tree sizes (AcceleratorQuotas) to measure at, ascending")
 	updates := flag.Int("updates", 500, "sequential writes per measurement")
 	paced := flag.Bool("paced", false, "wait for the manager's status write of each write before the next one (default: back to back)")
+	managerArgs := flag.String("manager-args", "", "more flags for the manager, space-separated (e.g. --capacity-report-interval=0s: no ticks, no full comparisons)")
 	flag.Parse()
 	var sizes []int
 	for _, s := range strings.Split(*sizesFlag, ",") {
@@ -109,7 +110,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	b := &bench{c: c, bin: bin, aqs: aqs, updates: *updates, backToBack: !*paced}
+	b := &bench{c: c, bin: bin, aqs: aqs, updates: *updates, backToBack: !*paced, extra: strings.Fields(*managerArgs)}
 	if err := recordKinds(ctx, cfg, *updates); err != nil {
 		return err
 	}
@@ -155,12 +156,13 @@ type bench struct {
 	backToBack bool
 	size       int // nodes written so far, root included
 	saved      *admissionregistrationv1.ValidatingWebhookConfiguration
+	extra      []string // more flags for the manager
 }
 
 // start starts a manager, with the webhook on port (0: without it), and
 // waits until it is ready.
 func (b *bench) start(ctx context.Context, port int) (*localcluster.Manager, error) {
-	args := []string{"--leader-elect=false"}
+	args := append([]string{"--leader-elect=false"}, b.extra...)
 	if port == 0 {
 		args = append(args, "--webhook=false")
 	} else {
