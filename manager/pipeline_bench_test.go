@@ -209,22 +209,11 @@ func newPipeline(b *testing.B, record bool) *pipeline {
 	// Leading from here on, so that the shell queues the nodes each event
 	// changes, as the leader's does; from the start, Synced would ask for
 	// a full comparison, which needs the Kueue caches this has not.
-	p.waitApplied(p.lastPublished())
+	if err := m.waitApplied(ctx, p.lastPublished()); err != nil {
+		b.Fatal(err)
+	}
 	m.leader.Store(true)
 	return p
-}
-
-// waitApplied waits until the consumer has applied event seq.
-func (p *pipeline) waitApplied(seq uint64) {
-	for {
-		p.m.mu.Lock()
-		applied, ch := p.m.st.LastSeq(), p.m.applied
-		p.m.mu.Unlock()
-		if applied >= seq {
-			return
-		}
-		<-ch
-	}
 }
 
 // feed delivers the notifications as the informers would, then waits
@@ -264,7 +253,9 @@ func (p *pipeline) feed(b *testing.B, notes []notification) {
 		p.cached[key] = slim
 	}
 	last := p.lastPublished()
-	p.waitApplied(last)
+	if err := p.m.waitApplied(context.Background(), last); err != nil {
+		b.Fatal(err)
+	}
 	if p.m.rec != nil {
 		p.m.rec.Wait(last)
 	}

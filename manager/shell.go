@@ -315,7 +315,7 @@ func (m *Manager) materialize(ctx context.Context, name string) (failed bool, re
 			if m.rec != nil && oseq > 0 {
 				m.rec.Wait(oseq)
 			}
-			st := projector.ProjectNode(&n, in).Status
+			st := projector.ProjectStatus(&n, in)
 			sres := m.applier.ApplyNodeStatus(ctx, name, st)
 			if sres.Writes > 0 {
 				m.shell.statusWritten(name, time.Now())

@@ -118,7 +118,7 @@ type NodeOutput struct {
 // in.EnrolledNamespaces must be sorted and deduplicated (Namespaces).
 func ProjectNode(n *Node, in Input) NodeOutput {
 	materialize := len(in.EnrolledNamespaces) > 0
-	out := NodeOutput{Name: n.Name, Materialize: materialize, Held: !n.Ready, Status: status(n, in, materialize)}
+	out := NodeOutput{Name: n.Name, Materialize: materialize, Held: !n.Ready, Status: ProjectStatus(n, in)}
 	if !n.Ready || !materialize {
 		return out
 	}
@@ -238,7 +238,11 @@ func cond(t string, ok bool, reason, msg string, gen int64) metav1.Condition {
 	return metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: gen}
 }
 
-func status(n *Node, in Input, materialize bool) *v1beta1.AcceleratorQuotaStatus {
+// ProjectStatus computes one node's status alone, as ProjectNode does
+// with its objects: for the status write that follows the applier's
+// outcome, which needs no objects built again.
+func ProjectStatus(n *Node, in Input) *v1beta1.AcceleratorQuotaStatus {
+	materialize := len(in.EnrolledNamespaces) > 0
 	st := &v1beta1.AcceleratorQuotaStatus{ObservedGeneration: n.Generation}
 	if n.Ready {
 		st.Conditions = append(st.Conditions,
