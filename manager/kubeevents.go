@@ -52,17 +52,6 @@ func (m *Manager) startAnnouncer(ctx context.Context) {
 	go func() { <-ctx.Done(); b.Shutdown() }()
 }
 
-// object is the AcceleratorQuota an Event is about, from the informer's
-// cache (its UID lets kubectl describe find the Event); nil once deleted.
-func (m *Manager) object(name string) *v1beta1.AcceleratorQuota {
-	o, ok, err := m.inf.aq.GetStore().GetByKey(name)
-	if err != nil || !ok {
-		return nil
-	}
-	aq, _ := o.(*v1beta1.AcceleratorQuota)
-	return aq
-}
-
 // announceApplied emits the Events of one applied event: its transitions,
 // and a lowered high-water mark on root. m.mu is held.
 func (m *Manager) announceApplied(transitions []state.Transition) {
@@ -112,7 +101,7 @@ func (m *Manager) announceOutcome(node string, prev, o events.Outcome) {
 }
 
 func (m *Manager) emit(node, typ, reason, msg string) {
-	aq := m.object(node)
+	aq := aqGetter(m.inf.aq)(node) // its UID lets kubectl describe find the Event
 	if aq == nil {
 		return
 	}

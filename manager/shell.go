@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -71,6 +72,14 @@ func (sh *shell) statusHold(name string, now time.Time) time.Duration {
 func (sh *shell) statusWritten(name string, at time.Time) {
 	sh.keyMu.Lock()
 	sh.lastStatus[name] = at
+	sh.keyMu.Unlock()
+}
+
+// forgetStatus drops what the shell remembers of a deleted node's status
+// writes.
+func (sh *shell) forgetStatus(name string) {
+	sh.keyMu.Lock()
+	delete(sh.lastStatus, name)
 	sh.keyMu.Unlock()
 }
 
@@ -150,9 +159,16 @@ func (sh *shell) resync() {
 			orphans = append(orphans, o.Name)
 		}
 	}
-	if l, err := kq.LocalQueues().Lister().List(sel); err == nil {
-		for _, o := range l {
-			orphans = append(orphans, o.Name)
+	// LocalQueues through their index by name: a node has one in every
+	// enrolled namespace, and only a name that is no node's needs its
+	// objects looked at, for the manager's label.
+	lqs := kq.LocalQueues().Informer()
+	for _, n := range lqs.GetIndexer().ListIndexFuncValues(lqByName) {
+		if names[n] {
+			continue
+		}
+		if slices.ContainsFunc(localQueuesNamed(lqs)(n), func(o *kueuev1beta2.LocalQueue) bool { return sel.Matches(labels.Set(o.Labels)) }) {
+			orphans = append(orphans, n)
 		}
 	}
 	for _, n := range orphans {
@@ -291,7 +307,9 @@ func (m *Manager) materialize(ctx context.Context, name string) (failed bool, re
 	started := time.Now()
 	res := m.applier.ApplyNode(ctx, &no)
 	m.metrics.ApplySeconds.Observe(time.Since(started).Seconds())
-	if exists {
+	if !exists {
+		m.shell.forgetStatus(name)
+	} else {
 		// A node deleted has no outcome to report: the state dropped it
 		// with the node.
 		oseq, err := m.reportOutcome(ctx, name, res.Outcomes[name])

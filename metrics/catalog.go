@@ -1,6 +1,10 @@
 package metrics
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"slices"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // Type is a metric's Prometheus type.
 type Type string
@@ -122,15 +126,12 @@ var (
 // Catalog lists every metric of the manager, by name. The Go runtime's
 // and the process's standard metrics (go_*, process_*) come on top.
 func Catalog() []Spec {
-	out := []Spec{
-		mBudgetNominal, mBudgetAdmitted, mBudgetReserved, mBudgetBorrowed, mNodeReady, mNodes,
-		mCapacityAllocatable, mCapacityInstalled, mCapacityMark, mCapacityObserved, mCapacityReportInterval,
-		mCapacityNodes, mUnattributed, mUnattributedNodes, mDRAUnbudgeted, mEnrolled, mStreamDepth,
+	out := append(slices.Clone(stateSpecs),
 		mApplied, mSwept, mWrites, mWriteErrors, mApplySeconds, mEvents, mEventLag, mEventLogErrors,
 		mWebhookVerdicts, mWebhookRecord, mWebhookReview, mWebhookSettle,
 		mLeader, mLeaderTransitions, mKubeEvents, mBuildInfo,
 		mQueueDepth, mQueueAdds, mQueueRetries, mQueueLatency, mQueueWork, mQueueUnfinished, mQueueLongest,
-	}
+	)
 	sortSpecs(out)
 	return out
 }

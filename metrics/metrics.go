@@ -55,9 +55,6 @@ type Metrics struct {
 	collectors []prometheus.Collector
 }
 
-// Namespace prefixes every metric of the manager.
-const Namespace = "ome_quota"
-
 // VerdictUnavailable is the webhook's verdict label for a review it could
 // not judge (the replica is not ready): the webhook-errors alert counts it.
 const VerdictUnavailable = "unavailable"

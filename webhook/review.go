@@ -17,6 +17,7 @@ import (
 
 	"ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/events"
+	"ome.io/quota-manager/metrics"
 	"ome.io/quota-manager/state"
 )
 
@@ -26,7 +27,7 @@ const (
 	VerdictWarned      = "allowed_with_warnings"
 	VerdictDenied      = "denied"
 	VerdictMalformed   = "malformed"
-	VerdictUnavailable = "unavailable"
+	VerdictUnavailable = metrics.VerdictUnavailable
 )
 
 // Reviewer answers AdmissionReviews for AcceleratorQuotas.

@@ -443,9 +443,7 @@ func (a *Applier) forget(key string) {
 		delete(a.nextSeen, key)
 	}
 	a.seenMu.Unlock()
-	a.backoffMu.Lock()
-	delete(a.backoff, key)
-	a.backoffMu.Unlock()
+	a.forgive(key)
 }
 
 // Echo reports whether a cached Kueue object (key "Kind/name" or
