@@ -57,7 +57,9 @@ func TestAdmissionRecord(t *testing.T) {
 		before := version()
 		require.NoError(t, budget("0"))
 		require.Equal(t, before, version(), "a lowering was written into the record")
-		require.Equal(t, skipped+1, r.metric(t, "ome_quota_webhook_record_writes_total", `outcome="skipped"`),
+		// At least once: the API server judges a write again when the
+		// manager's status write of the team lands during its admission.
+		require.GreaterOrEqual(t, r.metric(t, "ome_quota_webhook_record_writes_total", `outcome="skipped"`), skipped+1,
 			"the lowering did not reach the webhook, or was not told apart")
 		// A raise is serialized.
 		require.NoError(t, budget("1"))
