@@ -41,6 +41,7 @@ type Options struct {
 	MetricsAddr        string
 	MetricsSecure      bool
 	MetricsCertDir     string
+	Profiling          bool
 	HealthAddr         string
 	ApplyWorkers       int
 	KubeAPIQPS         float32
@@ -116,6 +117,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "address of the Prometheus /metrics endpoint; 0 turns it off")
 	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure, "serve /metrics over HTTPS, to scrapers whose bearer token the API server authenticates (TokenReview) and allows to get the non-resource URL /metrics (SubjectAccessReview); false serves plain HTTP to anyone, for local use")
 	fs.StringVar(&o.MetricsCertDir, "metrics-cert-dir", o.MetricsCertDir, "folder holding tls.crt and tls.key for the metrics endpoint, reloaded when they change; empty means a self-signed certificate made in memory at start")
+	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "serve Go's profiles (/debug/pprof/) on the metrics endpoint, behind its authentication when --metrics-secure; off by default")
 	fs.StringVar(&o.HealthAddr, "health-probe-bind-address", o.HealthAddr, "address of /healthz and /readyz; 0 turns them off")
 	fs.IntVar(&o.ApplyWorkers, "apply-workers", o.ApplyWorkers, "nodes compared and written at once, each one write at a time (two more workers take only urgent changes)")
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "client-side request rate to the API server (raise it, with --kube-api-burst and --apply-workers, for a first materialization of thousands of objects: see docs/performance.md)")

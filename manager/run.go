@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"slices"
 	"sync"
@@ -508,7 +509,19 @@ func (m *Manager) serve(ctx context.Context, errc chan<- error) error {
 			_ = srv.Shutdown(sctx)
 		}()
 	}
-	var metricsHandler http.Handler = promhttp.HandlerFor(m.metrics.Registry, promhttp.HandlerOpts{})
+	inner := http.NewServeMux()
+	inner.Handle("/metrics", promhttp.HandlerFor(m.metrics.Registry, promhttp.HandlerOpts{}))
+	if m.opts.Profiling {
+		// Go's profiles, behind the same authentication and authorization
+		// as /metrics when it is secure (the non-resource URLs
+		// /debug/pprof/*).
+		inner.HandleFunc("/debug/pprof/", pprof.Index)
+		inner.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		inner.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		inner.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		inner.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	var metricsHandler http.Handler = inner
 	var tlsCfg *tls.Config
 	if m.opts.MetricsSecure && m.opts.MetricsAddr != "" && m.opts.MetricsAddr != "0" {
 		var err error
@@ -521,6 +534,9 @@ func (m *Manager) serve(ctx context.Context, errc chan<- error) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", metricsHandler)
+	if m.opts.Profiling {
+		mux.Handle("/debug/pprof/", metricsHandler)
+	}
 	if m.opts.HealthAddr == m.opts.MetricsAddr {
 		m.healthRoutes(mux)
 		start(m.opts.MetricsAddr, mux, tlsCfg)

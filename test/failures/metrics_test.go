@@ -28,10 +28,17 @@ import (
 // scrape GETs /metrics over HTTPS with the bearer token, if any.
 func scrape(t *testing.T, m *localcluster.Manager, token string) (int, string, *tls.ConnectionState) {
 	t.Helper()
+	return get(t, m, "/metrics", token)
+}
+
+// get GETs a path of the metrics endpoint over HTTPS with the bearer
+// token, if any.
+func get(t *testing.T, m *localcluster.Manager, path, token string) (int, string, *tls.ConnectionState) {
+	t.Helper()
 	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the test checks the certificate itself
 	}}
-	req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/metrics", m.MetricsPort), nil)
+	req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d%s", m.MetricsPort, path), nil)
 	require.NoError(t, err)
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -69,7 +76,8 @@ func apiserverRequests(t *testing.T, resource string) float64 {
 // whose bearer token the API server authenticates (TokenReview) and allows
 // to get the non-resource URL /metrics (SubjectAccessReview) reads it. The
 // answers are cached, so repeated scrapes cost the API server nothing
-// more. --metrics-cert-dir serves a given certificate.
+// more. --metrics-cert-dir serves a given certificate. --profiling serves
+// Go's profiles behind the same checks, to whom may get /debug/pprof/*.
 func TestMetricsNeedAuthorizedToken(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -77,7 +85,7 @@ func TestMetricsNeedAuthorizedToken(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "tls.crt"), crt, 0o600))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "tls.key"), key, 0o600))
-	m := launch(t, "secure-metrics", "--webhook=false", "--metrics-secure=true", "--metrics-cert-dir="+dir)
+	m := launch(t, "secure-metrics", "--webhook=false", "--metrics-secure=true", "--metrics-cert-dir="+dir, "--profiling")
 
 	// No token: 401, over TLS with the given certificate.
 	var state *tls.ConnectionState
@@ -105,6 +113,8 @@ func TestMetricsNeedAuthorizedToken(t *testing.T) {
 	require.Contains(t, body, "Forbidden: system:serviceaccount:ome:"+sa+" may not get /metrics")
 	code, _, _ = scrape(t, m, "not-a-token")
 	require.Equal(t, http.StatusUnauthorized, code)
+	code, _, _ = get(t, m, "/debug/pprof/", "")
+	require.Equal(t, http.StatusUnauthorized, code, "profiles without a token")
 
 	// The ClusterRole docs/manager.md gives a Prometheus, bound to it.
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "ome-quota-manager-metrics-reader"},
@@ -138,6 +148,32 @@ func TestMetricsNeedAuthorizedToken(t *testing.T) {
 	}
 	require.Equal(t, reviews, apiserverRequests(t, "tokenreviews")+apiserverRequests(t, "subjectaccessreviews"),
 		"10 scrapes sent reviews to the API server")
+
+	// The right to /metrics is not the right to the profiles; a role for
+	// /debug/pprof/* is.
+	code, body, _ = get(t, m, "/debug/pprof/", token)
+	require.Equal(t, http.StatusForbidden, code, body)
+	prof := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "ome-quota-manager-profile-reader"},
+		Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{"/debug/pprof/*"}, Verbs: []string{"get"}}}}
+	_, err = cluster.Kube.RbacV1().ClusterRoles().Create(ctx, prof, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = cluster.Kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: prof.Name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: prof.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "ome", Name: sa}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = cluster.Kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), prof.Name, metav1.DeleteOptions{})
+		_ = cluster.Kube.RbacV1().ClusterRoles().Delete(context.Background(), prof.Name, metav1.DeleteOptions{})
+	})
+	testutil.Eventually(t, 60*time.Second, func() string {
+		code, body, _ := get(t, m, "/debug/pprof/goroutine?debug=1", token)
+		if code != http.StatusOK || !strings.Contains(body, "goroutine profile:") {
+			return fmt.Sprintf("with the right to the profiles: %d %.200s", code, body)
+		}
+		return ""
+	})
 }
 
 func ptrTo[T any](v T) *T { return &v }
