@@ -242,7 +242,7 @@ func worsened(before, after []Violation, bv, av view) []Violation {
 		case ReasonContainmentViolated:
 			ob, okb := overrun(bv, v)
 			oa, oka := overrun(av, v)
-			if okb && oka && oa > ob {
+			if okb && oka && oa.Cmp(ob) > 0 {
 				out = append(out, v)
 			}
 		case ReasonDepthExceeded:
@@ -256,13 +256,13 @@ func worsened(before, after []Violation, bv, av view) []Violation {
 
 // overrun is how far the children of v's node exceed its budget for the
 // pair that is v's subject.
-func overrun(tv view, v Violation) (Amount, bool) {
+func overrun(tv view, v Violation) (Total, bool) {
 	for _, b := range tv.budgetsOf(v.Node) {
 		if b.Pair.String() == v.Subject {
-			return tv.ChildTotal(v.Node, b.Pair) - b.Nominal, true
+			return tv.ChildTotal(v.Node, b.Pair).Add(-b.Nominal), true
 		}
 	}
-	return 0, false
+	return Total{}, false
 }
 
 // view is a tree as the rules read it: its nodes' specs, budgets and
@@ -305,17 +305,17 @@ type treeView struct {
 
 func newTreeView(tree Tree, marks map[Pair]Amount, flavors map[string]bool, cfg events.Config) *treeView {
 	tv := &treeView{
-		staticEnv: &staticEnv{marks: marks, flavors: flavors, maxDepth: cfg.MaxTreeDepth, sums: map[string]map[Pair]Amount{}},
+		staticEnv: &staticEnv{marks: marks, flavors: flavors, maxDepth: cfg.MaxTreeDepth, sums: map[string]map[Pair]Total{}},
 		tree:      tree, budgets: make(map[string][]Budget, len(tree)), places: Places(tree),
 	}
 	for name, spec := range tree {
 		tv.budgets[name] = BudgetsOf(spec)
 		if p := parentOf(name, spec); p != "" {
 			if tv.sums[p] == nil {
-				tv.sums[p] = map[Pair]Amount{}
+				tv.sums[p] = map[Pair]Total{}
 			}
 			for _, b := range tv.budgets[name] {
-				tv.sums[p][b.Pair] += b.Nominal
+				tv.sums[p][b.Pair] = tv.sums[p][b.Pair].Add(b.Nominal)
 			}
 		}
 	}
@@ -408,13 +408,13 @@ func (w *afterWrite) placeOf(name string) Place {
 
 // ChildTotal is the state's sum with the written node's budgets moved from
 // its old parent to its new one.
-func (w *afterWrite) ChildTotal(parent string, p Pair) Amount {
+func (w *afterWrite) ChildTotal(parent string, p Pair) Total {
 	t := w.sums[parent][p]
 	if parent != "" && parent == w.old.parent {
-		t -= nominalOf(w.old.budgets, p)
+		t = t.Add(-nominalOf(w.old.budgets, p))
 	}
 	if parent != "" && parent == w.sh.parent {
-		t += nominalOf(w.sh.budgets, p)
+		t = t.Add(nominalOf(w.sh.budgets, p))
 	}
 	return t
 }

@@ -17,7 +17,8 @@ type Amount int64
 // about 909Ti of a counter measured in bytes, such as DRA GPU memory);
 // larger ones are clamped to it, and negative ones read as 0. Sums of up to
 // 9 clamped amounts still fit in an Amount, and so do totals of up to 8Pi
-// bytes.
+// bytes; a children's total of budgets, which admins write, is a Total,
+// exact at any size.
 const MaxAmount Amount = 1_000_000_000_000_000_000
 
 var maxQuantity = resource.NewMilliQuantity(int64(MaxAmount), resource.DecimalSI)

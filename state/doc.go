@@ -110,7 +110,10 @@
 //   - Amounts are int64 milli-units. A budget amount above MaxAmount
 //     (10^15 units) breaks BudgetInvalid and its nominal adds nothing to
 //     its parent's children total, so every figure a message prints is
-//     exact; capacity read from a Node is clamped to MaxAmount.
+//     exact; capacity read from a Node is clamped to MaxAmount. A
+//     children's total is a Total (128 bits), since ten teams near
+//     MaxAmount already pass an int64: containment is judged on the
+//     exact sum, and messages print it.
 //
 // # DRA capacity
 //

@@ -99,7 +99,7 @@ func placeString(p Place) string {
 	return fmt.Sprintf("Unreachable(%s %s)", p.Via, p.ViaReason)
 }
 
-func pairAmounts(m map[Pair]Amount) string {
+func pairAmounts[V fmt.Stringer](m map[Pair]V) string {
 	var parts []string
 	for _, p := range slices.SortedFunc(maps.Keys(m), Pair.Compare) {
 		parts = append(parts, fmt.Sprintf("%s=%s", p, m[p]))

@@ -70,7 +70,7 @@ func checkInvariants(s *State) error {
 	}
 
 	// The tree's indexes equal a rebuild.
-	kids, sums := map[string][]string{}, map[string]map[Pair]Amount{}
+	kids, sums := map[string][]string{}, map[string]map[Pair]Total{}
 	byPair, byFlavor := map[Pair]map[string]struct{}{}, map[string]map[string]struct{}{}
 	for _, name := range sortedKeys(s.members) {
 		m := s.members[name]
@@ -80,10 +80,10 @@ func checkInvariants(s *State) error {
 		if p := m.shape.parent; p != "" {
 			kids[p] = append(kids[p], name)
 			if sums[p] == nil {
-				sums[p] = map[Pair]Amount{}
+				sums[p] = map[Pair]Total{}
 			}
 			for _, b := range m.shape.budgets {
-				sums[p][b.Pair] += b.Nominal
+				sums[p][b.Pair] = sums[p][b.Pair].Add(b.Nominal)
 			}
 		}
 		for _, b := range m.shape.budgets {
@@ -92,7 +92,7 @@ func checkInvariants(s *State) error {
 		}
 	}
 	for p, ps := range sums {
-		maps.DeleteFunc(ps, func(_ Pair, a Amount) bool { return a == 0 })
+		maps.DeleteFunc(ps, func(_ Pair, a Total) bool { return a.IsZero() })
 		if len(ps) == 0 {
 			delete(sums, p)
 		}

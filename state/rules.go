@@ -164,8 +164,9 @@ func parentOf(name string, spec *v1beta1.AcceleratorQuotaSpec) string {
 type Env interface {
 	// FlavorExists reports whether a Kueue ResourceFlavor of that name exists.
 	FlavorExists(flavor string) bool
-	// ChildTotal is the sum of the nominal amounts for p of parent's children.
-	ChildTotal(parent string, p Pair) Amount
+	// ChildTotal is the sum of the nominal amounts for p of parent's
+	// children, exact however large.
+	ChildTotal(parent string, p Pair) Total
 	// HighWaterMark is p's high-water mark on root; 0 when p has none.
 	HighWaterMark(p Pair) Amount
 	// MaxTreeDepth is the configured maximum depth; 0 means no limit.
@@ -336,7 +337,7 @@ func CheckContainment(dst []Violation, f *Facts, env Env) []Violation {
 		if b.Oversized != "" {
 			continue // BudgetInvalid says what to fix first
 		}
-		if total := env.ChildTotal(f.Name, b.Pair); total > b.Nominal {
+		if total := env.ChildTotal(f.Name, b.Pair); total.Cmp(TotalOf(b.Nominal)) > 0 {
 			dst = append(dst, Violation{f.Name, ReasonContainmentViolated, b.Pair.String(), fmt.Sprintf(
 				"%s: budget %s on %s is %s but its children total %s", f.Name, b.Resource, b.Flavor, b.Nominal, total)})
 		}
@@ -377,16 +378,16 @@ type Tree map[string]*v1beta1.AcceleratorQuotaSpec
 // State.WhatIf), and `kubectl ome quota validate` reports it. The reducer
 // applies the same rules incrementally and always agrees with it.
 func Evaluate(tree Tree, marks map[Pair]Amount, flavors map[string]bool, cfg events.Config) []Violation {
-	env := &staticEnv{marks: marks, flavors: flavors, maxDepth: cfg.MaxTreeDepth, sums: map[string]map[Pair]Amount{}}
+	env := &staticEnv{marks: marks, flavors: flavors, maxDepth: cfg.MaxTreeDepth, sums: map[string]map[Pair]Total{}}
 	budgets := make(map[string][]Budget, len(tree))
 	for name, spec := range tree {
 		budgets[name] = BudgetsOf(spec)
 		if p := parentOf(name, spec); p != "" {
 			if env.sums[p] == nil {
-				env.sums[p] = map[Pair]Amount{}
+				env.sums[p] = map[Pair]Total{}
 			}
 			for _, b := range budgets[name] {
-				env.sums[p][b.Pair] += b.Nominal
+				env.sums[p][b.Pair] = env.sums[p][b.Pair].Add(b.Nominal)
 			}
 		}
 	}
@@ -406,14 +407,14 @@ func Evaluate(tree Tree, marks map[Pair]Amount, flavors map[string]bool, cfg eve
 type staticEnv struct {
 	marks    map[Pair]Amount
 	flavors  map[string]bool
-	sums     map[string]map[Pair]Amount
+	sums     map[string]map[Pair]Total
 	maxDepth int
 }
 
-func (e *staticEnv) FlavorExists(f string) bool              { return e.flavors[f] }
-func (e *staticEnv) ChildTotal(parent string, p Pair) Amount { return e.sums[parent][p] }
-func (e *staticEnv) HighWaterMark(p Pair) Amount             { return e.marks[p] }
-func (e *staticEnv) MaxTreeDepth() int                       { return e.maxDepth }
+func (e *staticEnv) FlavorExists(f string) bool             { return e.flavors[f] }
+func (e *staticEnv) ChildTotal(parent string, p Pair) Total { return e.sums[parent][p] }
+func (e *staticEnv) HighWaterMark(p Pair) Amount            { return e.marks[p] }
+func (e *staticEnv) MaxTreeDepth() int                      { return e.maxDepth }
 
 // Places computes every node's place from scratch, in O(tree).
 func Places(tree Tree) map[string]Place {

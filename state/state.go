@@ -23,7 +23,7 @@ type State struct {
 	// The tree.
 	members  map[string]*member
 	kids     map[string][]string          // parent name -> existing children naming it, sorted
-	sums     map[string]map[Pair]Amount   // parent name -> pair -> children's nominal total
+	sums     map[string]map[Pair]Total    // parent name -> pair -> children's nominal total
 	byPair   map[Pair]map[string]struct{} // pair -> nodes with a budget on it
 	byFlavor map[string]map[string]struct{}
 
@@ -107,7 +107,7 @@ func New() *State {
 		cfg:          events.DefaultConfig(),
 		members:      map[string]*member{},
 		kids:         map[string][]string{},
-		sums:         map[string]map[Pair]Amount{},
+		sums:         map[string]map[Pair]Total{},
 		byPair:       map[Pair]map[string]struct{}{},
 		byFlavor:     map[string]map[string]struct{}{},
 		flavors:      map[string]map[string]string{},
@@ -248,7 +248,7 @@ func (s *State) FlavorExists(flavor string) bool {
 }
 
 // ChildTotal implements Env.
-func (s *State) ChildTotal(parent string, p Pair) Amount { return s.sums[parent][p] }
+func (s *State) ChildTotal(parent string, p Pair) Total { return s.sums[parent][p] }
 
 // HighWaterMark implements Env: the mark of p on root, 0 when p has none.
 func (s *State) HighWaterMark(p Pair) Amount {
@@ -420,7 +420,7 @@ func (s *State) Clone() *State {
 	for k, v := range s.kids {
 		c.kids[k] = slices.Clone(v)
 	}
-	c.sums = make(map[string]map[Pair]Amount, len(s.sums))
+	c.sums = make(map[string]map[Pair]Total, len(s.sums))
 	for k, v := range s.sums {
 		c.sums[k] = maps.Clone(v)
 	}

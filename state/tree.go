@@ -148,10 +148,10 @@ func (s *State) addSums(parent string, budgets []Budget, sign Amount) {
 		}
 		sums := s.sums[parent]
 		if sums == nil {
-			sums = map[Pair]Amount{}
+			sums = map[Pair]Total{}
 			s.sums[parent] = sums
 		}
-		if sums[b.Pair] += sign * b.Nominal; sums[b.Pair] == 0 {
+		if sums[b.Pair] = sums[b.Pair].Add(sign * b.Nominal); sums[b.Pair].IsZero() {
 			delete(sums, b.Pair)
 			if len(sums) == 0 {
 				delete(s.sums, parent)
