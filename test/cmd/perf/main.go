@@ -512,20 +512,8 @@ func (b *bench) measure(ctx context.Context) error {
 	}
 
 	d := manager.DefaultOptions()
-	logf("manager at the default limits (QPS %g, burst %d, %d workers), with %d admin changes during the bulk pass...", d.KubeAPIQPS, d.KubeAPIBurst, d.ApplyWorkers, sh.tries)
-	m, started, err = b.startManager(ctx, "m-default", float64(d.KubeAPIQPS), d.KubeAPIBurst, d.ApplyWorkers, "--capacity-report-interval=3s")
+	m, def, latencies, err := b.defaultPass(ctx, nObjects, len(all))
 	if err != nil {
-		return err
-	}
-	lat := b.adminChanges(ctx, sh.tries)
-	def, err := b.waitMaterialized(ctx, started, nObjects, len(all), 20*time.Minute)
-	if err != nil {
-		m.Kill()
-		return err
-	}
-	latencies, err := lat()
-	if err != nil {
-		m.Kill()
 		return err
 	}
 	noop, applied, err := b.noopResync(ctx, m)
@@ -561,6 +549,29 @@ func (b *bench) measure(ctx context.Context) error {
 	b.addRSS(sh.nodes, rss)
 	b.addRSS(sh.more, rssLarge)
 	return nil
+}
+
+// defaultPass starts the manager at the default limits and makes the
+// admin changes during its bulk pass; it returns the manager running, the
+// times of its materialization and the changes' latencies.
+func (b *bench) defaultPass(ctx context.Context, objects, nodes int, extra ...string) (*localcluster.Manager, materialization, []time.Duration, error) {
+	d := manager.DefaultOptions()
+	logf("manager at the default limits (QPS %g, burst %d, %d workers), with %d admin changes during the bulk pass...", d.KubeAPIQPS, d.KubeAPIBurst, d.ApplyWorkers, b.sh.tries)
+	m, started, err := b.startManager(ctx, "m-default", float64(d.KubeAPIQPS), d.KubeAPIBurst, d.ApplyWorkers, append([]string{"--capacity-report-interval=3s"}, extra...)...)
+	if err != nil {
+		return nil, materialization{}, nil, err
+	}
+	lat := b.adminChanges(ctx, b.sh.tries)
+	def, err := b.waitMaterialized(ctx, started, objects, nodes, 20*time.Minute)
+	var latencies []time.Duration
+	if err == nil {
+		latencies, err = lat()
+	}
+	if err != nil {
+		m.Kill()
+		return nil, def, nil, err
+	}
+	return m, def, latencies, nil
 }
 
 // rssLarge writes the Nodes of the large variant and measures the RSS of

@@ -26,8 +26,8 @@ import (
 //	-only admin   the manager at the default limits with the admin
 //	              changes during the bulk pass
 //
-// -cpuprofile FILE saves a CPU profile of the manager over its pass (the
-// manager runs with --profiling).
+// -cpuprofile FILE saves a CPU profile of the manager over the first 30 s
+// of its pass at matching limits (the manager runs with --profiling).
 
 var (
 	verboseTries = flag.Bool("log-tries", false, "log each admin change's team and latency")
@@ -153,10 +153,8 @@ func (b *bench) measureOnly(ctx context.Context, pass, cpuProfile string) error 
 		if err != nil {
 			return err
 		}
-		c1 := cpuTimes(pids)
+		c1, u1 := cpuTimes(pids), b.w.updates()
 		logf("bare client took %s", bare.Round(100*time.Millisecond))
-		b.settle(ctx)
-		c1s, u1 := cpuTimes(pids), b.w.updates()
 		if err := b.reset(ctx); err != nil {
 			return err
 		}
@@ -170,9 +168,7 @@ func (b *bench) measureOnly(ctx context.Context, pass, cpuProfile string) error 
 		c2["manager"] = 0
 		wait := withProfile(m, 30)
 		match, err := b.waitMaterialized(ctx, started, nObjects, len(all), 10*time.Minute)
-		c3 := cpuTimes(pids)
-		b.settle(ctx)
-		c3s, u3 := cpuTimes(pids), b.w.updates()
+		c3, u3 := cpuTimes(pids), b.w.updates()
 		wait()
 		m.Stop()
 		keep(m)
@@ -183,29 +179,15 @@ func (b *bench) measureOnly(ctx context.Context, pass, cpuProfile string) error 
 		b.t.add("time to all nodes Materialized, matching limits", secs(match.allMaterialized), secs(bare)+" bare client", ratio(match.allMaterialized.Seconds(), bare.Seconds()))
 		b.t.add("time to the first team Materialized, matching limits", secs(match.firstTeam), "-", "-")
 		b.t.add("CPU per object (manager run from launch to all Materialized; bare run)", cpuSpent(c2, c3, nObjects), cpuSpent(c0, c1, nObjects), "-")
-		b.t.add("CPU per object, until Kueue is done too", cpuSpent(c2, c3s, nObjects), cpuSpent(c0, c1s, nObjects), "-")
-		b.t.add("ClusterQueue and LocalQueue updates seen (Kueue's status writes)", fmt.Sprint(u3-u2), fmt.Sprint(u1-u0), ratio(float64(u3-u2), float64(u1-u0)))
+		b.t.add("ClusterQueue and LocalQueue updates seen during the run (Kueue's status writes)", fmt.Sprint(u3-u2), fmt.Sprint(u1-u0), ratio(float64(u3-u2), float64(u1-u0)))
 	case "admin":
-		d := manager.DefaultOptions()
-		logf("manager at the default limits (QPS %g, burst %d, %d workers), with %d admin changes during the bulk pass...", d.KubeAPIQPS, d.KubeAPIBurst, d.ApplyWorkers, sh.tries)
-		m, started, err := b.startManager(ctx, "m-default", float64(d.KubeAPIQPS), d.KubeAPIBurst, d.ApplyWorkers, append(extra, "--capacity-report-interval=3s")...)
+		m, def, latencies, err := b.defaultPass(ctx, nObjects, len(all), extra...)
 		if err != nil {
 			return err
 		}
-		wait := withProfile(m, 60)
-		lat := b.adminChanges(ctx, sh.tries)
-		def, err := b.waitMaterialized(ctx, started, nObjects, len(all), 20*time.Minute)
-		if err != nil {
-			m.Kill()
-			return err
-		}
-		latencies, err := lat()
-		wait()
 		m.Stop()
 		keep(m)
-		if err != nil {
-			return err
-		}
+		d := manager.DefaultOptions()
 		allowed := time.Duration(float64(max(nObjects-d.KubeAPIBurst, 0)) / float64(d.KubeAPIQPS) * float64(time.Second))
 		b.t.add(fmt.Sprintf("time to all objects, default limits (QPS %g, burst %d, %d workers)", d.KubeAPIQPS, d.KubeAPIBurst, d.ApplyWorkers), secs(def.objects), secs(allowed)+" (objects-burst)/QPS", ratio(def.objects.Seconds(), allowed.Seconds()))
 		b.t.add("time to the first team Materialized, default limits", secs(def.firstTeam), "-", "-")
@@ -220,18 +202,5 @@ func (b *bench) measureOnly(ctx context.Context, pass, cpuProfile string) error 
 	return nil
 }
 
-// settle waits until the watcher has seen no ClusterQueue or LocalQueue
-// update for 2 s (Kueue has caught up with the writes), at most 2 minutes.
-func (b *bench) settle(ctx context.Context) {
-	start := time.Now()
-	last, quiet := b.w.updates(), time.Now()
-	for ctx.Err() == nil && time.Since(quiet) < 2*time.Second && time.Since(start) < 2*time.Minute {
-		time.Sleep(100 * time.Millisecond)
-		if n := b.w.updates(); n != last {
-			last, quiet = n, time.Now()
-		}
-	}
-	logf("Kueue settled %s after the pass (%d ClusterQueue and LocalQueue updates seen so far)", time.Since(start).Round(100*time.Millisecond), last)
-}
-
+// updates counts the ClusterQueue and LocalQueue updates seen.
 func (w *watcher) updates() int64 { return w.cqUpdates.Load() + w.lqUpdates.Load() }
