@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -38,7 +39,7 @@ type shell struct {
 	urgent, bulk workqueue.TypedRateLimitingInterface[string]
 
 	keyMu      sync.Mutex
-	working    map[string]bool      // nodes a worker holds: the two queues never work on one node at once
+	working    map[string]*hold     // nodes a worker holds: the queues never work on one node at once
 	lastStatus map[string]time.Time // per node: when its status was last written
 }
 
@@ -88,10 +89,6 @@ func (sh *shell) forgetStatus(name string) {
 // goes to bulk.
 const bulkPerEvent = 64
 
-// busyRetry is when a node found busy in the other queue's hands is
-// taken again.
-const busyRetry = 100 * time.Millisecond
-
 // urgentOnlyWorkers take only urgent work.
 const urgentOnlyWorkers = 2
 
@@ -106,7 +103,7 @@ func newShell(m *Manager) *shell {
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "urgent", MetricsProvider: qm}),
 		bulk: workqueue.NewTypedRateLimitingQueueWithConfig(rl(),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "bulk", MetricsProvider: qm}),
-		working:    map[string]bool{},
+		working:    map[string]*hold{},
 		lastStatus: map[string]time.Time{},
 	}
 }
@@ -237,39 +234,86 @@ func (sh *shell) run(ctx context.Context, workers int) {
 	}
 }
 
+// hold is a worker's hold on a node.
+type hold struct {
+	q workqueue.TypedRateLimitingInterface[string] // the queue it came from
+	// yield stops a bulk pass between two writes: an urgent change wants
+	// the node (apply.Yielding).
+	yield atomic.Bool
+	// then are the queues that found the node held: it goes back on each
+	// when the hold ends.
+	then []workqueue.TypedRateLimitingInterface[string]
+}
+
 // work materializes one node and settles its key in the queue: forgotten
 // when done, retried with backoff after an error, put back at the end of a
 // write's refusal backoff.
 func (sh *shell) work(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], name string) {
 	defer q.Done(name)
 	sh.keyMu.Lock()
-	busy := sh.working[name]
-	if !busy {
-		sh.working[name] = true
-	}
-	sh.keyMu.Unlock()
-	if busy {
-		// The other queue's worker holds this node (a bulk comparison
+	h := sh.working[name]
+	if h != nil {
+		// Another queue's worker holds this node (a bulk comparison
 		// writing a team's LocalQueues one by one takes seconds at the
-		// default limits): come back after it rather than hold a worker,
-		// which an urgent change may need, waiting.
-		q.AddAfter(name, busyRetry)
+		// default limits): the node comes back on this queue when that
+		// hold ends, rather than hold this worker, which an urgent change
+		// may need, waiting. An urgent change does not wait for the rest
+		// of a bulk pass: that pass stops after its write in flight, and
+		// the urgent pass compares the whole node.
+		if q == sh.urgent && h.q != sh.urgent {
+			h.yield.Store(true)
+		}
+		if !slices.Contains(h.then, q) {
+			h.then = append(h.then, q)
+		}
+		sh.keyMu.Unlock()
+		klog.FromContext(ctx).V(1).Info("node held by another worker; taken again when it is done", "node", name, "yield", q == sh.urgent)
 		return
 	}
-	failed, retryAt := sh.m.materialize(ctx, name)
-	sh.keyMu.Lock()
-	delete(sh.working, name) // only nodes in hand: a deleted node leaves nothing behind
+	h = &hold{q: q}
+	sh.working[name] = h
 	sh.keyMu.Unlock()
+	p := sh.m.materialize(apply.Yielding(ctx, &h.yield), name)
+	sh.release(name)
 	switch {
 	case ctx.Err() != nil:
-	case failed:
+	case p.yielded:
+		q.Forget(name) // the urgent pass release queued compares it all
+	case p.failed:
 		q.AddRateLimited(name)
 	default:
 		q.Forget(name)
-		if !retryAt.IsZero() {
-			q.AddAfter(name, time.Until(retryAt))
+		if !p.retryAt.IsZero() {
+			q.AddAfter(name, time.Until(p.retryAt))
 		}
 	}
+}
+
+// release ends a worker's hold on a node and puts it back on the queues
+// that found it held. Only nodes in hand are remembered: a deleted node
+// leaves nothing behind.
+func (sh *shell) release(name string) {
+	sh.keyMu.Lock()
+	h := sh.working[name]
+	delete(sh.working, name)
+	sh.keyMu.Unlock()
+	if h != nil {
+		for _, q := range h.then {
+			q.Add(name)
+		}
+	}
+}
+
+// pass is how materialize left a node.
+type pass struct {
+	// failed: a write failed, to retry; retryAt: when a write refused for
+	// good may be sent again.
+	failed  bool
+	retryAt time.Time
+	// yielded: the pass stopped for an urgent one (apply.Result.Yielded);
+	// the node's outcome and status wait for that pass, which compares the
+	// whole node.
+	yielded bool
 }
 
 // materialize compares one node's objects and status with the caches and
@@ -277,11 +321,10 @@ func (sh *shell) work(ctx context.Context, q workqueue.TypedRateLimitingInterfac
 // The applier's outcome on the node goes through the stream like any other
 // input (reportOutcome), and the status is projected once the state holds
 // it, so that the status the leader writes is the one a replay of its log
-// computes. It reports whether a write failed (to retry) and when a write
-// refused for good may be sent again.
-func (m *Manager) materialize(ctx context.Context, name string) (failed bool, retryAt time.Time) {
+// computes.
+func (m *Manager) materialize(ctx context.Context, name string) pass {
 	if !m.leader.Load() {
-		return false, time.Time{}
+		return pass{}
 	}
 	m.mu.Lock()
 	n, exists := projector.NodeFromState(m.st, name)
@@ -307,6 +350,9 @@ func (m *Manager) materialize(ctx context.Context, name string) (failed bool, re
 	started := time.Now()
 	res := m.applier.ApplyNode(ctx, &no)
 	m.metrics.ApplySeconds.Observe(time.Since(started).Seconds())
+	if res.Yielded {
+		return pass{yielded: true}
+	}
 	if !exists {
 		m.shell.forgetStatus(name)
 	} else {
@@ -317,7 +363,7 @@ func (m *Manager) materialize(ctx context.Context, name string) (failed bool, re
 			if ctx.Err() == nil {
 				klog.FromContext(ctx).Error(err, "cannot report the applier's outcome through the event stream; the node is compared again", "node", name)
 			}
-			return true, res.RetryAt
+			return pass{failed: true, retryAt: res.RetryAt}
 		}
 		// The node as this pass projected its objects, with the outcome
 		// the state now holds for them: a change made since queued the
@@ -345,7 +391,7 @@ func (m *Manager) materialize(ctx context.Context, name string) (failed bool, re
 	if res.Writes > 0 || len(res.Errors) > 0 {
 		klog.FromContext(ctx).V(1).Info("materialized", "node", name, "writes", res.Writes, "confirmed", res.Confirmed, "swept", res.Swept, "errors", len(res.Errors))
 	}
-	return len(res.Errors) > 0, res.RetryAt
+	return pass{failed: len(res.Errors) > 0, retryAt: res.RetryAt}
 }
 
 // reportOutcome sends the applier's outcome on a node through the stream,

@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -121,6 +122,28 @@ type Result struct {
 	// RetryAt is the earliest time a write held back by its backoff may
 	// be sent again; zero when none is held back.
 	RetryAt time.Time
+	// Yielded says the pass stopped between two writes because its
+	// context's yield flag was set (Yielding): the node's objects may be
+	// partly written, and another pass is to compare them all.
+	Yielded bool
+}
+
+type yieldKey struct{}
+
+// Yielding marks ctx with a flag that stops a node's pass between two
+// writes once set: a bulk pass yields the node to an urgent one, which
+// compares the whole node itself, rather than make it wait for the rest of
+// the node's writes.
+func Yielding(ctx context.Context, flag *atomic.Bool) context.Context {
+	return context.WithValue(ctx, yieldKey{}, flag)
+}
+
+// yields reports whether the pass under ctx is to stop, and notes it in res.
+func (r *Result) yields(ctx context.Context) bool {
+	if f, _ := ctx.Value(yieldKey{}).(*atomic.Bool); f != nil && f.Load() {
+		r.Yielded = true
+	}
+	return r.Yielded || ctx.Err() != nil
 }
 
 func (r *Result) retryAt(t time.Time) {
@@ -164,7 +187,8 @@ func (a *Applier) ApplyObjects(ctx context.Context, out *projector.Output) *Resu
 // wants (all of them for a node that no longer exists; a LocalQueue of a
 // namespace no longer enrolled). Its writes go one after another: the
 // shell runs nodes in parallel. The shell reports its outcome through the
-// event stream before it projects the node's status.
+// event stream before it projects the node's status. A pass whose context
+// says to yield (Yielding) stops between two writes.
 func (a *Applier) ApplyNode(ctx context.Context, no *projector.NodeOutput) *Result {
 	res := &Result{Outcomes: map[string]events.Outcome{}}
 	if !no.Materialize {
@@ -633,11 +657,12 @@ func (a *Applier) run(ctx context.Context, ws []write, res *Result) {
 	wg.Wait()
 }
 
-// runOneByOne sends writes in order on the calling goroutine.
+// runOneByOne sends writes in order on the calling goroutine, until the
+// pass yields (Yielding).
 func (a *Applier) runOneByOne(ctx context.Context, ws []write, res *Result) {
 	var mu sync.Mutex
 	for _, w := range ws {
-		if ctx.Err() != nil {
+		if res.yields(ctx) {
 			return
 		}
 		a.send(ctx, w, res, &mu)
