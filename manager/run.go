@@ -480,7 +480,7 @@ func (m *Manager) becomeLeader(ctx context.Context, id string) {
 	m.leader.Store(true)
 	m.metrics.Leader.Set(1)
 	m.metrics.LeaderTransitions.Inc()
-	m.shell.resync()
+	m.shell.resync(true)
 }
 
 // serve runs the metrics and health endpoints. /metrics is HTTPS with

@@ -96,6 +96,8 @@ var (
 	mApplySeconds = Spec{Name: "ome_quota_backend_apply_seconds", Type: Histogram, Source: applier,
 		Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
 		Help:    "Duration of one node's materialization: compare its objects, write what differs, sweep."}
+	mFullComparison = Spec{Name: "ome_quota_full_comparison_nodes_total", Type: Counter, Labels: []string{"result"}, Source: shellQueue,
+		Help: "Nodes the periodic full comparison (each tick) looked at, by result: queued (changed since last found in place, or never), paced (unchanged but last compared a resync interval ago: queued spread over the tick), unchanged (skipped)."}
 	mEvents = Spec{Name: "ome_quota_events_total", Type: Counter, Labels: []string{"kind"}, Source: consumer,
 		Help: "Events applied to the state, by kind."}
 	mEventLag = Spec{Name: "ome_quota_event_lag_seconds", Type: Histogram, Source: consumer,
@@ -127,7 +129,7 @@ var (
 // and the process's standard metrics (go_*, process_*) come on top.
 func Catalog() []Spec {
 	out := append(slices.Clone(stateSpecs),
-		mApplied, mSwept, mWrites, mWriteErrors, mApplySeconds, mEvents, mEventLag, mEventLogErrors,
+		mApplied, mSwept, mWrites, mWriteErrors, mApplySeconds, mFullComparison, mEvents, mEventLag, mEventLogErrors,
 		mWebhookVerdicts, mWebhookRecord, mWebhookReview, mWebhookSettle,
 		mLeader, mLeaderTransitions, mKubeEvents, mBuildInfo,
 		mQueueDepth, mQueueAdds, mQueueRetries, mQueueLatency, mQueueWork, mQueueUnfinished, mQueueLongest,

@@ -22,6 +22,9 @@ type Metrics struct {
 	WriteErrors    *prometheus.CounterVec
 	// ApplySeconds is the duration of one node's comparison and writes.
 	ApplySeconds prometheus.Histogram
+	// FullComparison counts the nodes each tick's full comparison looked
+	// at, by result: queued, paced or unchanged.
+	FullComparison *prometheus.CounterVec
 	// Events counts events applied by kind; EventLag is the time from
 	// receipt to application.
 	Events   *prometheus.CounterVec
@@ -55,6 +58,13 @@ type Metrics struct {
 	collectors []prometheus.Collector
 }
 
+// The result label values of FullComparison.
+const (
+	ComparisonQueued    = "queued"
+	ComparisonPaced     = "paced"
+	ComparisonUnchanged = "unchanged"
+)
+
 // VerdictUnavailable is the webhook's verdict label for a review it could
 // not judge (the replica is not ready): the webhook-errors alert counts it.
 const VerdictUnavailable = "unavailable"
@@ -71,6 +81,7 @@ func New() *Metrics {
 	m.Writes = counterVec(mWrites)
 	m.WriteErrors = counterVec(mWriteErrors)
 	m.ApplySeconds = histogram(mApplySeconds)
+	m.FullComparison = counterVec(mFullComparison)
 	m.Events = counterVec(mEvents)
 	m.EventLag = histogram(mEventLag)
 	m.EventLogErrors = counter(mEventLogErrors)
@@ -91,11 +102,14 @@ func New() *Metrics {
 		m.WriteErrors.WithLabelValues(k, "apply")
 	}
 	m.WriteErrors.WithLabelValues("status", "apply-status")
+	for _, r := range []string{ComparisonQueued, ComparisonPaced, ComparisonUnchanged} {
+		m.FullComparison.WithLabelValues(r)
+	}
 	for _, op := range []string{"CREATE", "UPDATE", "DELETE"} {
 		m.WebhookVerdicts.WithLabelValues(op, VerdictUnavailable)
 	}
 	m.register(
-		m.Applied, m.Swept, m.Writes, m.WriteErrors, m.ApplySeconds,
+		m.Applied, m.Swept, m.Writes, m.WriteErrors, m.ApplySeconds, m.FullComparison,
 		m.Events, m.EventLag, m.EventLogErrors,
 		m.WebhookVerdicts, m.WebhookRecord, m.WebhookReviewSeconds, m.WebhookSettleSeconds,
 		m.Leader, m.LeaderTransitions, m.KubeEvents,

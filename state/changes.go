@@ -42,6 +42,41 @@ func (s *State) changedNode(name string) {
 		s.changed = map[string]struct{}{}
 	}
 	s.changed[name] = struct{}{}
+	if m := s.members[name]; m != nil {
+		m.rev = s.seq
+	}
+}
+
+// Revision is the sequence number of the last event that may have changed
+// what the node's projection reads: its spec and generation, its phase and
+// message, its team's usage, root's capacity, the configuration, and the
+// applier's outcome on it; false for a node the state does not hold. It
+// only grows. The shell's periodic full comparison skips a node whose
+// Revision, and whose cached objects, are those it last confirmed in place
+// (manager/shell.go). It is the same in a replay: a sequence number, no
+// clock.
+func (s *State) Revision(name string) (uint64, bool) {
+	m := s.members[name]
+	if m == nil {
+		return 0, false
+	}
+	return max(m.rev, s.revAll), true
+}
+
+// NodeRevision is one node's Revision.
+type NodeRevision struct {
+	Name     string
+	Revision uint64
+}
+
+// Revisions lists every node's Revision, by name: for the shell's tick,
+// which looks at every node, without building the nodes' views.
+func (s *State) Revisions() []NodeRevision {
+	out := make([]NodeRevision, 0, len(s.members))
+	for _, name := range sortedKeys(s.members) {
+		out = append(out, NodeRevision{name, max(s.members[name].rev, s.revAll)})
+	}
+	return out
 }
 
 // noteChanges records what an event of kind k changed beyond the nodes the
@@ -51,6 +86,7 @@ func (s *State) noteChanges(k events.Kind) {
 	switch k {
 	case events.KindConfig, events.KindSynced:
 		s.changedAll = true
+		s.revAll = s.seq
 	case events.KindNode, events.KindResourceFlavor, events.KindDeviceClass, events.KindResourceSlice,
 		events.KindTick, events.KindMeasureFailed:
 		s.changedNode(v1beta1.RootName)

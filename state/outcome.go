@@ -22,11 +22,15 @@ import "ome.io/quota-manager/events"
 // the same name starts without.
 //
 // It changes nothing the shell must compare again: the pass that sent
-// the report writes the status that follows from it.
+// the report writes the status that follows from it. A new outcome still
+// moves the node's Revision, which counts every input of its status.
 func (s *State) setOutcome(node string, o events.Outcome) {
 	m := s.members[node]
 	if m == nil {
 		return
+	}
+	if m.outcome != o {
+		m.rev = s.seq
 	}
 	m.outcome = o
 }
@@ -54,6 +58,7 @@ func (s *State) started() {
 }
 
 func (s *State) forgetOutcomes() {
+	s.revAll = s.seq
 	for _, m := range s.members {
 		m.outcome = events.Outcome{}
 	}

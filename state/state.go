@@ -57,6 +57,9 @@ type State struct {
 	// What the events since the last TakeChanges changed (see Changes).
 	changed    map[string]struct{}
 	changedAll bool
+	// revAll is the sequence number of the last event that may have
+	// changed every node's projection (see Revision).
+	revAll uint64
 }
 
 // member is one node of the tree.
@@ -73,6 +76,9 @@ type member struct {
 	message  string
 	// outcome is the leader's applier's last report on the node.
 	outcome events.Outcome
+	// rev is the sequence number of the last event that may have changed
+	// the node's projection (see Revision).
+	rev uint64
 }
 
 // shape is what the rules read of a spec; a spec change that leaves it

@@ -50,7 +50,7 @@ func (s *State) upsertQuota(q *events.Quota) {
 	created := m == nil
 	var old shape
 	if created {
-		m = &member{name: name, phase: PhasePending, place: Place{Depth: -1}}
+		m = &member{name: name, phase: PhasePending, place: Place{Depth: -1}, rev: s.seq}
 		s.members[name] = m
 	} else {
 		old = m.shape

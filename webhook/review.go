@@ -151,7 +151,15 @@ func (r *Reviewer) judge(ctx context.Context, req *admissionv1.AdmissionRequest)
 	w := Write{Op: req.Operation, UID: req.UID, DryRun: req.DryRun != nil && *req.DryRun}
 	switch req.Operation {
 	case admissionv1.Create, admissionv1.Update:
-		if req.Operation == admissionv1.Update && sameRawSpec(req.Object.Raw, req.OldObject.Raw) {
+		// Each object is read once, its spec kept as bytes: the API server
+		// sends them whole (status, managedFields), and nothing else of
+		// them matters here.
+		obj, objErr := readObject(req.Object.Raw)
+		var old *rawObject
+		if req.Operation == admissionv1.Update {
+			old, _ = readObject(req.OldObject.Raw)
+		}
+		if objErr == nil && old != nil && len(obj.Spec) > 0 && bytes.Equal(obj.Spec, old.Spec) {
 			// The API server encodes both objects alike: a spec that
 			// reads the same byte for byte (a label, a finalizer) needs
 			// no decoding at all.
@@ -159,32 +167,32 @@ func (r *Reviewer) judge(ctx context.Context, req *admissionv1.AdmissionRequest)
 			res.Operation, res.Verdict = op, VerdictAllowed
 			return res
 		}
-		aq, err := decodeQuota(req.Object.Raw)
+		spec, err := obj.quotaSpec(objErr)
 		if err != nil {
 			return malformed("request.object: %v", err)
 		}
 		if w.Name = req.Name; w.Name == "" {
-			w.Name = aq.Name
+			w.Name = obj.Metadata.Name
 		}
 		if w.Name == "" {
 			return malformed("the AcceleratorQuota has no name")
 		}
-		if aq.Name != "" && aq.Name != w.Name {
-			return malformed("request.name is %q but the object is named %q", clip(w.Name), clip(aq.Name))
+		if obj.Metadata.Name != "" && obj.Metadata.Name != w.Name {
+			return malformed("request.name is %q but the object is named %q", clip(w.Name), clip(obj.Metadata.Name))
 		}
-		w.Spec = &aq.Spec
-		if req.Operation == admissionv1.Update && len(req.OldObject.Raw) > 0 {
+		w.Spec = spec
+		if old != nil {
 			// A write that leaves alone what the rules read (labels,
 			// finalizers, fields no rule reads) cannot change a verdict:
 			// it is neither judged nor serialized.
-			old, err := decodeQuota(req.OldObject.Raw)
-			if err == nil && state.SameShape(w.Name, &old.Spec, &aq.Spec) {
+			oldSpec, err := old.quotaSpec(nil)
+			if err == nil && state.SameShape(w.Name, oldSpec, spec) {
 				res := answer(Verdict{Allowed: true})
 				res.Operation, res.Verdict = op, VerdictAllowed
 				return res
 			}
 			if err == nil {
-				w.Generation, w.Old = old.Generation, &old.Spec
+				w.Generation, w.Old = old.Metadata.Generation, oldSpec
 			}
 		}
 	case admissionv1.Delete:
@@ -242,37 +250,53 @@ func (r *Reviewer) judge(ctx context.Context, req *admissionv1.AdmissionRequest)
 	return res
 }
 
-// sameRawSpec reports whether two raw objects hold byte-identical specs.
-func sameRawSpec(a, b []byte) bool {
-	if len(a) == 0 || len(b) == 0 {
-		return false
-	}
-	var x, y struct {
-		Spec stdjson.RawMessage `json:"spec"`
-	}
-	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil || len(x.Spec) == 0 {
-		return false
-	}
-	return bytes.Equal(x.Spec, y.Spec)
+// rawObject is what a review reads of an object the API server sends:
+// its type, name and generation, and its spec as bytes. The rest (status,
+// managedFields: most of a stored object) is skipped, not decoded.
+type rawObject struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Metadata   struct {
+		Name       string `json:"name"`
+		Generation int64  `json:"generation"`
+	} `json:"metadata"`
+	Spec stdjson.RawMessage `json:"spec"`
 }
 
-// decodeQuota reads an AcceleratorQuota from a request's raw object, with
-// the API server's own JSON rules (case-sensitive field names).
-func decodeQuota(raw []byte) (*v1beta1.AcceleratorQuota, error) {
+// readObject reads a request's raw object, with the API server's own JSON
+// rules (case-sensitive field names); nil with an error when there is none
+// or it is not an object of that shape.
+func readObject(raw []byte) (*rawObject, error) {
 	if len(raw) == 0 {
 		return nil, fmt.Errorf("it is empty: the API server sends the object on CREATE and UPDATE")
 	}
-	if err := checkAmounts(raw); err != nil {
-		return nil, err
-	}
-	aq := &v1beta1.AcceleratorQuota{}
-	if err := json.Unmarshal(raw, aq); err != nil {
+	o := &rawObject{}
+	if err := json.Unmarshal(raw, o); err != nil {
 		return nil, fmt.Errorf("it is not an AcceleratorQuota: %v", err)
 	}
-	if aq.APIVersion != "" && (aq.APIVersion != v1beta1.SchemeGroupVersion.String() || aq.Kind != "AcceleratorQuota") {
-		return nil, fmt.Errorf("it is a %s %s, not an %s AcceleratorQuota", clip(aq.APIVersion), clip(aq.Kind), v1beta1.SchemeGroupVersion)
+	return o, nil
+}
+
+// quotaSpec checks that o is an AcceleratorQuota and decodes its spec,
+// refusing amounts outside the bounds before they are parsed; readErr is
+// readObject's error, returned first.
+func (o *rawObject) quotaSpec(readErr error) (*v1beta1.AcceleratorQuotaSpec, error) {
+	if readErr != nil {
+		return nil, readErr
 	}
-	return aq, nil
+	spec := &v1beta1.AcceleratorQuotaSpec{}
+	if len(o.Spec) > 0 {
+		if err := checkAmounts(o.Spec); err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(o.Spec, spec); err != nil {
+			return nil, fmt.Errorf("it is not an AcceleratorQuota: %v", err)
+		}
+	}
+	if o.APIVersion != "" && (o.APIVersion != v1beta1.SchemeGroupVersion.String() || o.Kind != "AcceleratorQuota") {
+		return nil, fmt.Errorf("it is a %s %s, not an %s AcceleratorQuota", clip(o.APIVersion), clip(o.Kind), v1beta1.SchemeGroupVersion)
+	}
+	return spec, nil
 }
 
 // Bounds of an amount that can be parsed and compared quickly. The CRD's
@@ -285,32 +309,30 @@ const (
 	maxExponent  = 30
 )
 
-// rawQuota is an AcceleratorQuota with its amounts left unparsed.
-type rawQuota struct {
-	Spec struct {
-		Budgets []struct {
-			ResourceName   string             `json:"resourceName"`
-			ResourceFlavor string             `json:"resourceFlavor"`
-			Nominal        stdjson.RawMessage `json:"nominal"`
-			BorrowingLimit stdjson.RawMessage `json:"borrowingLimit"`
-			LendingLimit   stdjson.RawMessage `json:"lendingLimit"`
-			PerCluster     []struct {
-				ClusterName string             `json:"clusterName"`
-				Nominal     stdjson.RawMessage `json:"nominal"`
-			} `json:"perCluster"`
-		} `json:"budgets"`
-	} `json:"spec"`
+// rawSpec is an AcceleratorQuota's spec with its amounts left unparsed.
+type rawSpec struct {
+	Budgets []struct {
+		ResourceName   string             `json:"resourceName"`
+		ResourceFlavor string             `json:"resourceFlavor"`
+		Nominal        stdjson.RawMessage `json:"nominal"`
+		BorrowingLimit stdjson.RawMessage `json:"borrowingLimit"`
+		LendingLimit   stdjson.RawMessage `json:"lendingLimit"`
+		PerCluster     []struct {
+			ClusterName string             `json:"clusterName"`
+			Nominal     stdjson.RawMessage `json:"nominal"`
+		} `json:"perCluster"`
+	} `json:"budgets"`
 }
 
 // checkAmounts refuses, before they are parsed, amounts outside the
-// bounds. It decodes with the same case-sensitive rules as the typed
-// decoding, so that both read the same keys.
+// bounds in a raw spec. It decodes with the same case-sensitive rules as
+// the typed decoding, so that both read the same keys.
 func checkAmounts(raw []byte) error {
-	var rq rawQuota
-	if err := json.Unmarshal(raw, &rq); err != nil {
+	var rs rawSpec
+	if err := json.Unmarshal(raw, &rs); err != nil {
 		return nil // the typed decoding says what is wrong
 	}
-	for _, b := range rq.Spec.Budgets {
+	for _, b := range rs.Budgets {
 		fields := []struct {
 			name string
 			v    stdjson.RawMessage

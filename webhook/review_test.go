@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -281,7 +282,8 @@ func TestReviewClipsWhatTheCallerChose(t *testing.T) {
 
 // BenchmarkReview is the webhook's own cost of a review: a label write,
 // admitted without judging, and a budget write judged from scratch on the
-// guide's tree.
+// guide's tree; "stored" are the same writes with the objects as the API
+// server sends them, with a status and managedFields.
 func BenchmarkReview(b *testing.B) {
 	alpha16 := aqtest.GuideTree()[1]
 	relabeled := alpha16.DeepCopy()
@@ -289,8 +291,10 @@ func BenchmarkReview(b *testing.B) {
 	alpha12 := aqtest.Team("team-alpha", "ml-research").Budget(gpu, "a100", "12").Obj()
 	r := guideReviewer()
 	for name, body := range map[string][]byte{
-		"label":  reviewOf(b, admissionv1.Update, "team-alpha", relabeled, alpha16, false),
-		"budget": reviewOf(b, admissionv1.Update, "team-alpha", alpha12, alpha16, false),
+		"label":         reviewOf(b, admissionv1.Update, "team-alpha", relabeled, alpha16, false),
+		"budget":        reviewOf(b, admissionv1.Update, "team-alpha", alpha12, alpha16, false),
+		"stored/label":  reviewOf(b, admissionv1.Update, "team-alpha", stored(relabeled), stored(alpha16), false),
+		"stored/budget": reviewOf(b, admissionv1.Update, "team-alpha", stored(alpha12), stored(alpha16), false),
 	} {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -301,4 +305,34 @@ func BenchmarkReview(b *testing.B) {
 			}
 		})
 	}
+}
+
+// stored is aq as the API server holds it once the manager has written its
+// status: metadata the server sets, a status, and the managedFields of the
+// admin's writes and of the manager's status writes.
+func stored(aq *v1beta1.AcceleratorQuota) *v1beta1.AcceleratorQuota {
+	aq = aq.DeepCopy()
+	aq.UID, aq.ResourceVersion, aq.Generation = "6f1c2d3e-0a4b-4c5d-8e9f-0a1b2c3d4e5f", "123456", 7
+	aq.CreationTimestamp = metav1.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	at := metav1.NewTime(aq.CreationTimestamp.Time)
+	gen := aq.Generation
+	aq.Status.ObservedGeneration = gen
+	for _, c := range []struct{ t, reason, msg string }{
+		{"Ready", "Admitted", "node is a valid member of the quota tree"},
+		{"Degraded", "Admitted", "no invariant violated"},
+		{"Materialized", "Admitted", "enforcement objects match this node's budget"},
+	} {
+		st := metav1.ConditionTrue
+		if c.t == "Degraded" {
+			st = metav1.ConditionFalse
+		}
+		aq.Status.Conditions = append(aq.Status.Conditions, metav1.Condition{Type: c.t, Status: st, Reason: c.reason, Message: c.msg, ObservedGeneration: gen, LastTransitionTime: at})
+	}
+	aq.ManagedFields = []metav1.ManagedFieldsEntry{
+		{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "ome.io/v1beta1", Time: &at, FieldsType: "FieldsV1",
+			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:budgets":{},"f:parentRef":{"f:name":{}},"f:role":{}}}`)}},
+		{Manager: "ome-quota-manager", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "ome.io/v1beta1", Time: &at, FieldsType: "FieldsV1", Subresource: "status",
+			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:budgets":{},"f:conditions":{"k:{\"type\":\"Degraded\"}":{".":{},"f:lastTransitionTime":{},"f:message":{},"f:observedGeneration":{},"f:reason":{},"f:status":{},"f:type":{}},"k:{\"type\":\"Materialized\"}":{".":{},"f:lastTransitionTime":{},"f:message":{},"f:observedGeneration":{},"f:reason":{},"f:status":{},"f:type":{}},"k:{\"type\":\"Ready\"}":{".":{},"f:lastTransitionTime":{},"f:message":{},"f:observedGeneration":{},"f:reason":{},"f:status":{},"f:type":{}}},"f:observedGeneration":{},"f:summary":{"f:admitted":{},"f:nominal":{}}}}`)}},
+	}
+	return aq
 }

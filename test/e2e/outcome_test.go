@@ -18,10 +18,10 @@ import (
 
 // TestConfirmingSendsNoOutcome: the applier's outcome on a node goes
 // through the event stream only when it changes. A team brought in place
-// gets one Applied outcome; the passes that follow (a full comparison on
-// every tick, once a second here) confirm its objects, which the applied
-// counter shows, and send no further outcome: an outcome event starts no
-// pass that would send another.
+// gets one Applied outcome; the full comparisons that follow (one on every
+// tick, once a second here) confirm its objects once and then find the
+// tree unchanged, which their counters show, and send no further outcome:
+// an outcome event starts no pass that would send another.
 func TestConfirmingSendsNoOutcome(t *testing.T) {
 	ctx := context.Background()
 	ensureGuideCluster(t, 3)
@@ -35,15 +35,18 @@ func TestConfirmingSendsNoOutcome(t *testing.T) {
 
 	ticks := func() float64 { return m.metric(ctx, "ome_quota_events_total", `kind="Tick"`) }
 	confirmed := func() float64 { return m.metric(ctx, "ome_quota_backend_applied_total", `kind="ClusterQueue"`) }
+	unchanged := func() float64 {
+		return m.metric(ctx, "ome_quota_full_comparison_nodes_total", `result="unchanged"`)
+	}
 	statuses := func() float64 { return m.metric(ctx, "ome_quota_backend_writes_total", `kind="status"`) }
-	ticks0, confirmed0, statuses0 := ticks(), confirmed(), statuses()
+	ticks0, confirmed0, unchanged0, statuses0 := ticks(), confirmed(), unchanged(), statuses()
 	eventually(t, 30*time.Second, func() string {
-		if n, c := ticks()-ticks0, confirmed()-confirmed0; n < 3 || c < 3 {
-			return fmt.Sprintf("%.0f ticks and %.0f ClusterQueues confirmed since the team was materialized, want 3 of each", n, c)
+		if n, u := ticks()-ticks0, unchanged()-unchanged0; n < 3 || u < 3 {
+			return fmt.Sprintf("%.0f ticks, and %.0f nodes found unchanged by their full comparisons, since the team was materialized; want 3 of each", n, u)
 		}
 		return ""
 	})
-	passes, ticked, written := confirmed()-confirmed0, ticks()-ticks0, statuses()-statuses0
+	passes, skipped, ticked, written := confirmed()-confirmed0, unchanged()-unchanged0, ticks()-ticks0, statuses()-statuses0
 	// Each tick refreshes root's observedAt stamps (the report interval
 	// is 1s here): one status write a tick, at most, and none for the
 	// other nodes, whose statuses the full comparison finds in place.
@@ -76,6 +79,6 @@ func TestConfirmingSendsNoOutcome(t *testing.T) {
 	require.Empty(t, rep.Problems)
 	require.Equal(t, []events.Outcome{{Kind: events.OutcomeApplied}}, outcomes, "the team's outcome events")
 	require.Greater(t, lastTick, lastOutcome, "the log holds no tick after the team's outcome")
-	t.Logf("ClusterQueues confirmed after the team's outcome: %.0f, over %.0f ticks; status writes meanwhile: %.0f; outcome events of the team: %d",
-		passes, ticked, written, len(outcomes))
+	t.Logf("after the team's outcome, over %.0f ticks: ClusterQueues confirmed %.0f, nodes found unchanged %.0f; status writes meanwhile: %.0f; outcome events of the team: %d",
+		ticked, passes, skipped, written, len(outcomes))
 }

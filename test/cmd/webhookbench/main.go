@@ -4,7 +4,7 @@
 // API server calling the webhook and not, in alternating blocks of 50
 // against the same running manager, at each tree size.
 //
-//	go run ./test/cmd/webhookbench [-sizes 1000,5000] [-updates 500] [-paced]
+//	go run ./test/cmd/webhookbench [-sizes 1000,5000] [-updates 500] [-paced] [-manager-args ARGS] [-cpuprofile FILE]
 //
 // It sends each write as soon as the last returns, as a script would; the
 // manager's status writes then race the next write, at most once a second
@@ -29,7 +29,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"maps"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -73,6 +75,8 @@ func run() error {
 	updates := flag.Int("updates", 500, "sequential writes per measurement")
 	paced := flag.Bool("paced", false, "wait for the manager's status write of each write before the next one (default: back to back)")
 	managerArgs := flag.String("manager-args", "", "more flags for the manager, space-separated (e.g. --capacity-report-interval=0s: no ticks, no full comparisons)")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the manager over the budget writes to this file, one per size (FILE.SIZE)")
+	profileFor := flag.Duration("cpuprofile-for", 20*time.Second, "how long -cpuprofile profiles, from the first budget write")
 	flag.Parse()
 	var sizes []int
 	for _, s := range strings.Split(*sizesFlag, ",") {
@@ -110,7 +114,11 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	b := &bench{c: c, bin: bin, aqs: aqs, updates: *updates, backToBack: !*paced, extra: strings.Fields(*managerArgs)}
+	b := &bench{c: c, bin: bin, aqs: aqs, updates: *updates, backToBack: !*paced, extra: strings.Fields(*managerArgs),
+		profile: *cpuProfile, profileFor: *profileFor}
+	if b.profile != "" {
+		b.extra = append(b.extra, "--profiling")
+	}
 	if err := recordKinds(ctx, cfg, *updates); err != nil {
 		return err
 	}
@@ -157,6 +165,10 @@ type bench struct {
 	size       int // nodes written so far, root included
 	saved      *admissionregistrationv1.ValidatingWebhookConfiguration
 	extra      []string // more flags for the manager
+	// profile, when set, names the file of the manager's CPU profile over
+	// profileFor from the first budget write.
+	profile    string
+	profileFor time.Duration
 }
 
 // start starts a manager, with the webhook on port (0: without it), and
@@ -303,6 +315,14 @@ func (b *bench) measure(ctx context.Context, n int) (map[string]map[bool][]time.
 		before, err := b.breakdown(ctx, m)
 		if err != nil {
 			return nil, err
+		}
+		if kind == "budget" && b.profile != "" {
+			profiled := b.startProfile(ctx, m, fmt.Sprintf("%s.%d", b.profile, n))
+			defer func() {
+				if err := <-profiled; err != nil {
+					fmt.Fprintln(os.Stderr, "webhookbench: the CPU profile:", err)
+				}
+			}()
 		}
 		for done := 0; done < b.updates; done += block {
 			for _, on := range []bool{false, true} {
@@ -477,6 +497,39 @@ func (b *bench) setWebhook(ctx context.Context, m *localcluster.Manager, on bool
 		}
 	}
 	return fmt.Errorf("the API server did not start or stop calling the webhook (on=%v) within a minute", on)
+}
+
+// startProfile fetches a CPU profile of the manager (--profiling, plain
+// HTTP on its metrics port) over b.profileFor into file, in the
+// background; the channel says how it went.
+func (b *bench) startProfile(ctx context.Context, m *localcluster.Manager, file string) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		url := fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/profile?seconds=%d", m.MetricsPort, int(b.profileFor.Seconds()))
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			done <- err
+			return
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			done <- err
+			return
+		}
+		defer resp.Body.Close()
+		data, err := io.ReadAll(resp.Body)
+		if err == nil && resp.StatusCode != http.StatusOK {
+			err = fmt.Errorf("GET %s: %s", url, resp.Status)
+		}
+		if err == nil {
+			err = os.WriteFile(file, data, 0o644)
+		}
+		if err == nil {
+			fmt.Fprintf(os.Stderr, "the manager's CPU profile over %s from the first budget write: %s\n", b.profileFor, file)
+		}
+		done <- err
+	}()
+	return done
 }
 
 func (b *bench) timed(ctx context.Context, name, patch string) (time.Duration, *v1beta1.AcceleratorQuota, error) {
