@@ -557,7 +557,7 @@ func (b *bench) measure(ctx context.Context) error {
 func (b *bench) defaultPass(ctx context.Context, objects, nodes int, extra ...string) (*localcluster.Manager, materialization, []time.Duration, error) {
 	d := manager.DefaultOptions()
 	logf("manager at the default limits (QPS %g, burst %d, %d workers), with %d admin changes during the bulk pass...", d.KubeAPIQPS, d.KubeAPIBurst, d.ApplyWorkers, b.sh.tries)
-	m, started, err := b.startManager(ctx, "m-default", float64(d.KubeAPIQPS), d.KubeAPIBurst, d.ApplyWorkers, append([]string{"--capacity-report-interval=3s"}, extra...)...)
+	m, started, err := b.startManager(ctx, "m-default", float64(d.KubeAPIQPS), d.KubeAPIBurst, d.ApplyWorkers, append([]string{"--capacity-report-interval=3s", "--resync-interval=3s"}, extra...)...)
 	if err != nil {
 		return nil, materialization{}, nil, err
 	}
