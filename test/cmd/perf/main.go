@@ -419,23 +419,8 @@ func (b *bench) reset(ctx context.Context) error {
 // answered, and the next run would otherwise pay for the last one's
 // cleanup (the first runs start from an idle control plane).
 func (b *bench) quiesce(ctx context.Context) {
-	pids := b.processes()
-	delete(pids, "perf")
-	sum := func() (t time.Duration) {
-		for _, d := range cpuTimes(pids) {
-			t += d
-		}
-		return t
-	}
-	start := time.Now()
-	for ctx.Err() == nil && time.Since(start) < 3*time.Minute {
-		c0 := sum()
-		time.Sleep(2 * time.Second)
-		if sum()-c0 < 200*time.Millisecond {
-			break
-		}
-	}
-	logf("control plane idle after %s", time.Since(start).Round(100*time.Millisecond))
+	waited := localcluster.Quiesce(ctx, b.c.Processes(), 3*time.Minute)
+	logf("control plane idle after %s", waited.Round(100*time.Millisecond))
 }
 
 func (b *bench) measure(ctx context.Context) error {
@@ -789,7 +774,7 @@ func (b *bench) cpuPerUpdate(ctx context.Context, m *localcluster.Manager, cohor
 	per := max(b.sh.updates/3, 1)
 	for w := range 3 {
 		u0 := b.w.cqUpdates.Load()
-		c0, err := cpuTime(m.Pid())
+		c0, err := localcluster.CPUTime(m.Pid())
 		if err != nil {
 			return 0, err
 		}
@@ -803,7 +788,7 @@ func (b *bench) cpuPerUpdate(ctx context.Context, m *localcluster.Manager, cohor
 			time.Sleep(5 * time.Millisecond)
 		}
 		time.Sleep(2 * time.Second) // the status writes they cause land
-		c1, err := cpuTime(m.Pid())
+		c1, err := localcluster.CPUTime(m.Pid())
 		if err != nil {
 			return 0, err
 		}
@@ -816,19 +801,6 @@ func (b *bench) cpuPerUpdate(ctx context.Context, m *localcluster.Manager, cohor
 		}
 	}
 	return best, nil
-}
-
-// cpuTime is a process's user and system CPU time, from /proc.
-func cpuTime(pid int) (time.Duration, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	s := string(data)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * time.Second / 100, nil // USER_HZ is 100 on Linux
 }
 
 func rssOf(pid int) (int64, error) {

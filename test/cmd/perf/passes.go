@@ -8,9 +8,7 @@ import (
 	"maps"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -34,37 +32,12 @@ var (
 	keepLog      = flag.String("keep-log", "", "with -only: run the manager at -v=1 and copy its log to this file")
 )
 
-// processes are the control plane's processes whose CPU a write costs:
-// etcd, kube-apiserver and Kueue, found in /proc by the cluster's folder in
-// their command lines, and this process (the bare client's, "perf").
+// processes are the control plane's processes whose CPU a write costs
+// (etcd, kube-apiserver and Kueue), and this process (the bare client's,
+// "perf").
 func (b *bench) processes() map[string]int {
-	out := map[string]int{"perf": os.Getpid()}
-	dirs, _ := os.ReadDir("/proc")
-	for _, d := range dirs {
-		pid, err := strconv.Atoi(d.Name())
-		if err != nil {
-			continue
-		}
-		cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		if err != nil || !strings.Contains(string(cmd), b.c.Dir) {
-			continue
-		}
-		exe := filepath.Base(strings.SplitN(string(cmd), "\x00", 2)[0])
-		if exe == "etcd" || exe == "kube-apiserver" || exe == "kueue" {
-			out[exe] = pid
-		}
-	}
-	return out
-}
-
-// cpuTimes reads each process's CPU time from /proc.
-func cpuTimes(pids map[string]int) map[string]time.Duration {
-	out := map[string]time.Duration{}
-	for name, pid := range pids {
-		if t, err := cpuTime(pid); err == nil {
-			out[name] = t
-		}
-	}
+	out := b.c.Processes()
+	out["perf"] = os.Getpid()
 	return out
 }
 
@@ -148,18 +121,18 @@ func (b *bench) measureOnly(ctx context.Context, pass, cpuProfile string) error 
 	case "match":
 		pids := b.processes()
 		logf("bare client: %d Kueue objects, %d workers, QPS %d, burst %d...", nObjects, matchWorkers, matchQPS, matchBurst)
-		c0, u0 := cpuTimes(pids), b.w.updates()
+		c0, u0 := localcluster.CPUTimes(pids), b.w.updates()
 		bare, err := b.bareApply(ctx, out)
 		if err != nil {
 			return err
 		}
-		c1, u1 := cpuTimes(pids), b.w.updates()
+		c1, u1 := localcluster.CPUTimes(pids), b.w.updates()
 		logf("bare client took %s", bare.Round(100*time.Millisecond))
 		if err := b.reset(ctx); err != nil {
 			return err
 		}
 		logf("manager at matching limits...")
-		c2, u2 := cpuTimes(pids), b.w.updates()
+		c2, u2 := localcluster.CPUTimes(pids), b.w.updates()
 		m, started, err := b.startManager(ctx, "m-match", matchQPS, matchBurst, matchWorkers, append(extra, "--capacity-report-interval=0s", "--resync-interval=1h")...)
 		if err != nil {
 			return err
@@ -168,7 +141,7 @@ func (b *bench) measureOnly(ctx context.Context, pass, cpuProfile string) error 
 		c2["manager"] = 0
 		wait := withProfile(m, 30)
 		match, err := b.waitMaterialized(ctx, started, nObjects, len(all), 10*time.Minute)
-		c3, u3 := cpuTimes(pids), b.w.updates()
+		c3, u3 := localcluster.CPUTimes(pids), b.w.updates()
 		wait()
 		m.Stop()
 		keep(m)

@@ -34,7 +34,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"regexp"
 	"runtime"
 	"slices"
@@ -334,7 +333,7 @@ func (b *bench) measure(ctx context.Context, n int) (map[string]map[bool][]time.
 				if err != nil {
 					return nil, err
 				}
-				cpu0, wall0 := cpuTimes(pids), time.Now()
+				cpu0, wall0 := localcluster.CPUTimes(pids), time.Now()
 				for range min(block, b.updates-done) {
 					i++
 					d, aq, err := b.timed(ctx, team, patches[kind](i))
@@ -361,7 +360,7 @@ func (b *bench) measure(ctx context.Context, n int) (map[string]map[bool][]time.
 				}
 				if kind == "budget" {
 					wall[btoi(on)] += time.Since(wall0)
-					for name, t := range cpuTimes(pids) {
+					for name, t := range localcluster.CPUTimes(pids) {
 						cpu[on][name] += t - cpu0[name]
 					}
 				}
@@ -702,21 +701,8 @@ func settle(ctx context.Context, m *localcluster.Manager, n int) error {
 func (b *bench) quiesce(ctx context.Context, m *localcluster.Manager) {
 	pids := b.processes(m)
 	delete(pids, "webhookbench")
-	sum := func() (t time.Duration) {
-		for _, d := range cpuTimes(pids) {
-			t += d
-		}
-		return t
-	}
-	start := time.Now()
-	for ctx.Err() == nil && time.Since(start) < 3*time.Minute {
-		c0 := sum()
-		time.Sleep(2 * time.Second)
-		if sum()-c0 < 200*time.Millisecond {
-			break
-		}
-	}
-	fmt.Fprintf(os.Stderr, "control plane idle after %s\n", time.Since(start).Round(100*time.Millisecond))
+	waited := localcluster.Quiesce(ctx, pids, 3*time.Minute)
+	fmt.Fprintf(os.Stderr, "control plane idle after %s\n", waited.Round(100*time.Millisecond))
 }
 
 func pct(d []time.Duration, p int) string {
@@ -924,43 +910,11 @@ func btoi(b bool) int {
 
 func ms(d time.Duration, n int) float64 { return float64(d.Microseconds()) / 1000 / float64(max(n, 1)) }
 
-// processes are the processes whose CPU a write costs: etcd and
-// kube-apiserver (found in /proc by the cluster's folder in their
-// command lines), and the manager; the bench itself is "webhookbench".
+// processes are the processes whose CPU a write costs: etcd,
+// kube-apiserver and Kueue, and the manager; the bench itself is
+// "webhookbench".
 func (b *bench) processes(m *localcluster.Manager) map[string]int {
-	out := map[string]int{"manager": m.Pid(), "webhookbench": os.Getpid()}
-	dirs, _ := os.ReadDir("/proc")
-	for _, d := range dirs {
-		pid, err := strconv.Atoi(d.Name())
-		if err != nil {
-			continue
-		}
-		cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		if err != nil || !strings.Contains(string(cmd), b.c.Dir) {
-			continue
-		}
-		exe := filepath.Base(strings.SplitN(string(cmd), "\x00", 2)[0])
-		if exe == "etcd" || exe == "kube-apiserver" || exe == "kueue" {
-			out[exe] = pid
-		}
-	}
-	return out
-}
-
-// cpuTimes reads each process's user and system CPU time from /proc
-// (USER_HZ, 10 ms steps; a block of writes spans many).
-func cpuTimes(pids map[string]int) map[string]time.Duration {
-	out := map[string]time.Duration{}
-	for name, pid := range pids {
-		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		s := string(data)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-		ut, _ := strconv.ParseInt(f[11], 10, 64)
-		st, _ := strconv.ParseInt(f[12], 10, 64)
-		out[name] = time.Duration(ut+st) * time.Second / 100
-	}
+	out := b.c.Processes()
+	out["manager"], out["webhookbench"] = m.Pid(), os.Getpid()
 	return out
 }
