@@ -108,6 +108,41 @@ func (t *table) print() {
 }
 
 func secs(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) }
+
+// matchRounds is how many times the bare client and the manager each
+// materialize the tree at matching limits, in turn.
+const matchRounds = 2
+
+// runs lists durations in seconds: "54.8, 68.4".
+func runs(ds []time.Duration) string {
+	var parts []string
+	for _, d := range ds {
+		parts = append(parts, fmt.Sprintf("%.1f", d.Seconds()))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// best is the fastest bare run, and the manager's run that materialized
+// every node soonest.
+func best(bares []time.Duration, matches []materialization) (time.Duration, materialization) {
+	b, m := slices.Min(bares), matches[0]
+	for _, x := range matches[1:] {
+		if x.allMaterialized < m.allMaterialized {
+			m = x
+		}
+	}
+	return b, m
+}
+
+// worst is the latest first team Materialized over the runs: the bound
+// on it holds in every run, not only the best.
+func worst(matches []materialization) time.Duration {
+	var w time.Duration
+	for _, m := range matches {
+		w = max(w, m.firstTeam)
+	}
+	return w
+}
 func ratio(a, b float64) string {
 	if b == 0 {
 		return "-"
@@ -496,6 +531,37 @@ func (b *bench) measure(ctx context.Context) error {
 		return err
 	}
 
+	// The same two runs again, in turn: on two cores that etcd, the API
+	// server and Kueue saturate, one run of each varies by more than the
+	// bound (the bare client alone has taken 44 to 82 s), and other work
+	// only ever adds time, so the best of each is compared.
+	bares, matches := []time.Duration{bare}, []materialization{match}
+	for round := 2; round <= matchRounds; round++ {
+		logf("bare client again (round %d of %d)...", round, matchRounds)
+		bare, err := b.bareApply(ctx, out)
+		if err != nil {
+			return err
+		}
+		if err := b.reset(ctx); err != nil {
+			return err
+		}
+		logf("manager at matching limits again (round %d of %d)...", round, matchRounds)
+		m, started, err := b.startManager(ctx, "m-match", matchQPS, matchBurst, matchWorkers, "--capacity-report-interval=0s", "--resync-interval=1h")
+		if err != nil {
+			return err
+		}
+		match, err := b.waitMaterialized(ctx, started, nObjects, len(all), 10*time.Minute)
+		m.Stop()
+		if err != nil {
+			return err
+		}
+		if err := b.reset(ctx); err != nil {
+			return err
+		}
+		bares, matches = append(bares, bare), append(matches, match)
+	}
+	bare, match = best(bares, matches)
+
 	d := manager.DefaultOptions()
 	m, def, latencies, err := b.defaultPass(ctx, nObjects, len(all))
 	if err != nil {
@@ -517,9 +583,19 @@ func (b *bench) measure(ctx context.Context) error {
 	// What the default limits allow: the burst is free, the rest at QPS
 	// (statuses go through a client of their own, with its own bucket).
 	allowed := time.Duration(float64(max(nObjects-d.KubeAPIBurst, 0)) / float64(d.KubeAPIQPS) * float64(time.Second))
-	t.add(fmt.Sprintf("time to all %d objects, matching limits (QPS %d, burst %d, %d workers)", nObjects, matchQPS, matchBurst, matchWorkers), secs(match.objects), secs(bare)+" bare client", ratio(match.objects.Seconds(), bare.Seconds()))
-	t.add("time to all nodes Materialized, matching limits", secs(match.allMaterialized), secs(bare)+" bare client", ratio(match.allMaterialized.Seconds(), bare.Seconds()))
-	t.add("time to the first team Materialized, matching limits", secs(match.firstTeam), "-", "-")
+	of := func(get func(materialization) time.Duration) string {
+		var ds []time.Duration
+		for _, m := range matches {
+			ds = append(ds, get(m))
+		}
+		return fmt.Sprintf("%s (of %s)", secs(get(match)), runs(ds))
+	}
+	bareCol := fmt.Sprintf("%s bare client (of %s)", secs(bare), runs(bares))
+	t.add(fmt.Sprintf("time to all %d objects, matching limits (QPS %d, burst %d, %d workers), best of %d", nObjects, matchQPS, matchBurst, matchWorkers, len(matches)),
+		of(func(m materialization) time.Duration { return m.objects }), bareCol, ratio(match.objects.Seconds(), bare.Seconds()))
+	t.add(fmt.Sprintf("time to all nodes Materialized, matching limits, best of %d", len(matches)),
+		of(func(m materialization) time.Duration { return m.allMaterialized }), bareCol, ratio(match.allMaterialized.Seconds(), bare.Seconds()))
+	t.add("time to the first team Materialized, matching limits (worst run)", secs(worst(matches)), "-", "-")
 	t.add(fmt.Sprintf("time to all objects, default limits (QPS %g, burst %d, %d workers)", d.KubeAPIQPS, d.KubeAPIBurst, d.ApplyWorkers), secs(def.objects), secs(allowed)+" (objects-burst)/QPS", ratio(def.objects.Seconds(), allowed.Seconds()))
 	t.add("time to all nodes Materialized, default limits", secs(def.allMaterialized), secs(allowed)+" (objects-burst)/QPS", ratio(def.allMaterialized.Seconds(), allowed.Seconds()))
 	t.add("time to the first team Materialized, default limits", secs(def.firstTeam), "-", "-")
