@@ -112,7 +112,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringToStringVar(&o.CoverResources, "cover-resources", o.CoverResources, "extra resources every ClusterQueue covers, with their ceilings, e.g. rdma/hca_shared_devices_a=1M (cpu, memory and ephemeral-storage are always covered)")
 	fs.IntVar(&o.HysteresisPercent, "capacity-hysteresis-percent", o.HysteresisPercent, "how far, in percent of the high-water mark, installed capacity must fall to lower the mark; 0 follows installed")
 	fs.DurationVar(&o.ReportInterval, "capacity-report-interval", o.ReportInterval, "rewrite root's observedAt stamps when they are this old; 0s turns the refresh off")
-	fs.DurationVar(&o.ResyncInterval, "resync-interval", o.ResyncInterval, "how often to measure and re-apply even when nothing changed")
+	fs.DurationVar(&o.ResyncInterval, "resync-interval", o.ResyncInterval, "measure at least this often, and compare every node with its Kueue objects at least this often even when nothing it reads changed")
 	fs.IntVar(&o.MaxTreeDepth, "max-tree-depth", o.MaxTreeDepth, "deepest a node may sit below root, in edges; 0 turns the check off")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "address of the Prometheus /metrics endpoint; 0 turns it off")
 	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure, "serve /metrics over HTTPS, to scrapers whose bearer token the API server authenticates (TokenReview) and allows to get the non-resource URL /metrics (SubjectAccessReview); false serves plain HTTP to anyone, for local use")
