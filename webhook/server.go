@@ -75,6 +75,10 @@ func New(opts *Options, cfg *rest.Config, st StateReader, m *metrics.Metrics) (*
 	if err != nil {
 		return nil, err
 	}
+	recordKube, err := kubernetes.NewForConfig(recordConfig(pcfg))
+	if err != nil {
+		return nil, err
+	}
 	quotas, err := versioned.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -85,7 +89,7 @@ func New(opts *Options, cfg *rest.Config, st StateReader, m *metrics.Metrics) (*
 		id, _ = os.Hostname()
 	}
 	z := &Serializer{
-		ConfigMaps: kube.CoreV1().ConfigMaps(opts.recordNS), Namespace: opts.recordNS, Name: opts.recordName,
+		ConfigMaps: recordKube.CoreV1().ConfigMaps(opts.recordNS), Namespace: opts.recordNS, Name: opts.recordName,
 		Get: func(ctx context.Context, name string) (*v1beta1.AcceleratorQuota, error) {
 			return aqs.Get(ctx, name, metav1.GetOptions{})
 		},
@@ -108,6 +112,23 @@ func New(opts *Options, cfg *rest.Config, st StateReader, m *metrics.Metrics) (*
 		record:   z,
 		kube:     kube,
 	}, nil
+}
+
+// recordConfig is cfg for the client of the record's reads and Updates: the
+// same credentials and limits, but a connection of its own. Every client
+// built from one configuration shares one HTTP/2 connection to the API
+// server, and the manager's carries every informer's watch stream and the
+// applier's writes; the record's Update is on the path of every admission
+// that can change a verdict, and need not wait in that connection's
+// queues or behind its one reader. (A Dial, the operator's or ours, makes
+// client-go build a transport for this client alone rather than reuse the
+// shared one.)
+func recordConfig(cfg *rest.Config) *rest.Config {
+	rcfg := rest.CopyConfig(cfg)
+	if rcfg.Dial == nil {
+		rcfg.Dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	}
+	return rcfg
 }
 
 // Certs is the server's certificate keeper.
