@@ -74,8 +74,9 @@ func run() error {
 	updates := flag.Int("updates", 500, "sequential writes per measurement")
 	paced := flag.Bool("paced", false, "wait for the manager's status write of each write before the next one (default: back to back)")
 	managerArgs := flag.String("manager-args", "", "more flags for the manager, space-separated (e.g. --capacity-report-interval=0s: no ticks, no full comparisons)")
-	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the manager over the budget writes to this file, one per size (FILE.SIZE)")
+	cpuProfile := flag.String("cpuprofile", "", "write CPU profiles of the manager and the API server over the budget writes to this file, one per size (FILE.SIZE, FILE.SIZE.apiserver)")
 	profileFor := flag.Duration("cpuprofile-for", 20*time.Second, "how long -cpuprofile profiles, from the first budget write")
+	keepFiles := flag.String("keep", "", "keep the manager's log and the budget writes, one line each (when sent, with the webhook or not, raise or lower, place in its block, generation judged on, duration), in FILE.SIZE.log and FILE.SIZE.writes")
 	flag.Parse()
 	var sizes []int
 	for _, s := range strings.Split(*sizesFlag, ",") {
@@ -114,7 +115,7 @@ func run() error {
 		return err
 	}
 	b := &bench{c: c, bin: bin, aqs: aqs, updates: *updates, backToBack: !*paced, extra: strings.Fields(*managerArgs),
-		profile: *cpuProfile, profileFor: *profileFor}
+		profile: *cpuProfile, profileFor: *profileFor, keep: *keepFiles}
 	if b.profile != "" {
 		b.extra = append(b.extra, "--profiling")
 	}
@@ -168,6 +169,9 @@ type bench struct {
 	// profileFor from the first budget write.
 	profile    string
 	profileFor time.Duration
+	// keep, when set, names the files that keep the manager's log and the
+	// budget writes one by one (FILE.SIZE.log, FILE.SIZE.writes).
+	keep string
 }
 
 // start starts a manager, with the webhook on port (0: without it), and
@@ -334,8 +338,9 @@ func (b *bench) measure(ctx context.Context, n int) (map[string]map[bool][]time.
 					return nil, err
 				}
 				cpu0, wall0 := localcluster.CPUTimes(pids), time.Now()
-				for range min(block, b.updates-done) {
+				for pos := range min(block, b.updates-done) {
 					i++
+					at := time.Now()
 					d, aq, err := b.timed(ctx, team, patches[kind](i))
 					if err != nil {
 						return nil, fmt.Errorf("%s update %d (webhook %v): %w", kind, i, on, err)
@@ -344,9 +349,7 @@ func (b *bench) measure(ctx context.Context, n int) (map[string]map[bool][]time.
 					if kind == "budget" {
 						dir := map[bool]string{true: "raise", false: "lower"}[i%2 == 0]
 						out[dir][on] = append(out[dir][on], d)
-						if on {
-							timed = append(timed, timedWrite{d: d, raise: i%2 == 0, gen: aq.Generation - 1})
-						}
+						timed = append(timed, timedWrite{d: d, raise: i%2 == 0, gen: aq.Generation - 1, on: on, pos: pos, at: at})
 					}
 					if status != nil {
 						// The manager writes the team's status for each
@@ -406,6 +409,11 @@ func (b *bench) measure(ctx context.Context, n int) (map[string]map[bool][]time.
 	raw, err := os.ReadFile(m.Log)
 	if err != nil {
 		return nil, err
+	}
+	if b.keep != "" {
+		if err := keep(fmt.Sprintf("%s.%d", b.keep, n), raw, timed); err != nil {
+			return nil, err
+		}
 	}
 	explain(n, team, timed, parseReviews(string(raw)))
 	return out, nil
@@ -499,36 +507,51 @@ func (b *bench) setWebhook(ctx context.Context, m *localcluster.Manager, on bool
 	return fmt.Errorf("the API server did not start or stop calling the webhook (on=%v) within a minute", on)
 }
 
-// startProfile fetches a CPU profile of the manager (--profiling, plain
-// HTTP on its metrics port) over b.profileFor into file, in the
-// background; the channel says how it went.
+// startProfile fetches CPU profiles over b.profileFor, in the background:
+// the manager's (--profiling, plain HTTP on its metrics port) into file,
+// and the API server's (its /debug/pprof, as system:masters) into
+// file.apiserver. The channel says how it went, once both are written.
 func (b *bench) startProfile(ctx context.Context, m *localcluster.Manager, file string) <-chan error {
-	done := make(chan error, 1)
-	go func() {
-		url := fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/profile?seconds=%d", m.MetricsPort, int(b.profileFor.Seconds()))
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			done <- err
-			return
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			done <- err
-			return
-		}
-		defer resp.Body.Close()
-		data, err := io.ReadAll(resp.Body)
-		if err == nil && resp.StatusCode != http.StatusOK {
-			err = fmt.Errorf("GET %s: %s", url, resp.Status)
-		}
+	secs := int(b.profileFor.Seconds())
+	fetch := func(who, file string, get func() ([]byte, error)) error {
+		data, err := get()
 		if err == nil {
 			err = os.WriteFile(file, data, 0o644)
 		}
-		if err == nil {
-			fmt.Fprintf(os.Stderr, "the manager's CPU profile over %s from the first budget write: %s\n", b.profileFor, file)
+		if err != nil {
+			return fmt.Errorf("%s: %w", who, err)
 		}
-		done <- err
+		fmt.Fprintf(os.Stderr, "the %s's CPU profile over %s from the first budget write: %s\n", who, b.profileFor, file)
+		return nil
+	}
+	errs := make(chan error, 2)
+	go func() {
+		errs <- fetch("manager", file, func() ([]byte, error) {
+			url := fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/profile?seconds=%d", m.MetricsPort, secs)
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+			if err != nil {
+				return nil, err
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return nil, err
+			}
+			defer resp.Body.Close()
+			data, err := io.ReadAll(resp.Body)
+			if err == nil && resp.StatusCode != http.StatusOK {
+				err = fmt.Errorf("GET %s: %s", url, resp.Status)
+			}
+			return data, err
+		})
 	}()
+	go func() {
+		errs <- fetch("API server", file+".apiserver", func() ([]byte, error) {
+			return b.c.Kube.Discovery().RESTClient().Get().AbsPath("/debug/pprof/profile").
+				Param("seconds", strconv.Itoa(secs)).Timeout(b.profileFor + time.Minute).DoRaw(ctx)
+		})
+	}()
+	done := make(chan error, 1)
+	go func() { done <- errors.Join(<-errs, <-errs) }()
 	return done
 }
 
@@ -602,6 +625,7 @@ type counters struct {
 	conflict, failed   float64
 	skipped            float64 // lowerings, which need no record
 	puts, putSum       float64 // the API server's PUTs of ConfigMaps (the record)
+	puts5              float64 // of which within 5 ms
 	patches, patchSum  float64 // the API server's PATCHes of AcceleratorQuotas
 }
 
@@ -616,6 +640,7 @@ func (b *bench) breakdown(ctx context.Context, m *localcluster.Manager) (counter
 	c.calls5 = bucket(text, "apiserver_admission_webhook_admission_duration_seconds", "0.005", `name="`+webhook.WebhookName+`"`)
 	c.calls25 = bucket(text, "apiserver_admission_webhook_admission_duration_seconds", "0.025", `name="`+webhook.WebhookName+`"`)
 	c.putSum, c.puts = histogram(text, "apiserver_request_duration_seconds", `verb="PUT"`, `resource="configmaps"`)
+	c.puts5 = bucket(text, "apiserver_request_duration_seconds", "0.005", `verb="PUT"`, `resource="configmaps"`)
 	c.patchSum, c.patches = histogram(text, "apiserver_request_duration_seconds", `verb="PATCH"`, `resource="acceleratorquotas"`, `subresource=""`)
 	for _, f := range []struct {
 		to    *float64
@@ -644,7 +669,7 @@ func (c counters) sub(o counters) counters {
 		reviews: c.reviews - o.reviews, reviewSum: c.reviewSum - o.reviewSum, waitSum: c.waitSum - o.waitSum,
 		written: c.written - o.written, already: c.already - o.already, conflict: c.conflict - o.conflict, failed: c.failed - o.failed,
 		skipped: c.skipped - o.skipped,
-		puts:    c.puts - o.puts, putSum: c.putSum - o.putSum, patches: c.patches - o.patches, patchSum: c.patchSum - o.patchSum,
+		puts:    c.puts - o.puts, putSum: c.putSum - o.putSum, puts5: c.puts5 - o.puts5, patches: c.patches - o.patches, patchSum: c.patchSum - o.patchSum,
 	}
 }
 
@@ -655,11 +680,11 @@ func (c counters) print(n int, kind string, on, off int) {
 	fmt.Fprintf(os.Stderr, "n=%d, %s writes (%d with the webhook, %d without; the webhook also judges a dry-run probe per block):\n"+
 		"  the API server: %d PATCHes of AcceleratorQuotas, mean %.2fms; %d webhook calls (%.2f per write with the webhook), mean %.2fms, %d over 5ms, %d over 25ms\n"+
 		"  the webhook: %d reviews, mean %.2fms, of which waiting for the state %.2fms\n"+
-		"  the record: %d written, %d already listed, %d conflicts, %d failed, %d not needed (lowerings); the API server's PUTs of ConfigMaps: %d, mean %.2fms\n",
+		"  the record: %d written, %d already listed, %d conflicts, %d failed, %d not needed (lowerings); the API server's PUTs of ConfigMaps: %d, mean %.2fms, %d over 5ms\n",
 		n, kind, on, off,
 		int(c.patches), ms(c.patchSum, c.patches), int(c.calls), c.calls/float64(max(on, 1)), ms(c.callSum, c.calls), int(c.calls-c.calls5), int(c.calls-c.calls25),
 		int(c.reviews), ms(c.reviewSum, c.reviews), ms(c.waitSum, c.reviews),
-		int(c.written), int(c.already), int(c.conflict), int(c.failed), int(c.skipped), int(c.puts), ms(c.putSum, c.puts))
+		int(c.written), int(c.already), int(c.conflict), int(c.failed), int(c.skipped), int(c.puts), ms(c.putSum, c.puts), int(c.puts-c.puts5))
 }
 
 // settle waits until the manager's state holds n nodes and its writes have
@@ -785,12 +810,17 @@ func (b *bench) managerCounters(ctx context.Context, m *localcluster.Manager) (m
 	return c, err
 }
 
-// timedWrite is one budget write with the webhook: how long the client
-// waited, and the generation the API server judged it on.
+// timedWrite is one budget write: how long the client waited, and the
+// generation the API server judged it on.
 type timedWrite struct {
 	d     time.Duration
 	raise bool
 	gen   int64
+	// on: with the webhook; pos: the write's place in its block of 50;
+	// at: when it was sent.
+	on  bool
+	pos int
+	at  time.Time
 }
 
 // review is one review of a judged write, from the webhook's log at -v=2:
@@ -840,7 +870,14 @@ func parseReviews(log string) []review {
 // write by write: how often the API server called the webhook for it, how
 // long the webhook's handler took, of which the record's Update, and the
 // rest (the API server and etcd: the write's time less its reviews').
-func explain(n int, team string, writes []timedWrite, reviews []review) {
+func explain(n int, team string, all []timedWrite, reviews []review) {
+	blockStarts(n, all)
+	var writes []timedWrite
+	for _, w := range all {
+		if w.on {
+			writes = append(writes, w)
+		}
+	}
 	byGen := map[int64][]review{}
 	for _, r := range reviews {
 		if r.node == team {
@@ -885,12 +922,62 @@ func explain(n int, team string, writes []timedWrite, reviews []review) {
 		n, len(once), len(twice), pct(handle, 50), pct(handle, 99), pctOr(record, 50), pctOr(record, 99), pct(rest, 50), pct(rest, 99))
 	fmt.Fprintf(os.Stderr, "  writes judged once: p50 %s p99 %s; more than once: p50 %s p99 %s; each write less its record's Updates: p50 %s p99 %s\n",
 		pctOr(once, 50), pctOr(once, 99), pctOr(twice, 50), pctOr(twice, 99), pct(less, 50), pct(less, 99))
+	var updates []time.Duration // the record's Updates as the webhook saw them
+	over5 := 0
+	for _, r := range reviews {
+		if r.node == team && r.outcome == "written" {
+			updates = append(updates, r.record)
+			if r.record > 5*time.Millisecond {
+				over5++
+			}
+		}
+	}
+	if len(updates) > 0 {
+		fmt.Fprintf(os.Stderr, "  the record's Updates as the webhook saw them (client to answer; compare the API server's PUTs above): %d, mean %s, p50 %s, p99 %s, %d over 5ms\n",
+			len(updates), mean(updates), pct(updates, 50), pct(updates, 99), over5)
+	}
 	slices.SortFunc(rows, func(a, b row) int { return int(b.w.d - a.w.d) })
 	fmt.Fprintf(os.Stderr, "  the slowest 2%%:\n")
 	for _, r := range rows[:max(1, len(rows)/50)] {
 		dir := map[bool]string{true: "raise", false: "lower"}[r.w.raise]
-		fmt.Fprintf(os.Stderr, "    %s %s: %d call(s) %v, handler %s (record %s, decide %s), rest %s\n",
-			fmtDur(r.w.d), dir, r.calls, r.outcomes, fmtDur(r.handle), fmtDur(r.record), fmtDur(r.decide), fmtDur(r.rest))
+		fmt.Fprintf(os.Stderr, "    %s %s #%d: %d call(s) %v, handler %s (record %s, decide %s), rest %s\n",
+			fmtDur(r.w.d), dir, r.w.pos, r.calls, r.outcomes, fmtDur(r.handle), fmtDur(r.record), fmtDur(r.decide), fmtDur(r.rest))
+	}
+}
+
+// keep writes the manager's log to file.log and the budget writes, one a
+// line, to file.writes.
+func keep(file string, log []byte, writes []timedWrite) error {
+	if err := os.WriteFile(file+".log", log, 0o644); err != nil {
+		return err
+	}
+	var out strings.Builder
+	for _, w := range writes {
+		fmt.Fprintf(&out, "%s\t%v\t%v\t%d\t%d\t%s\n", w.at.UTC().Format(time.RFC3339Nano), w.on, w.raise, w.pos, w.gen, fmtDur(w.d))
+	}
+	return os.WriteFile(file+".writes", []byte(out.String()), 0o644)
+}
+
+// blockStarts says, in each mode, where in their blocks of 50 the slowest
+// 2% of the budget writes fell (#0 is a block's first write, sent right
+// after the webhook configuration changed and the bench read the metrics).
+func blockStarts(n int, all []timedWrite) {
+	for _, on := range []bool{false, true} {
+		var ws []timedWrite
+		for _, w := range all {
+			if w.on == on {
+				ws = append(ws, w)
+			}
+		}
+		if len(ws) == 0 {
+			continue
+		}
+		slices.SortFunc(ws, func(a, b timedWrite) int { return int(b.d - a.d) })
+		var at []string
+		for _, w := range ws[:max(1, len(ws)/50)] {
+			at = append(at, fmt.Sprintf("#%d %s", w.pos, fmtDur(w.d)))
+		}
+		fmt.Fprintf(os.Stderr, "n=%d, the slowest 2%% of the budget writes, webhook %v, by place in their block: %s\n", n, on, strings.Join(at, ", "))
 	}
 }
 
