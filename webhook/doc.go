@@ -60,8 +60,8 @@
 // serving certificate 1 year). A new CA is published beside the old one
 // until the old one expires.
 //
-// Server ties them together: HTTPS on --webhook-port (TLS 1.2 or newer),
-// Path for reviews, and Ready for the manager's /readyz: a replica is ready
-// only once its webhook serves a certificate that verifies against the
-// injected CA bundle.
+// Server ties them together: HTTPS on --webhook-port (HTTP/1.1 over TLS
+// 1.2 or newer), Path for reviews, and Ready for the manager's /readyz: a
+// replica is ready only once its webhook serves a certificate that
+// verifies against the injected CA bundle.
 package webhook

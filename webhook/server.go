@@ -142,16 +142,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("webhook: listening on port %d (--webhook-port): %w", s.opts.Port, err)
 	}
-	srv := &http.Server{
-		Handler:           s.Handler(),
-		TLSConfig:         s.tlsConfig(),
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       90 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          klog.NewStandardLogger("WARNING"),
-	}
+	srv := s.httpServer()
 	served := make(chan error, 1)
 	go func() { served <- srv.ServeTLS(ln, "", "") }()
 	certsDone := make(chan error, 1)
@@ -180,6 +171,29 @@ func (s *Server) Run(ctx context.Context) error {
 		runErr = errors.New("webhook: stopped unexpectedly")
 	}
 	return runErr
+}
+
+// httpServer is the HTTPS server of the webhook. It speaks HTTP/1.1 only:
+// the API server then keeps a connection per review in flight (reviews of
+// one write after another reuse one), and a review is read, judged and
+// answered on its connection's goroutine. Over HTTP/2 each review crosses
+// four goroutines (the frame reader, the connection's loop, the handler,
+// the frame writer), and on a busy machine each hand-over can wait for a
+// core: that wait is on every admitted write's path.
+func (s *Server) httpServer() *http.Server {
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	return &http.Server{
+		Handler:           s.Handler(),
+		TLSConfig:         s.tlsConfig(),
+		Protocols:         &protocols,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       90 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          klog.NewStandardLogger("WARNING"),
+	}
 }
 
 // tlsConfig serves the current certificate, over TLS 1.2 or newer only.

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"strings"
 	"testing"
 	"time"
@@ -85,8 +86,9 @@ func TestTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: time.Second, ErrorLog: log.New(io.Discard, "", 0)}
-	go func() { _ = srv.Serve(tls.NewListener(ln, s.tlsConfig())) }()
+	srv := s.httpServer()
+	srv.ErrorLog = log.New(io.Discard, "", 0)
+	go func() { _ = srv.ServeTLS(ln, "", "") }()
 	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(s.certs.CABundle())
@@ -177,5 +179,49 @@ func TestRecordClientHasItsOwnConnection(t *testing.T) {
 	}
 	if cfg.Dial != nil {
 		t.Error("recordConfig changed the configuration it was given")
+	}
+}
+
+// The webhook speaks HTTP/1.1 only, even to a client that offers HTTP/2,
+// and reviews sent one after another reuse one connection.
+func TestServesHTTP1(t *testing.T) {
+	s := testServer(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := s.httpServer()
+	srv.ErrorLog = log.New(io.Discard, "", 0)
+	go func() { _ = srv.ServeTLS(ln, "", "") }()
+	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(s.certs.CABundle())
+	tr := &http.Transport{ForceAttemptHTTP2: true, TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "ome-quota-manager-webhook.ome.svc"}}
+	t.Cleanup(tr.CloseIdleConnections)
+	client := &http.Client{Timeout: 5 * time.Second, Transport: tr}
+	for i := range 3 {
+		reused := false
+		ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{GotConn: func(c httptrace.GotConnInfo) { reused = c.Reused }})
+		body := reviewOf(t, admissionv1.Create, "team-x", aqtest.Team("team-x", "root").Budget(gpu, "a100", "40").Obj(), nil, false)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+ln.Addr().String()+Path, bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "CapacityExceeded") {
+			t.Fatalf("review %d: %d %s", i, resp.StatusCode, b)
+		}
+		if resp.ProtoMajor != 1 {
+			t.Errorf("review %d was served over %s, want HTTP/1.1", i, resp.Proto)
+		}
+		if i > 0 && !reused {
+			t.Errorf("review %d opened a new connection", i)
+		}
 	}
 }
