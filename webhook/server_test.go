@@ -78,9 +78,10 @@ func TestHandler(t *testing.T) {
 	}
 }
 
-// TestTLS serves the handler with the server's TLS configuration: TLS 1.2
-// and 1.3 clients that trust the CA get answers; a TLS 1.1 client does not.
-func TestTLS(t *testing.T) {
+// serving serves a test server with its real HTTPS server on loopback,
+// and returns the pool of its CA.
+func serving(t *testing.T) (*Server, net.Listener, *x509.CertPool) {
+	t.Helper()
 	s := testServer(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -92,6 +93,13 @@ func TestTLS(t *testing.T) {
 	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(s.certs.CABundle())
+	return s, ln, pool
+}
+
+// TestTLS serves the handler with the server's TLS configuration: TLS 1.2
+// and 1.3 clients that trust the CA get answers; a TLS 1.1 client does not.
+func TestTLS(t *testing.T) {
+	s, ln, pool := serving(t)
 	client := func(minV, maxV uint16) *http.Client {
 		return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
 			RootCAs: pool, MinVersion: minV, MaxVersion: maxV, ServerName: "ome-quota-manager-webhook.ome.svc"}}}
@@ -185,17 +193,7 @@ func TestRecordClientHasItsOwnConnection(t *testing.T) {
 // The webhook speaks HTTP/1.1 only, even to a client that offers HTTP/2,
 // and reviews sent one after another reuse one connection.
 func TestServesHTTP1(t *testing.T) {
-	s := testServer(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := s.httpServer()
-	srv.ErrorLog = log.New(io.Discard, "", 0)
-	go func() { _ = srv.ServeTLS(ln, "", "") }()
-	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(s.certs.CABundle())
+	_, ln, pool := serving(t)
 	tr := &http.Transport{ForceAttemptHTTP2: true, TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "ome-quota-manager-webhook.ome.svc"}}
 	t.Cleanup(tr.CloseIdleConnections)
 	client := &http.Client{Timeout: 5 * time.Second, Transport: tr}
