@@ -76,6 +76,7 @@ func run() error {
 	managerArgs := flag.String("manager-args", "", "more flags for the manager, space-separated (e.g. --capacity-report-interval=0s: no ticks, no full comparisons)")
 	cpuProfile := flag.String("cpuprofile", "", "write CPU profiles of the manager and the API server over the budget writes to this file, one per size (FILE.SIZE, FILE.SIZE.apiserver)")
 	profileFor := flag.Duration("cpuprofile-for", 20*time.Second, "how long -cpuprofile profiles, from the first budget write")
+	attribute := flag.String("attribute", "", "instead of the timed comparison, send budget writes back to back for -cpuprofile-for with the webhook off and then on, under CPU profiles of the manager and the API server (FILE.SIZE.off, FILE.SIZE.on, and .apiserver), and print each process's CPU per write in each mode; no latency figures")
 	keepFiles := flag.String("keep", "", "keep the manager's log and the budget writes, one line each (when sent, with the webhook or not, raise or lower, place in its block, generation judged on, duration), in FILE.SIZE.log and FILE.SIZE.writes")
 	flag.Parse()
 	var sizes []int
@@ -115,8 +116,8 @@ func run() error {
 		return err
 	}
 	b := &bench{c: c, bin: bin, aqs: aqs, updates: *updates, backToBack: !*paced, extra: strings.Fields(*managerArgs),
-		profile: *cpuProfile, profileFor: *profileFor, keep: *keepFiles}
-	if b.profile != "" {
+		profile: *cpuProfile, profileFor: *profileFor, keep: *keepFiles, attribute: *attribute}
+	if b.profile != "" || b.attribute != "" {
 		b.extra = append(b.extra, "--profiling")
 	}
 	if err := recordKinds(ctx, cfg, *updates); err != nil {
@@ -138,6 +139,9 @@ func run() error {
 		res, err := b.measure(ctx, n)
 		if err != nil {
 			return err
+		}
+		if res == nil {
+			continue // -attribute: no timed comparison
 		}
 		for _, kind := range []string{"budget", "raise", "lower", "label"} {
 			for _, on := range []bool{false, true} {
@@ -169,6 +173,9 @@ type bench struct {
 	// profileFor from the first budget write.
 	profile    string
 	profileFor time.Duration
+	// attribute, when set, replaces the timed comparison with profiles of
+	// each mode (see the flag).
+	attribute string
 	// keep, when set, names the files that keep the manager's log and the
 	// budget writes one by one (FILE.SIZE.log, FILE.SIZE.writes).
 	keep string
@@ -287,16 +294,15 @@ func (b *bench) measure(ctx context.Context, n int) (map[string]map[bool][]time.
 	}
 	b.quiesce(ctx, m)
 	team := "bench-cohort-0000-team-1"
+	if b.attribute != "" {
+		return nil, b.attributeCPU(ctx, m, n, team)
+	}
 	// raise and lower split the budget writes: a raise is serialized
 	// through the admission record, a lowering of a team's budgets is not.
 	out := map[string]map[bool][]time.Duration{"budget": {}, "raise": {}, "lower": {}, "label": {}}
 	patches := map[string]func(i int) string{
-		// The team's budget goes between 1 and 0 (raised on even i, lowered
-		// on odd): its Cohort's ten teams stay within its 10.
-		"budget": func(i int) string {
-			return fmt.Sprintf(`{"spec":{"budgets":[{"resourceName":"nvidia.com/gpu","resourceFlavor":"a100","nominal":"%d"}]}}`, (i+1)%2)
-		},
-		"label": func(i int) string { return fmt.Sprintf(`{"metadata":{"labels":{"bench":"%d"}}}`, i) },
+		"budget": budgetPatch,
+		"label":  func(i int) string { return fmt.Sprintf(`{"metadata":{"labels":{"bench":"%d"}}}`, i) },
 	}
 	var status *statusWatch
 	if !b.backToBack {
@@ -943,6 +949,48 @@ func explain(n int, team string, all []timedWrite, reviews []review) {
 		fmt.Fprintf(os.Stderr, "    %s %s #%d: %d call(s) %v, handler %s (record %s, decide %s), rest %s\n",
 			fmtDur(r.w.d), dir, r.w.pos, r.calls, r.outcomes, fmtDur(r.handle), fmtDur(r.record), fmtDur(r.decide), fmtDur(r.rest))
 	}
+}
+
+// budgetPatch is the i-th budget write: the team's budget goes between 1
+// and 0 (raised on even i, lowered on odd), and its Cohort's ten teams stay
+// within its 10.
+func budgetPatch(i int) string {
+	return fmt.Sprintf(`{"spec":{"budgets":[{"resourceName":"nvidia.com/gpu","resourceFlavor":"a100","nominal":"%d"}]}}`, (i+1)%2)
+}
+
+// attributeCPU sends budget writes back to back with the webhook off and
+// then on, each mode for b.profileFor under CPU profiles of the manager and
+// the API server, and prints what each process spent per write in each
+// mode. It times no write: the latency figures come from the alternating
+// blocks.
+func (b *bench) attributeCPU(ctx context.Context, m *localcluster.Manager, n int, team string) error {
+	pids := b.processes(m)
+	names := slices.Sorted(maps.Keys(pids))
+	i := 0
+	for _, on := range []bool{false, true} {
+		if err := b.setWebhook(ctx, m, on); err != nil {
+			return err
+		}
+		mode := map[bool]string{false: "off", true: "on"}[on]
+		profiled := b.startProfile(ctx, m, fmt.Sprintf("%s.%d.%s", b.attribute, n, mode))
+		cpu0, writes := localcluster.CPUTimes(pids), 0
+		for deadline := time.Now().Add(b.profileFor); time.Now().Before(deadline); writes++ {
+			i++
+			if _, _, err := b.timed(ctx, team, budgetPatch(i)); err != nil {
+				return fmt.Errorf("budget write %d (webhook %s): %w", i, mode, err)
+			}
+		}
+		cpu1 := localcluster.CPUTimes(pids)
+		if err := <-profiled; err != nil {
+			return err
+		}
+		line := fmt.Sprintf("n=%d, webhook %s, %d budget writes in %s, CPU per write:", n, mode, writes, b.profileFor)
+		for _, name := range names {
+			line += fmt.Sprintf(" %s %.2fms;", name, ms(cpu1[name]-cpu0[name], writes))
+		}
+		fmt.Fprintln(os.Stderr, line)
+	}
+	return nil
 }
 
 // keep writes the manager's log to file.log and the budget writes, one a
