@@ -4,7 +4,8 @@
 // API server calling the webhook and not, in alternating blocks of 50
 // against the same running manager, at each tree size.
 //
-//	go run ./test/cmd/webhookbench [-sizes 1000,5000] [-updates 500] [-paced] [-manager-args ARGS] [-cpuprofile FILE]
+//	go run ./test/cmd/webhookbench [-sizes 1000,5000] [-updates 500] [-paced] [-manager-args ARGS]
+//	    [-cpuprofile FILE] [-keep FILE] [-attribute FILE]
 //
 // It sends each write as soon as the last returns, as a script would; the
 // manager's status writes then race the next write, at most once a second
@@ -19,9 +20,12 @@
 // -v=2, where each review logs its phases): how often the API server called
 // the webhook for a write, the webhook's handler, of which the admission
 // record's Update, and the rest (the API server and etcd), with the
-// slowest 2% of the budget writes taken apart; and the manager's GC cycles
-// and ticks meanwhile. It is not run by `make test`: it takes several
-// minutes.
+// slowest 2% of the budget writes taken apart; where in their blocks the
+// slowest writes of each mode fell; and the manager's GC cycles and ticks
+// meanwhile. -cpuprofile profiles the manager and the API server over the
+// budget writes, -keep keeps the manager's log and every budget write, and
+// -attribute replaces the timed comparison with CPU profiles of each mode
+// apart. It is not run by `make test`: it takes several minutes.
 package main
 
 import (

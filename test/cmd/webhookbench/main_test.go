@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -25,5 +27,31 @@ I1130 09:05:20.390000    4704 other.go:1] "unrelated" uid="u3"`
 		if got[i] != want[i] {
 			t.Errorf("review %d: got %+v, want %+v", i, got[i], want[i])
 		}
+	}
+}
+
+// keep writes the manager's log as it is and one line per budget write.
+func TestKeep(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "run.1000")
+	at := time.Date(2026, 11, 30, 15, 5, 34, 710045206, time.UTC)
+	writes := []timedWrite{
+		{d: 50740 * time.Microsecond, raise: true, gen: 54, on: true, pos: 3, at: at},
+		{d: 5120 * time.Microsecond, gen: 55, pos: 4, at: at.Add(51 * time.Millisecond)},
+	}
+	if err := keep(file, []byte("the log\n"), writes); err != nil {
+		t.Fatal(err)
+	}
+	log, err := os.ReadFile(file + ".log")
+	if err != nil || string(log) != "the log\n" {
+		t.Errorf("log %q, %v", log, err)
+	}
+	got, err := os.ReadFile(file + ".writes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "2026-11-30T15:05:34.710045206Z\ttrue\ttrue\t3\t54\t50.74ms\n" +
+		"2026-11-30T15:05:34.761045206Z\tfalse\tfalse\t4\t55\t5.12ms\n"
+	if string(got) != want {
+		t.Errorf("writes:\n%s\nwant:\n%s", got, want)
 	}
 }
