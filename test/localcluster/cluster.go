@@ -10,9 +10,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	crlog "sigs.k8s.io/controller-runtime/pkg/log"
 	kueueconfig "sigs.k8s.io/kueue/apis/config/v1beta2"
 	kueueclient "sigs.k8s.io/kueue/client-go/clientset/versioned"
 	"sigs.k8s.io/yaml"
@@ -62,10 +65,17 @@ type Cluster struct {
 	stopped   bool
 }
 
+var quietEnvtest sync.Once
+
 // Start starts etcd and kube-apiserver on free loopback ports, installs the
 // AcceleratorQuota CRD and Kueue's CRDs, and with opts.Kueue also Kueue.
 // On error, everything already started is stopped and removed.
 func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
+	// envtest logs through controller-runtime's logger, which complains
+	// with a stack trace when a process (make perf, which starts a fresh
+	// control plane for each run) first uses it late and unset. Its
+	// failures come back as errors.
+	quietEnvtest.Do(func() { crlog.SetLogger(logr.Discard()) })
 	bin, err := EnsureBinaries(ctx)
 	if err != nil {
 		return nil, err

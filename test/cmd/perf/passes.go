@@ -12,6 +12,9 @@ import (
 	"strings"
 	"time"
 
+	kueueclient "sigs.k8s.io/kueue/client-go/clientset/versioned"
+	kueueinformers "sigs.k8s.io/kueue/client-go/informers/externalversions"
+
 	"ome.io/quota-manager/manager"
 	"ome.io/quota-manager/test/localcluster"
 )
@@ -30,7 +33,109 @@ import (
 var (
 	verboseTries = flag.Bool("log-tries", false, "log each admin change's team and latency")
 	keepLog      = flag.String("keep-log", "", "with -only: run the manager at -v=1 and copy its log to this file")
+	apiProfile   = flag.String("apiprofile", "", "with -only match: save CPU profiles of kube-apiserver over the start of each run in PREFIX-bare.pprof and PREFIX-manager.pprof (-apiprofile-seconds)")
+	bareWatch    = flag.Bool("bare-watch", false, "with -only match: the bare client's process also watches Cohorts, ClusterQueues and LocalQueues into informers during its run, as the manager does (to see what the manager's watches cost)")
+	bareStatus   = flag.Bool("bare-status", false, "with -only match: the bare client also applies each node's status, as the manager does (to see what the manager's status writes cost)")
+	freshRuns    = flag.Bool("fresh", true, "with -only match: the second run gets a fresh control plane, as in make perf; -fresh=false deletes the first run's objects instead and runs the second on the same API server")
+	managerFirst = flag.Bool("manager-first", false, "with -only match: run the manager first and the bare client second, on the control plane the manager's run leaves")
+	apiSeconds   = flag.String("apiprofile-seconds", "30,30", "with -apiprofile: the profiles' lengths in seconds, of the bare client's run and of the manager's")
 )
+
+// apiRequests reads the API server's request counters, by verb, resource,
+// subresource and code.
+func (b *bench) apiRequests(ctx context.Context) (map[string]float64, error) {
+	raw, err := b.kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if !strings.HasPrefix(line, "apiserver_request_total{") {
+			// A few more of the API server's own counters, by their whole
+			// series: watchers it closed for being slow, watch events by
+			// kind, and its garbage collections.
+			for _, family := range []string{"apiserver_terminated_watchers_total", "apiserver_watch_events_total", "go_gc_duration_seconds_count", "go_gc_duration_seconds_sum", "apiserver_watch_cache_events_dispatched_total"} {
+				if strings.HasPrefix(line, family) {
+					if i := strings.LastIndexByte(line, ' '); i > 0 {
+						var v float64
+						if _, err := fmt.Sscan(line[i+1:], &v); err == nil {
+							out[line[:i]] += v
+						}
+					}
+				}
+			}
+			continue
+		}
+		end := strings.LastIndexByte(line, '}')
+		var v float64
+		if _, err := fmt.Sscan(strings.TrimSpace(line[end+1:]), &v); err != nil {
+			continue
+		}
+		labels := map[string]string{}
+		for _, kv := range strings.Split(line[len("apiserver_request_total{"):end], ",") {
+			k, val, ok := strings.Cut(kv, "=")
+			if ok {
+				labels[k] = strings.Trim(val, `"`)
+			}
+		}
+		key := labels["verb"] + " " + labels["resource"]
+		if labels["subresource"] != "" {
+			key += "/" + labels["subresource"]
+		}
+		key += " " + labels["code"]
+		out[key] += v
+	}
+	return out, nil
+}
+
+// logRequests logs what the API server served between two readings,
+// largest first.
+func logRequests(run string, before, after map[string]float64) {
+	type row struct {
+		key string
+		n   float64
+	}
+	var rows []row
+	for k, v := range after {
+		if d := v - before[k]; d >= 1 || (d > 0 && strings.Contains(k, "seconds_sum")) {
+			rows = append(rows, row{k, d})
+		}
+	}
+	slices.SortFunc(rows, func(a, b row) int { return int(b.n - a.n) })
+	for _, r := range rows {
+		logf("  %s run, API server: %-40s %10.2f", run, r.key, r.n)
+	}
+}
+
+// profileSeconds is the i-th length -apiprofile-seconds gives.
+func profileSeconds(i int) int {
+	parts := strings.Split(*apiSeconds, ",")
+	n := 30
+	if i < len(parts) {
+		fmt.Sscan(parts[i], &n)
+	}
+	return n
+}
+
+// apiserverProfile fetches a CPU profile of seconds from kube-apiserver
+// (the admin client may read /debug/pprof) into path, in the background;
+// the returned function waits for it.
+func (b *bench) apiserverProfile(ctx context.Context, seconds int, path string) func() {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		raw, err := b.kube.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", fmt.Sprint(seconds)).Timeout(time.Duration(seconds+30) * time.Second).DoRaw(ctx)
+		if err == nil {
+			err = os.WriteFile(path, raw, 0o644)
+		}
+		if err != nil {
+			logf("kube-apiserver profile: %v", err)
+			return
+		}
+		logf("kube-apiserver profile of %d s in %s", seconds, path)
+	}()
+	return func() { <-done }
+}
 
 // processes are the control plane's processes whose CPU a write costs
 // (etcd, kube-apiserver and Kueue), and this process (the bare client's,
@@ -119,33 +224,85 @@ func (b *bench) measureOnly(ctx context.Context, pass, cpuProfile string) error 
 	}
 	switch pass {
 	case "match":
-		pids := b.processes()
-		logf("bare client: %d Kueue objects, %d workers, QPS %d, burst %d...", nObjects, matchWorkers, matchQPS, matchBurst)
-		c0, u0 := localcluster.CPUTimes(pids), b.w.updates()
-		bare, err := b.bareApply(ctx, out)
-		if err != nil {
+		var bare time.Duration
+		var c0, c1, c2, c3 map[string]time.Duration
+		var u0, u1, u2, u3 int64
+		runBare := func() error {
+			pids := b.processes()
+			logf("bare client: %d Kueue objects, %d workers, QPS %d, burst %d...", nObjects, matchWorkers, matchQPS, matchBurst)
+			r0, _ := b.apiRequests(ctx)
+			waitAPI := func() {}
+			if *apiProfile != "" {
+				waitAPI = b.apiserverProfile(ctx, profileSeconds(0), *apiProfile+"-bare.pprof")
+			}
+			stopWatch := make(chan struct{})
+			if *bareWatch {
+				kf := kueueinformers.NewSharedInformerFactory(kueueclient.NewForConfigOrDie(b.cfg), 0)
+				kq := kf.Kueue().V1beta2()
+				kq.Cohorts().Informer()
+				kq.ClusterQueues().Informer()
+				kq.LocalQueues().Informer()
+				kf.Start(stopWatch)
+				kf.WaitForCacheSync(stopWatch)
+			}
+			c0, u0 = localcluster.CPUTimes(pids), b.w.updates()
+			var err error
+			bare, err = b.bareApply(ctx, out)
+			close(stopWatch)
+			if err != nil {
+				return err
+			}
+			c1, u1 = localcluster.CPUTimes(pids), b.w.updates()
+			waitAPI()
+			r1, _ := b.apiRequests(ctx)
+			logRequests("bare", r0, r1)
+			logf("bare client took %s", bare.Round(100*time.Millisecond))
+			return nil
+		}
+		var match materialization
+		runManager := func() error {
+			pids := b.processes()
+			logf("manager at matching limits...")
+			r2, _ := b.apiRequests(ctx)
+			c2, u2 = localcluster.CPUTimes(pids), b.w.updates()
+			m, started, err := b.startManager(ctx, "m-match", matchQPS, matchBurst, matchWorkers, append(extra, "--capacity-report-interval=0s", "--resync-interval=1h")...)
+			if err != nil {
+				return err
+			}
+			mpids := maps.Clone(pids)
+			mpids["manager"] = m.Pid()
+			c2["manager"] = 0
+			wait := withProfile(m, 30)
+			waitAPI := func() {}
+			if *apiProfile != "" {
+				waitAPI = b.apiserverProfile(ctx, profileSeconds(1), *apiProfile+"-manager.pprof")
+			}
+			match, err = b.waitMaterialized(ctx, started, nObjects, len(all), 10*time.Minute)
+			c3, u3 = localcluster.CPUTimes(mpids), b.w.updates()
+			wait()
+			waitAPI()
+			r3, _ := b.apiRequests(ctx)
+			logRequests("manager", r2, r3)
+			m.Stop()
+			keep(m)
 			return err
 		}
-		c1, u1 := localcluster.CPUTimes(pids), b.w.updates()
-		logf("bare client took %s", bare.Round(100*time.Millisecond))
-		if err := b.reset(ctx); err != nil {
+		first, second := runBare, runManager
+		if *managerFirst {
+			first, second = runManager, runBare
+		}
+		between := func() error { return b.fresh(ctx, all) }
+		if !*freshRuns {
+			between = func() error { return b.reset(ctx) }
+		}
+		b.quiesce(ctx)
+		if err := first(); err != nil {
 			return err
 		}
-		logf("manager at matching limits...")
-		c2, u2 := localcluster.CPUTimes(pids), b.w.updates()
-		m, started, err := b.startManager(ctx, "m-match", matchQPS, matchBurst, matchWorkers, append(extra, "--capacity-report-interval=0s", "--resync-interval=1h")...)
-		if err != nil {
+		if err := between(); err != nil {
 			return err
 		}
-		pids["manager"] = m.Pid()
-		c2["manager"] = 0
-		wait := withProfile(m, 30)
-		match, err := b.waitMaterialized(ctx, started, nObjects, len(all), 10*time.Minute)
-		c3, u3 := localcluster.CPUTimes(pids), b.w.updates()
-		wait()
-		m.Stop()
-		keep(m)
-		if err != nil {
+		if err := second(); err != nil {
 			return err
 		}
 		b.t.add(fmt.Sprintf("time to all %d objects, matching limits (QPS %d, burst %d, %d workers)", nObjects, matchQPS, matchBurst, matchWorkers), secs(match.objects), secs(bare)+" bare client", ratio(match.objects.Seconds(), bare.Seconds()))
