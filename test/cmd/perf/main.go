@@ -179,6 +179,9 @@ func run() error {
 	only := flag.String("only", "", "only one pass: match (bare client, then the manager at matching limits, with CPU per object) or admin (default limits with the admin changes)")
 	cpuProfile := flag.String("cpuprofile", "", "with -only: save a CPU profile of the manager during its pass in this file")
 	flag.Parse()
+	if err := checkMatchFlags(*only); err != nil {
+		return err
+	}
 	sh := full
 	if *q {
 		sh = quick

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -107,15 +108,38 @@ func logRequests(run string, before, after map[string]float64) {
 	}
 }
 
-// profileSeconds is the i-th length -apiprofile-seconds gives.
-func profileSeconds(i int) int {
-	parts := strings.Split(*apiSeconds, ",")
-	n := 30
-	if i < len(parts) {
-		fmt.Sscan(parts[i], &n)
+// profileLengths are -apiprofile-seconds' two lengths, set by
+// checkMatchFlags.
+var profileLengths [2]int
+
+// checkMatchFlags refuses the switches of -only match given without it,
+// and a malformed -apiprofile-seconds, rather than ignore them.
+func checkMatchFlags(only string) error {
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if only != "match" {
+		for _, name := range []string{"apiprofile", "apiprofile-seconds", "bare-watch", "bare-status", "fresh", "manager-first"} {
+			if set[name] {
+				return fmt.Errorf("-%s works with -only match alone: add -only match, or leave it out", name)
+			}
+		}
 	}
-	return n
+	parts := strings.Split(*apiSeconds, ",")
+	if len(parts) != 2 {
+		return fmt.Errorf("-apiprofile-seconds %q: want two lengths in seconds, the bare client's run's and the manager's, as in 44,58", *apiSeconds)
+	}
+	for i, p := range parts {
+		n, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil || n < 1 {
+			return fmt.Errorf("-apiprofile-seconds %q: %q is not a whole number of seconds above 0", *apiSeconds, p)
+		}
+		profileLengths[i] = n
+	}
+	return nil
 }
+
+// profileSeconds is the i-th length -apiprofile-seconds gives.
+func profileSeconds(i int) int { return profileLengths[i] }
 
 // apiserverProfile fetches a CPU profile of seconds from kube-apiserver
 // (the admin client may read /debug/pprof) into path, in the background;
