@@ -2,6 +2,8 @@ package manager
 
 import (
 	"context"
+	"hash/fnv"
+	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -241,13 +243,11 @@ func (sh *shell) resync(every bool) {
 // or not. Any change to any of them, ours or anybody's, changes it.
 func (sh *shell) fingerprint(name string) uint64 {
 	m := sh.m
-	h := fnvOffset
+	h := fnv.New64a()
 	put := func(kind, ns, rv string) {
 		for _, s := range [...]string{kind, ns, rv} {
-			for i := 0; i < len(s); i++ {
-				h = (h ^ uint64(s[i])) * fnvPrime
-			}
-			h = (h ^ 0) * fnvPrime // a separator: ("ab", "c") is not ("a", "bc")
+			_, _ = io.WriteString(h, s)
+			_, _ = h.Write([]byte{0}) // a separator: ("ab", "c") is not ("a", "bc")
 		}
 	}
 	if aq := m.applier.Listers.AQ(name); aq != nil {
@@ -271,14 +271,8 @@ func (sh *shell) fingerprint(name string) uint64 {
 	for _, o := range lqs {
 		put("LocalQueue", o.Namespace, o.ResourceVersion)
 	}
-	return h
+	return h.Sum64()
 }
-
-// FNV-1a, 64 bits, inline: the tick fingerprints every node.
-const (
-	fnvOffset uint64 = 14695981039346656037
-	fnvPrime  uint64 = 1099511628211
-)
 
 // confirm records the end of a pass on a node: with clean set (it wrote
 // nothing, failed nothing, held nothing back), that the node was found in

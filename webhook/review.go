@@ -154,12 +154,15 @@ func (r *Reviewer) judge(ctx context.Context, req *admissionv1.AdmissionRequest)
 		// Each object is read once, its spec kept as bytes: the API server
 		// sends them whole (status, managedFields), and nothing else of
 		// them matters here.
-		obj, objErr := readObject(req.Object.Raw)
+		obj, err := readObject(req.Object.Raw)
+		if err != nil {
+			return malformed("request.object: %v", err)
+		}
 		var old *rawObject
 		if req.Operation == admissionv1.Update {
 			old, _ = readObject(req.OldObject.Raw)
 		}
-		if objErr == nil && old != nil && len(obj.Spec) > 0 && bytes.Equal(obj.Spec, old.Spec) {
+		if old != nil && len(obj.Spec) > 0 && bytes.Equal(obj.Spec, old.Spec) {
 			// The API server encodes both objects alike: a spec that
 			// reads the same byte for byte (a label, a finalizer) needs
 			// no decoding at all.
@@ -167,7 +170,7 @@ func (r *Reviewer) judge(ctx context.Context, req *admissionv1.AdmissionRequest)
 			res.Operation, res.Verdict = op, VerdictAllowed
 			return res
 		}
-		spec, err := obj.quotaSpec(objErr)
+		spec, err := obj.quotaSpec()
 		if err != nil {
 			return malformed("request.object: %v", err)
 		}
@@ -185,7 +188,7 @@ func (r *Reviewer) judge(ctx context.Context, req *admissionv1.AdmissionRequest)
 			// A write that leaves alone what the rules read (labels,
 			// finalizers, fields no rule reads) cannot change a verdict:
 			// it is neither judged nor serialized.
-			oldSpec, err := old.quotaSpec(nil)
+			oldSpec, err := old.quotaSpec()
 			if err == nil && state.SameShape(w.Name, oldSpec, spec) {
 				res := answer(Verdict{Allowed: true})
 				res.Operation, res.Verdict = op, VerdictAllowed
@@ -278,12 +281,8 @@ func readObject(raw []byte) (*rawObject, error) {
 }
 
 // quotaSpec checks that o is an AcceleratorQuota and decodes its spec,
-// refusing amounts outside the bounds before they are parsed; readErr is
-// readObject's error, returned first.
-func (o *rawObject) quotaSpec(readErr error) (*v1beta1.AcceleratorQuotaSpec, error) {
-	if readErr != nil {
-		return nil, readErr
-	}
+// refusing amounts outside the bounds before they are parsed.
+func (o *rawObject) quotaSpec() (*v1beta1.AcceleratorQuotaSpec, error) {
 	spec := &v1beta1.AcceleratorQuotaSpec{}
 	if len(o.Spec) > 0 {
 		if err := checkAmounts(o.Spec); err != nil {

@@ -753,7 +753,7 @@ func (a *Applier) statusWrites(ctx context.Context, out *projector.Output, res *
 		}
 		node := name
 		ws = append(ws, write{kind: "status", node: node, name: node, do: func(ctx context.Context) error {
-			ac, err := statusApply(node, st)
+			ac, err := StatusApply(node, st)
 			if err != nil {
 				return err
 			}
@@ -775,9 +775,9 @@ func (a *Applier) statusWrites(ctx context.Context, out *projector.Output, res *
 	return ws
 }
 
-// statusApply is the apply configuration of a node's status: name and
+// StatusApply is the apply configuration of a node's status: name and
 // status only, the fields the field manager then owns.
-func statusApply(name string, st *v1beta1.AcceleratorQuotaStatus) (*aqac.AcceleratorQuotaApplyConfiguration, error) {
+func StatusApply(name string, st *v1beta1.AcceleratorQuotaStatus) (*aqac.AcceleratorQuotaApplyConfiguration, error) {
 	data, err := json.Marshal(st)
 	if err != nil {
 		return nil, fmt.Errorf("encoding the status of %s: %w", name, err)

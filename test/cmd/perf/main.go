@@ -15,7 +15,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -743,15 +742,10 @@ func (b *bench) bareApply(ctx context.Context, out *projector.Output) (time.Dura
 			for i := range st.Conditions {
 				st.Conditions[i].LastTransitionTime = metav1.Now()
 			}
-			data, err := json.Marshal(st)
+			ac, err := apply.StatusApply(name, st)
 			if err != nil {
 				return 0, err
 			}
-			sac := &aqac.AcceleratorQuotaStatusApplyConfiguration{}
-			if err := json.Unmarshal(data, sac); err != nil {
-				return 0, err
-			}
-			ac := aqac.AcceleratorQuota(name).WithStatus(sac)
 			writes = append(writes, func() error { _, err := aqs.ApplyStatus(ctx, ac, opts); return err })
 		}
 	}

@@ -4,9 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"maps"
-	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -141,22 +139,21 @@ func checkMatchFlags(only string) error {
 // profileSeconds is the i-th length -apiprofile-seconds gives.
 func profileSeconds(i int) int { return profileLengths[i] }
 
-// apiserverProfile fetches a CPU profile of seconds from kube-apiserver
-// (the admin client may read /debug/pprof) into path, in the background;
-// the returned function waits for it.
-func (b *bench) apiserverProfile(ctx context.Context, seconds int, path string) func() {
+// saveProfile fetches who's CPU profile with fetch, in the background, and
+// writes it to path; the returned function waits for it.
+func saveProfile(who, path string, fetch func() ([]byte, error)) func() {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		raw, err := b.kube.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", fmt.Sprint(seconds)).Timeout(time.Duration(seconds+30) * time.Second).DoRaw(ctx)
+		data, err := fetch()
 		if err == nil {
-			err = os.WriteFile(path, raw, 0o644)
+			err = os.WriteFile(path, data, 0o644)
 		}
 		if err != nil {
-			logf("kube-apiserver profile: %v", err)
+			logf("%s CPU profile: %v", who, err)
 			return
 		}
-		logf("kube-apiserver profile of %d s in %s", seconds, path)
+		logf("%s CPU profile in %s", who, path)
 	}()
 	return func() { <-done }
 }
@@ -181,28 +178,6 @@ func cpuSpent(before, after map[string]time.Duration, objects int) string {
 		parts = append(parts, fmt.Sprintf("%s %.2f", name, float64(d.Microseconds())/1000/float64(max(objects, 1))))
 	}
 	return fmt.Sprintf("total %.2f ms/object (%s)", float64(total.Microseconds())/1000/float64(max(objects, 1)), strings.Join(parts, ", "))
-}
-
-// profile fetches a CPU profile of seconds from the manager into path.
-func profile(ctx context.Context, m *localcluster.Manager, seconds int, path string) error {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/profile?seconds=%d", m.MetricsPort, seconds), nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("profile: %s", resp.Status)
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(f, resp.Body); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 // measureOnly runs the pass named by -only.
@@ -235,16 +210,7 @@ func (b *bench) measureOnly(ctx context.Context, pass, cpuProfile string) error 
 		if cpuProfile == "" {
 			return func() {}
 		}
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			if err := profile(ctx, m, seconds, cpuProfile); err != nil {
-				logf("cpu profile: %v", err)
-			} else {
-				logf("cpu profile of %d s in %s", seconds, cpuProfile)
-			}
-		}()
-		return func() { <-done }
+		return saveProfile("manager", cpuProfile, func() ([]byte, error) { return m.CPUProfile(ctx, seconds) })
 	}
 	switch pass {
 	case "match":
@@ -257,7 +223,7 @@ func (b *bench) measureOnly(ctx context.Context, pass, cpuProfile string) error 
 			r0, _ := b.apiRequests(ctx)
 			waitAPI := func() {}
 			if *apiProfile != "" {
-				waitAPI = b.apiserverProfile(ctx, profileSeconds(0), *apiProfile+"-bare.pprof")
+				waitAPI = saveProfile("kube-apiserver", *apiProfile+"-bare.pprof", func() ([]byte, error) { return b.c.APIServerCPUProfile(ctx, profileSeconds(0)) })
 			}
 			stopWatch := make(chan struct{})
 			if *bareWatch {
@@ -299,7 +265,7 @@ func (b *bench) measureOnly(ctx context.Context, pass, cpuProfile string) error 
 			wait := withProfile(m, 30)
 			waitAPI := func() {}
 			if *apiProfile != "" {
-				waitAPI = b.apiserverProfile(ctx, profileSeconds(1), *apiProfile+"-manager.pprof")
+				waitAPI = saveProfile("kube-apiserver", *apiProfile+"-manager.pprof", func() ([]byte, error) { return b.c.APIServerCPUProfile(ctx, profileSeconds(1)) })
 			}
 			match, err = b.waitMaterialized(ctx, started, nObjects, len(all), 10*time.Minute)
 			c3, u3 = localcluster.CPUTimes(mpids), b.w.updates()

@@ -33,9 +33,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"maps"
-	"net/http"
 	"os"
 	"os/signal"
 	"regexp"
@@ -536,29 +534,10 @@ func (b *bench) startProfile(ctx context.Context, m *localcluster.Manager, file 
 	}
 	errs := make(chan error, 2)
 	go func() {
-		errs <- fetch("manager", file, func() ([]byte, error) {
-			url := fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/profile?seconds=%d", m.MetricsPort, secs)
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-			if err != nil {
-				return nil, err
-			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				return nil, err
-			}
-			defer resp.Body.Close()
-			data, err := io.ReadAll(resp.Body)
-			if err == nil && resp.StatusCode != http.StatusOK {
-				err = fmt.Errorf("GET %s: %s", url, resp.Status)
-			}
-			return data, err
-		})
+		errs <- fetch("manager", file, func() ([]byte, error) { return m.CPUProfile(ctx, secs) })
 	}()
 	go func() {
-		errs <- fetch("API server", file+".apiserver", func() ([]byte, error) {
-			return b.c.Kube.Discovery().RESTClient().Get().AbsPath("/debug/pprof/profile").
-				Param("seconds", strconv.Itoa(secs)).Timeout(b.profileFor + time.Minute).DoRaw(ctx)
-		})
+		errs <- fetch("API server", file+".apiserver", func() ([]byte, error) { return b.c.APIServerCPUProfile(ctx, secs) })
 	}()
 	done := make(chan error, 1)
 	go func() { done <- errors.Join(<-errs, <-errs) }()
