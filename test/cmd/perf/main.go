@@ -44,7 +44,6 @@ import (
 	kueueclient "sigs.k8s.io/kueue/client-go/clientset/versioned"
 	kueueinformers "sigs.k8s.io/kueue/client-go/informers/externalversions"
 
-	aqac "ome.io/quota-manager/api/client/applyconfiguration/api/v1beta1"
 	"ome.io/quota-manager/api/client/clientset/versioned"
 	aqinformers "ome.io/quota-manager/api/client/informers/externalversions"
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
