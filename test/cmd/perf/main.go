@@ -71,8 +71,8 @@ var (
 )
 
 // Matching limits: the bare client's, and the manager's in the runs that
-// compare with it.
-const (
+// compare with it. -only match can set others (-match-limits).
+var (
 	matchQPS, matchBurst, matchWorkers = 1000, 2000, 32
 )
 
@@ -510,7 +510,7 @@ func (b *bench) measure(ctx context.Context) error {
 		return err
 	}
 	logf("small tree (%d ClusterQueues): manager at matching limits...", sh.small*sh.teamsPerCohort)
-	m, started, err := b.startManager(ctx, "m-small", matchQPS, matchBurst, matchWorkers, "--capacity-report-interval=0s", "--resync-interval=1h")
+	m, started, err := b.startManager(ctx, "m-small", float64(matchQPS), matchBurst, matchWorkers, "--capacity-report-interval=0s", "--resync-interval=1h")
 	if err != nil {
 		return err
 	}
@@ -551,7 +551,7 @@ func (b *bench) measure(ctx context.Context) error {
 			return err
 		}
 		logf("manager at matching limits (round %d of %d)...", round, matchRounds)
-		m, started, err := b.startManager(ctx, "m-match", matchQPS, matchBurst, matchWorkers, "--capacity-report-interval=0s", "--resync-interval=1h")
+		m, started, err := b.startManager(ctx, "m-match", float64(matchQPS), matchBurst, matchWorkers, "--capacity-report-interval=0s", "--resync-interval=1h")
 		if err != nil {
 			return err
 		}
@@ -656,7 +656,7 @@ func (b *bench) rssLarge(ctx context.Context) (memory, error) {
 	if err := b.writeNodes(ctx, b.sh.nodes, b.sh.more); err != nil {
 		return memory{}, err
 	}
-	m, _, err := b.startManager(ctx, "m-large", matchQPS, matchBurst, matchWorkers, "--capacity-report-interval=0s", "--resync-interval=1h")
+	m, _, err := b.startManager(ctx, "m-large", float64(matchQPS), matchBurst, matchWorkers, "--capacity-report-interval=0s", "--resync-interval=1h")
 	if err != nil {
 		return memory{}, err
 	}
@@ -676,7 +676,7 @@ func (b *bench) measureRSS(ctx context.Context) error {
 	}
 	nObjects := sh.cohorts + 1 + sh.cohorts*sh.teamsPerCohort*(1+sh.namespaces)
 	logf("manager at matching limits...")
-	m, started, err := b.startManager(ctx, "m-match", matchQPS, matchBurst, matchWorkers, "--capacity-report-interval=0s", "--resync-interval=1h")
+	m, started, err := b.startManager(ctx, "m-match", float64(matchQPS), matchBurst, matchWorkers, "--capacity-report-interval=0s", "--resync-interval=1h")
 	if err != nil {
 		return err
 	}
@@ -721,7 +721,7 @@ func pct(d []time.Duration, p int) string {
 // goroutines at the matching limits, and returns how long it took.
 func (b *bench) bareApply(ctx context.Context, out *projector.Output) (time.Duration, error) {
 	cfg := rest.CopyConfig(b.c.Config)
-	cfg.QPS, cfg.Burst = matchQPS, matchBurst
+	cfg.QPS, cfg.Burst = float32(matchQPS), matchBurst
 	kq := kueueclient.NewForConfigOrDie(cfg).KueueV1beta2()
 	opts := metav1.ApplyOptions{FieldManager: apply.FieldManager, Force: true}
 	var writes []func() error

@@ -38,6 +38,7 @@ var (
 	freshRuns    = flag.Bool("fresh", true, "with -only match: the second run gets a fresh control plane, as in make perf; -fresh=false deletes the first run's objects instead and runs the second on the same API server")
 	managerFirst = flag.Bool("manager-first", false, "with -only match: run the manager first and the bare client second, on the control plane the manager's run leaves")
 	apiSeconds   = flag.String("apiprofile-seconds", "30,30", "with -apiprofile: the profiles' lengths in seconds, of the bare client's run and of the manager's")
+	matchLimits  = flag.String("match-limits", "1000,2000,32", "with -only match: QPS,BURST,WORKERS of both runs (to see where the control plane, not the client limit, sets the pace)")
 )
 
 // apiRequests reads the API server's request counters, by verb, resource,
@@ -116,7 +117,7 @@ func checkMatchFlags(only string) error {
 	set := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if only != "match" {
-		for _, name := range []string{"apiprofile", "apiprofile-seconds", "bare-watch", "bare-status", "fresh", "manager-first"} {
+		for _, name := range []string{"apiprofile", "apiprofile-seconds", "bare-watch", "bare-status", "fresh", "manager-first", "match-limits"} {
 			if set[name] {
 				return fmt.Errorf("-%s works with -only match alone: add -only match, or leave it out", name)
 			}
@@ -133,6 +134,19 @@ func checkMatchFlags(only string) error {
 		}
 		profileLengths[i] = n
 	}
+	limits := strings.Split(*matchLimits, ",")
+	if len(limits) != 3 {
+		return fmt.Errorf("-match-limits %q: want QPS,BURST,WORKERS, three whole numbers, as in 300,600,32", *matchLimits)
+	}
+	var vals [3]int
+	for i, p := range limits {
+		n, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil || n < 1 {
+			return fmt.Errorf("-match-limits %q: %q is not a whole number above 0", *matchLimits, p)
+		}
+		vals[i] = n
+	}
+	matchQPS, matchBurst, matchWorkers = vals[0], vals[1], vals[2]
 	return nil
 }
 
@@ -255,7 +269,7 @@ func (b *bench) measureOnly(ctx context.Context, pass, cpuProfile string) error 
 			logf("manager at matching limits...")
 			r2, _ := b.apiRequests(ctx)
 			c2, u2 = localcluster.CPUTimes(pids), b.w.updates()
-			m, started, err := b.startManager(ctx, "m-match", matchQPS, matchBurst, matchWorkers, append(extra, "--capacity-report-interval=0s", "--resync-interval=1h")...)
+			m, started, err := b.startManager(ctx, "m-match", float64(matchQPS), matchBurst, matchWorkers, append(extra, "--capacity-report-interval=0s", "--resync-interval=1h")...)
 			if err != nil {
 				return err
 			}
