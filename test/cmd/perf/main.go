@@ -535,6 +535,7 @@ func (b *bench) measure(ctx context.Context) error {
 	nObjects := len(out.Cohorts) + len(out.ClusterQueues) + len(out.LocalQueues)
 	var bares []time.Duration
 	var matches []materialization
+	var bareCPU, matchCPU []time.Duration // all processes' CPU in each run
 	var perChange string
 	var cpuLarge time.Duration
 	var rss memory
@@ -543,19 +544,26 @@ func (b *bench) measure(ctx context.Context) error {
 			return err
 		}
 		logf("bare client: %d Kueue objects, %d workers, QPS %d, burst %d (round %d of %d)...", nObjects, matchWorkers, matchQPS, matchBurst, round, matchRounds)
+		pids := b.processes()
+		c0 := localcluster.CPUTimes(pids)
 		bare, err := b.bareApply(ctx, out)
 		if err != nil {
 			return err
 		}
+		bareCPU = append(bareCPU, cpuTotal(c0, localcluster.CPUTimes(pids)))
 		if err := b.fresh(ctx, all); err != nil {
 			return err
 		}
 		logf("manager at matching limits (round %d of %d)...", round, matchRounds)
+		pids = b.processes()
+		c0 = localcluster.CPUTimes(pids)
 		m, started, err := b.startManager(ctx, "m-match", float64(matchQPS), matchBurst, matchWorkers, "--capacity-report-interval=0s", "--resync-interval=1h")
 		if err != nil {
 			return err
 		}
+		pids["manager"] = m.Pid()
 		match, err := b.waitMaterialized(ctx, started, nObjects, len(all), 10*time.Minute)
+		matchCPU = append(matchCPU, cpuTotal(c0, localcluster.CPUTimes(pids)))
 		if err == nil && round == 1 {
 			// The first manager also measures a budget change, the cost
 			// of a status update at this size, and its RSS.
@@ -575,6 +583,7 @@ func (b *bench) measure(ctx context.Context) error {
 		return err
 	}
 	bare, match := best(bares, matches)
+	bareAt, matchAt := slices.Index(bares, bare), slices.IndexFunc(matches, func(m materialization) bool { return m == match })
 
 	d := manager.DefaultOptions()
 	m, def, latencies, err := b.defaultPass(ctx, nObjects, len(all))
@@ -610,6 +619,11 @@ func (b *bench) measure(ctx context.Context) error {
 	t.add(fmt.Sprintf("time to all nodes Materialized, matching limits, best of %d", len(matches)),
 		of(func(m materialization) time.Duration { return m.allMaterialized }), bareCol, ratio(match.allMaterialized.Seconds(), bare.Seconds()))
 	t.add("time to the first team Materialized, matching limits (worst run)", secs(worst(matches)), "-", "-")
+	perObject := func(cpu, wall time.Duration) string {
+		return fmt.Sprintf("%.2f ms (%.2f cores busy)", float64(cpu.Microseconds())/1000/float64(nObjects), cpu.Seconds()/wall.Seconds())
+	}
+	t.add("CPU per object of all processes (etcd, kube-apiserver, Kueue, perf, manager), matching limits, best runs",
+		perObject(matchCPU[matchAt], match.allMaterialized), perObject(bareCPU[bareAt], bare)+" bare client", ratio(matchCPU[matchAt].Seconds(), bareCPU[bareAt].Seconds()))
 	t.add(fmt.Sprintf("time to all objects, default limits (QPS %g, burst %d, %d workers)", d.KubeAPIQPS, d.KubeAPIBurst, d.ApplyWorkers), secs(def.objects), secs(allowed)+" (objects-burst)/QPS", ratio(def.objects.Seconds(), allowed.Seconds()))
 	t.add("time to all nodes Materialized, default limits", secs(def.allMaterialized), secs(allowed)+" (objects-burst)/QPS", ratio(def.allMaterialized.Seconds(), allowed.Seconds()))
 	t.add("time to the first team Materialized, default limits", secs(def.firstTeam), "-", "-")

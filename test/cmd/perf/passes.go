@@ -185,13 +185,21 @@ func (b *bench) processes() map[string]int {
 // as one cell: "etcd 1.2 ms, kube-apiserver 3.4 ms, ...".
 func cpuSpent(before, after map[string]time.Duration, objects int) string {
 	var parts []string
-	var total time.Duration
 	for _, name := range slices.Sorted(maps.Keys(after)) {
 		d := after[name] - before[name]
-		total += d
 		parts = append(parts, fmt.Sprintf("%s %.2f", name, float64(d.Microseconds())/1000/float64(max(objects, 1))))
 	}
+	total := cpuTotal(before, after)
 	return fmt.Sprintf("total %.2f ms/object (%s)", float64(total.Microseconds())/1000/float64(max(objects, 1)), strings.Join(parts, ", "))
+}
+
+// cpuTotal is what all the processes spent between two readings.
+func cpuTotal(before, after map[string]time.Duration) time.Duration {
+	var total time.Duration
+	for name, d := range after {
+		total += d - before[name]
+	}
+	return total
 }
 
 // measureOnly runs the pass named by -only.
