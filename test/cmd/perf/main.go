@@ -122,16 +122,16 @@ func runs(ds []time.Duration) string {
 	return strings.Join(parts, ", ")
 }
 
-// best is the fastest bare run, and the manager's run that materialized
-// every node soonest.
-func best(bares []time.Duration, matches []materialization) (time.Duration, materialization) {
-	b, m := slices.Min(bares), matches[0]
-	for _, x := range matches[1:] {
-		if x.allMaterialized < m.allMaterialized {
-			m = x
+// best is the index of the fastest bare run, and of the manager's run that
+// materialized every node soonest.
+func best(bares []time.Duration, matches []materialization) (bareAt, matchAt int) {
+	bareAt = slices.Index(bares, slices.Min(bares))
+	for i, x := range matches {
+		if x.allMaterialized < matches[matchAt].allMaterialized {
+			matchAt = i
 		}
 	}
-	return b, m
+	return bareAt, matchAt
 }
 
 // worst is the latest first team Materialized over the runs: the bound
@@ -418,6 +418,12 @@ func (b *bench) startManager(ctx context.Context, name string, qps float64, burs
 	return m, started, nil
 }
 
+// startMatched starts the manager at the matching limits, without ticks or
+// resyncs: the runs compared with the bare client, and the RSS readings.
+func (b *bench) startMatched(ctx context.Context, name string, extra ...string) (*localcluster.Manager, time.Time, error) {
+	return b.startManager(ctx, name, float64(matchQPS), matchBurst, matchWorkers, append(extra, "--capacity-report-interval=0s", "--resync-interval=1h")...)
+}
+
 // materialization is what one manager run took, from its launch.
 type materialization struct {
 	objects, firstTeam, allMaterialized time.Duration
@@ -510,7 +516,7 @@ func (b *bench) measure(ctx context.Context) error {
 		return err
 	}
 	logf("small tree (%d ClusterQueues): manager at matching limits...", sh.small*sh.teamsPerCohort)
-	m, started, err := b.startManager(ctx, "m-small", float64(matchQPS), matchBurst, matchWorkers, "--capacity-report-interval=0s", "--resync-interval=1h")
+	m, started, err := b.startMatched(ctx, "m-small")
 	if err != nil {
 		return err
 	}
@@ -557,7 +563,7 @@ func (b *bench) measure(ctx context.Context) error {
 		logf("manager at matching limits (round %d of %d)...", round, matchRounds)
 		pids = b.processes()
 		c0 = localcluster.CPUTimes(pids)
-		m, started, err := b.startManager(ctx, "m-match", float64(matchQPS), matchBurst, matchWorkers, "--capacity-report-interval=0s", "--resync-interval=1h")
+		m, started, err := b.startMatched(ctx, "m-match")
 		if err != nil {
 			return err
 		}
@@ -582,8 +588,8 @@ func (b *bench) measure(ctx context.Context) error {
 	if err := b.fresh(ctx, all); err != nil {
 		return err
 	}
-	bare, match := best(bares, matches)
-	bareAt, matchAt := slices.Index(bares, bare), slices.IndexFunc(matches, func(m materialization) bool { return m == match })
+	bareAt, matchAt := best(bares, matches)
+	bare, match := bares[bareAt], matches[matchAt]
 
 	d := manager.DefaultOptions()
 	m, def, latencies, err := b.defaultPass(ctx, nObjects, len(all))
@@ -670,7 +676,7 @@ func (b *bench) rssLarge(ctx context.Context) (memory, error) {
 	if err := b.writeNodes(ctx, b.sh.nodes, b.sh.more); err != nil {
 		return memory{}, err
 	}
-	m, _, err := b.startManager(ctx, "m-large", float64(matchQPS), matchBurst, matchWorkers, "--capacity-report-interval=0s", "--resync-interval=1h")
+	m, _, err := b.startMatched(ctx, "m-large")
 	if err != nil {
 		return memory{}, err
 	}
@@ -690,7 +696,7 @@ func (b *bench) measureRSS(ctx context.Context) error {
 	}
 	nObjects := sh.cohorts + 1 + sh.cohorts*sh.teamsPerCohort*(1+sh.namespaces)
 	logf("manager at matching limits...")
-	m, started, err := b.startManager(ctx, "m-match", float64(matchQPS), matchBurst, matchWorkers, "--capacity-report-interval=0s", "--resync-interval=1h")
+	m, started, err := b.startMatched(ctx, "m-match")
 	if err != nil {
 		return err
 	}

@@ -123,35 +123,36 @@ func checkMatchFlags(only string) error {
 			}
 		}
 	}
-	parts := strings.Split(*apiSeconds, ",")
-	if len(parts) != 2 {
-		return fmt.Errorf("-apiprofile-seconds %q: want two lengths in seconds, the bare client's run's and the manager's, as in 44,58", *apiSeconds)
+	secs, err := positiveInts("apiprofile-seconds", *apiSeconds, "two lengths in seconds, the bare client's run's and the manager's, as in 44,58", 2)
+	if err != nil {
+		return err
 	}
-	for i, p := range parts {
-		n, err := strconv.Atoi(strings.TrimSpace(p))
-		if err != nil || n < 1 {
-			return fmt.Errorf("-apiprofile-seconds %q: %q is not a whole number of seconds above 0", *apiSeconds, p)
-		}
-		profileLengths[i] = n
+	limits, err := positiveInts("match-limits", *matchLimits, "QPS,BURST,WORKERS, three whole numbers, as in 300,600,32", 3)
+	if err != nil {
+		return err
 	}
-	limits := strings.Split(*matchLimits, ",")
-	if len(limits) != 3 {
-		return fmt.Errorf("-match-limits %q: want QPS,BURST,WORKERS, three whole numbers, as in 300,600,32", *matchLimits)
-	}
-	var vals [3]int
-	for i, p := range limits {
-		n, err := strconv.Atoi(strings.TrimSpace(p))
-		if err != nil || n < 1 {
-			return fmt.Errorf("-match-limits %q: %q is not a whole number above 0", *matchLimits, p)
-		}
-		vals[i] = n
-	}
-	matchQPS, matchBurst, matchWorkers = vals[0], vals[1], vals[2]
+	profileLengths = [2]int(secs)
+	matchQPS, matchBurst, matchWorkers = limits[0], limits[1], limits[2]
 	return nil
 }
 
-// profileSeconds is the i-th length -apiprofile-seconds gives.
-func profileSeconds(i int) int { return profileLengths[i] }
+// positiveInts reads the flag name's value as n whole numbers above 0,
+// comma-separated; want says what the flag takes.
+func positiveInts(name, value, want string, n int) ([]int, error) {
+	parts := strings.Split(value, ",")
+	if len(parts) != n {
+		return nil, fmt.Errorf("-%s %q: want %s", name, value, want)
+	}
+	out := make([]int, n)
+	for i, p := range parts {
+		v, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil || v < 1 {
+			return nil, fmt.Errorf("-%s %q: %q is not a whole number above 0", name, value, p)
+		}
+		out[i] = v
+	}
+	return out, nil
+}
 
 // saveProfile fetches who's CPU profile with fetch, in the background, and
 // writes it to path; the returned function waits for it.
@@ -245,7 +246,7 @@ func (b *bench) measureOnly(ctx context.Context, pass, cpuProfile string) error 
 			r0, _ := b.apiRequests(ctx)
 			waitAPI := func() {}
 			if *apiProfile != "" {
-				waitAPI = saveProfile("kube-apiserver", *apiProfile+"-bare.pprof", func() ([]byte, error) { return b.c.APIServerCPUProfile(ctx, profileSeconds(0)) })
+				waitAPI = saveProfile("kube-apiserver", *apiProfile+"-bare.pprof", func() ([]byte, error) { return b.c.APIServerCPUProfile(ctx, profileLengths[0]) })
 			}
 			stopWatch := make(chan struct{})
 			if *bareWatch {
@@ -277,7 +278,7 @@ func (b *bench) measureOnly(ctx context.Context, pass, cpuProfile string) error 
 			logf("manager at matching limits...")
 			r2, _ := b.apiRequests(ctx)
 			c2, u2 = localcluster.CPUTimes(pids), b.w.updates()
-			m, started, err := b.startManager(ctx, "m-match", float64(matchQPS), matchBurst, matchWorkers, append(extra, "--capacity-report-interval=0s", "--resync-interval=1h")...)
+			m, started, err := b.startMatched(ctx, "m-match", extra...)
 			if err != nil {
 				return err
 			}
@@ -287,7 +288,7 @@ func (b *bench) measureOnly(ctx context.Context, pass, cpuProfile string) error 
 			wait := withProfile(m, 30)
 			waitAPI := func() {}
 			if *apiProfile != "" {
-				waitAPI = saveProfile("kube-apiserver", *apiProfile+"-manager.pprof", func() ([]byte, error) { return b.c.APIServerCPUProfile(ctx, profileSeconds(1)) })
+				waitAPI = saveProfile("kube-apiserver", *apiProfile+"-manager.pprof", func() ([]byte, error) { return b.c.APIServerCPUProfile(ctx, profileLengths[1]) })
 			}
 			match, err = b.waitMaterialized(ctx, started, nObjects, len(all), 10*time.Minute)
 			c3, u3 = localcluster.CPUTimes(mpids), b.w.updates()
