@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -62,8 +63,13 @@ type Options struct {
 	AdmissionRecord string
 	// Identity names this replica in the record; empty means the hostname.
 	Identity string
-	// Record are the admission record's timings.
+	// Record are the admission record's timings; Record.Term is
+	// --webhook-admission-term.
 	Record RecordTimings
+	// PeerAddress is where the other replicas reach this one's webhook,
+	// host:port (--webhook-peer-address); empty, this replica never holds
+	// the admission term.
+	PeerAddress string
 
 	// CALifetime and ServingLifetime are how long new certificates are
 	// valid. A certificate is renewed once less than a third of its own
@@ -91,7 +97,7 @@ func DefaultOptions() *Options {
 		ConfigName:      DefaultConfigName,
 		Service:         DefaultService,
 		AdmissionRecord: DefaultAdmissionRecord,
-		Record:          RecordTimings{Settle: 3 * time.Second, InFlight: 10 * time.Second, Keep: 30 * time.Second},
+		Record:          RecordTimings{Settle: 3 * time.Second, InFlight: 10 * time.Second, Keep: 30 * time.Second, Term: 10 * time.Second},
 		CALifetime:      10 * 365 * 24 * time.Hour,
 		ServingLifetime: 365 * 24 * time.Hour,
 		CheckInterval:   time.Hour,
@@ -106,6 +112,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.AdmissionRecord, "webhook-admission-record", o.AdmissionRecord, "ConfigMap (namespace/name; a bare name means $POD_NAMESPACE) through which the replicas serialize the tree writes they admit; the manager creates it when it is missing")
 	fs.StringVar(&o.ConfigName, "webhook-config-name", o.ConfigName, "ValidatingWebhookConfiguration into whose webhooks the CA bundle is injected")
 	fs.StringVar(&o.Service, "webhook-service", o.Service, "Service (namespace/name; a bare name means $POD_NAMESPACE) in front of the webhook: its DNS names go into the serving certificate")
+	fs.DurationVar(&o.Record.Term, "webhook-admission-term", o.Record.Term, "how long one replica holds the right to admit the tree writes of every replica, renewed every third of it (the others hand it their writes); 0 makes every admission write the admission record instead, one more apiserver write per admission")
+	fs.StringVar(&o.PeerAddress, "webhook-peer-address", o.PeerAddress, "host:port at which the other replicas reach this replica's webhook while it holds the admission term; empty means $POD_IP and --webhook-port when POD_IP is set, else this replica never holds the term")
 	fs.StringSliceVar(&o.CertHosts, "webhook-cert-hosts", o.CertHosts, "extra DNS names and IP addresses for the serving certificate, e.g. 127.0.0.1 when the API server calls the webhook on loopback")
 }
 
@@ -153,6 +161,23 @@ func (o *Options) Validate() error {
 	}
 	if r := o.Record; r.Settle <= 0 || r.InFlight < r.Settle || r.Keep < r.InFlight {
 		return fmt.Errorf("the admission record's timings must be positive, with settle <= in flight <= keep; got %+v", r)
+	}
+	if t := o.Record.Term; t != 0 && t < 3*time.Second {
+		return fmt.Errorf("--webhook-admission-term=%s: a term must last at least 3s (it is renewed every third of it), or be 0 to write the record on every admission", t)
+	}
+	if o.PeerAddress == "" {
+		if ip := os.Getenv("POD_IP"); ip != "" {
+			o.PeerAddress = net.JoinHostPort(ip, strconv.Itoa(o.Port))
+		}
+	}
+	if o.PeerAddress != "" {
+		host, port, err := net.SplitHostPort(o.PeerAddress)
+		if err != nil || host == "" {
+			return fmt.Errorf("--webhook-peer-address=%q: write it as host:port, e.g. 10.0.0.7:%d (the pod's IP and --webhook-port)", o.PeerAddress, o.Port)
+		}
+		if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+			return fmt.Errorf("--webhook-peer-address=%q: %q is not a port", o.PeerAddress, port)
+		}
 	}
 	return nil
 }

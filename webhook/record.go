@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -55,6 +56,9 @@ type RecordTimings struct {
 	// Keep is how long a write stays listed in the record (at least
 	// InFlight, plus room for replicas' clocks to differ).
 	Keep time.Duration
+	// Term is how long a replica holds the right to admit once it took or
+	// renewed it (term.go); 0 writes the record for every admission.
+	Term time.Duration
 }
 
 // admitted is one write the record lists.
@@ -72,7 +76,9 @@ type admitted struct {
 }
 
 type recordData struct {
-	Format  int        `json:"format"`
+	Format int `json:"format"`
+	// Term is the replica that holds the right to admit (format 2).
+	Term    *term      `json:"term,omitempty"`
 	Writes  []admitted `json:"writes"`
 	Comment string     `json:"comment,omitempty"`
 }
@@ -103,6 +109,7 @@ func (a admitted) covers(b admitted) bool {
 type record struct {
 	cm     *corev1.ConfigMap
 	writes []admitted
+	term   *term
 }
 
 // Serializer judges tree writes from the manager's state and serializes
@@ -117,7 +124,14 @@ type Serializer struct {
 	State StateReader
 	// Identity names this replica in the record.
 	Identity string
-	Now      func() time.Time
+	// Address is where the other replicas reach this replica's webhook
+	// (host:port), to hand it their writes while it holds the admission
+	// term; empty, this replica never holds it.
+	Address string
+	// Forward hands a write to the holder of the term at address and
+	// returns its verdict, or errNotHolder.
+	Forward func(ctx context.Context, address string, f forwarded) (Verdict, error)
+	Now     func() time.Time
 	RecordTimings
 	// Metrics may be nil.
 	Metrics *metrics.Metrics
@@ -127,6 +141,24 @@ type Serializer struct {
 	// gaveUp are the listed writes this replica waited Settle for in vain:
 	// it does not wait for them again.
 	gaveUp map[admitted]bool
+	// seen is the term the cached record shows, seenAt when this replica
+	// first saw it: the term runs out on this replica's clock at seenAt
+	// plus its length.
+	seen   *term
+	seenAt time.Time
+	// heldUntil is when this replica stops admitting in its term (zero
+	// when it holds none), fenceUntil when it may start: a term taken
+	// from a holder whose term ran out waits Settle for its last writes.
+	heldUntil, fenceUntil time.Time
+	// everHeld: this process has held the term (its termWrites are those
+	// of its earlier terms).
+	everHeld bool
+	// termWrites are the writes admitted in this replica's terms.
+	termWrites []admitted
+	// termVersion counts the writes admitted in this replica's terms: a
+	// judgement made while another write was admitted is made again, as
+	// one that loses the race for the record is.
+	termVersion uint64
 }
 
 // Judge decides a tree write: it waits until this replica's state holds
@@ -179,16 +211,84 @@ func (z *Serializer) Judge(ctx context.Context, w Write) (v Verdict, err error) 
 	if err != nil {
 		return Verdict{}, err
 	}
+	for range maxAttempts {
+		m, held := z.modeOf(rec)
+		switch m {
+		case holding:
+			v, err = z.judgeInTerm(ctx, w, rec, &t)
+			if !errors.Is(err, errNotHolder) {
+				return v, err
+			}
+		case forward:
+			v, err = z.handOver(ctx, held, w, &t)
+			if !errors.Is(err, errNotHolder) {
+				return v, err
+			}
+			// The holder's term ended, or it restarted: look again.
+			if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
+				return Verdict{}, err
+			}
+		case lapsing:
+			return Verdict{}, fmt.Errorf("the record names this replica as the holder of the admission term, which it no longer holds (it restarted, or could not renew it): no replica admits until the term runs out, within %s", held.Length.Duration)
+		case free:
+			if z.canHold() {
+				if _, err := z.acquire(ctx, rec, held); err != nil {
+					return Verdict{}, err
+				}
+			} else {
+				if held != nil {
+					// A term ran out: its holder's last admissions may
+					// still be landing, and the record does not list them.
+					if err := sleepCtx(ctx, z.termEnd(held).Add(z.Settle).Sub(z.Now())); err != nil {
+						return Verdict{}, err
+					}
+					settleBy = z.Now().Add(z.Settle)
+				}
+				next, v, err := z.judgeByRecord(ctx, w, rec, settleBy, &t)
+				if next == nil {
+					return v, err
+				}
+				rec = next
+				continue
+			}
+		}
+		if rec, err = z.read(ctx, true); err != nil {
+			return Verdict{}, err
+		}
+	}
+	return Verdict{}, fmt.Errorf("the admission term, in ConfigMap %s/%s, changed hands %d times while this write was judged", z.Namespace, z.Name, maxAttempts)
+}
+
+// sleepCtx waits d, or until ctx is done.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// judgeByRecord judges w with no term held: it adds an admitted write to
+// the record with a compare-and-swap, and judges again when another
+// replica changed the record meanwhile. When the record it reads again
+// shows a term held, it returns that record, and judges nothing.
+func (z *Serializer) judgeByRecord(ctx context.Context, w Write, rec *record, settleBy time.Time, t *timings) (next *record, v Verdict, err error) {
 	t.outcome = "denied"
 	// fresh: rec was read from the API server during this review.
 	fresh, checkedParent := false, false
 	for range maxAttempts {
+		if m, _ := z.modeOf(rec); m != free {
+			return rec, Verdict{}, nil
+		}
 		t.attempts++
 		began := time.Now()
 		v, err := z.decide(ctx, w, z.inFlight(rec, w), settleBy)
 		t.decide += time.Since(began)
 		if err != nil {
-			return Verdict{}, err
+			return nil, Verdict{}, err
 		}
 		if !v.Allowed {
 			if !fresh {
@@ -199,7 +299,7 @@ func (z *Serializer) Judge(ctx context.Context, w Write) (v Verdict, err error) 
 				cur, err := z.read(ctx, true)
 				t.read += time.Since(began)
 				if err != nil {
-					return Verdict{}, err
+					return nil, Verdict{}, err
 				}
 				if cur.cm.ResourceVersion != rec.cm.ResourceVersion {
 					rec = cur
@@ -212,16 +312,16 @@ func (z *Serializer) Judge(ctx context.Context, w Write) (v Verdict, err error) 
 				checkedParent = true
 				if _, err := z.Get(ctx, p); err == nil {
 					if err := z.await(ctx, settleBy, func(s *state.State) bool { _, ok := s.Generation(p); return ok }); err != nil {
-						return Verdict{}, err
+						return nil, Verdict{}, err
 					}
 					continue
 				}
 			}
-			return v, nil
+			return nil, v, nil
 		}
 		if w.DryRun {
 			t.outcome = "dry-run"
-			return v, nil
+			return nil, v, nil
 		}
 		began = time.Now()
 		outcome, err := z.add(ctx, rec, w)
@@ -234,17 +334,17 @@ func (z *Serializer) Judge(ctx context.Context, w Write) (v Verdict, err error) 
 			rec, err = z.read(ctx, true)
 			t.read += time.Since(began)
 			if err != nil {
-				return Verdict{}, err
+				return nil, Verdict{}, err
 			}
 			fresh = true
 			continue
 		}
 		if err != nil {
-			return Verdict{}, fmt.Errorf("recording the admitted write in ConfigMap %s/%s: %w", z.Namespace, z.Name, err)
+			return nil, Verdict{}, fmt.Errorf("recording the admitted write in ConfigMap %s/%s: %w", z.Namespace, z.Name, err)
 		}
-		return v, nil
+		return nil, v, nil
 	}
-	return Verdict{}, fmt.Errorf("the admission record, ConfigMap %s/%s, changed %d times while this write was judged", z.Namespace, z.Name, maxAttempts)
+	return nil, Verdict{}, fmt.Errorf("the admission record, ConfigMap %s/%s, changed %d times while this write was judged", z.Namespace, z.Name, maxAttempts)
 }
 
 // timings say where one judgement's time went; Judge logs them at V(2),
@@ -430,10 +530,13 @@ func decodeRecord(cm *corev1.ConfigMap) (*record, error) {
 	if err := json.Unmarshal([]byte(raw), &d); err != nil {
 		return nil, fmt.Errorf("key %s does not decode (%v): delete the ConfigMap, the manager creates it again", RecordKey, err)
 	}
-	if d.Format > recordFormat {
-		return nil, fmt.Errorf("it is in format %d, written by a newer quota manager than this one (format %d): finish the upgrade of every replica", d.Format, recordFormat)
+	if d.Format > termFormat {
+		return nil, fmt.Errorf("it is in format %d, written by a newer quota manager than this one (format %d): finish the upgrade of every replica", d.Format, termFormat)
 	}
-	rec.writes = d.Writes
+	if d.Term != nil && (d.Format < termFormat || d.Term.Length.Duration <= 0) {
+		return nil, fmt.Errorf("it names a term in format %d, or a term of no length: delete the ConfigMap, the manager creates it again", d.Format)
+	}
+	rec.writes, rec.term = d.Writes, d.Term
 	return rec, nil
 }
 
@@ -443,8 +546,17 @@ func decodeRecord(cm *corev1.ConfigMap) (*record, error) {
 func (z *Serializer) keep(rec *record) {
 	z.mu.Lock()
 	defer z.mu.Unlock()
-	if z.cur == nil || newer(rec.cm.ResourceVersion, z.cur.cm.ResourceVersion) {
-		z.cur = rec
+	if z.cur != nil && !newer(rec.cm.ResourceVersion, z.cur.cm.ResourceVersion) {
+		return
+	}
+	z.cur = rec
+	if !z.seen.same(rec.term) {
+		z.seen, z.seenAt = rec.term, z.Now()
+	}
+	if rec.term == nil || rec.term.Holder != z.Identity {
+		// Another replica wrote the record over this one's term (it ran
+		// out there, or someone edited the record): stop admitting in it.
+		z.heldUntil = time.Time{}
 	}
 }
 
@@ -481,6 +593,8 @@ func (z *Serializer) Run(ctx context.Context, client cache.Getter) {
 		DeleteFunc: func(any) {
 			z.mu.Lock()
 			z.cur = nil
+			// The term went with the record.
+			z.heldUntil = time.Time{}
 			z.mu.Unlock()
 		},
 	})

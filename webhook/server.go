@@ -18,6 +18,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
@@ -54,6 +55,7 @@ type Server struct {
 	metrics  *metrics.Metrics
 	record   *Serializer
 	kube     kubernetes.Interface
+	state    StateReader
 
 	listening atomic.Bool
 
@@ -86,15 +88,21 @@ func New(opts *Options, cfg *rest.Config, st StateReader, m *metrics.Metrics) (*
 	aqs := quotas.OmeV1beta1().AcceleratorQuotas()
 	id := opts.Identity
 	if id == "" {
-		id, _ = os.Hostname()
+		// Unique per process: the holder of the admission term is known
+		// by it, and a restarted process must not take its predecessor's
+		// term for its own.
+		host, _ := os.Hostname()
+		id = host + "_" + string(uuid.NewUUID())
 	}
 	z := &Serializer{
 		ConfigMaps: recordKube.CoreV1().ConfigMaps(opts.recordNS), Namespace: opts.recordNS, Name: opts.recordName,
 		Get: func(ctx context.Context, name string) (*v1beta1.AcceleratorQuota, error) {
 			return aqs.Get(ctx, name, metav1.GetOptions{})
 		},
-		State: st, Identity: id, Now: time.Now, RecordTimings: opts.Record, Metrics: m,
+		State: st, Identity: id, Address: opts.PeerAddress, Now: time.Now, RecordTimings: opts.Record, Metrics: m,
 	}
+	certs := NewCerts(kube, opts)
+	z.Forward = (&forwarder{certs: certs, serverName: opts.dnsNames[0]}).forward
 	reviewer := &Reviewer{Judge: z.Judge, Synced: st.Synced}
 	if nr, ok := st.(interface{ NotReady() error }); ok {
 		reviewer.NotReady = nr.NotReady
@@ -107,10 +115,11 @@ func New(opts *Options, cfg *rest.Config, st StateReader, m *metrics.Metrics) (*
 	return &Server{
 		opts:     opts,
 		reviewer: reviewer,
-		certs:    NewCerts(kube, opts),
+		certs:    certs,
 		metrics:  m,
 		record:   z,
 		kube:     kube,
+		state:    st,
 	}, nil
 }
 
@@ -147,11 +156,16 @@ func (s *Server) Run(ctx context.Context) error {
 	go func() { served <- srv.ServeTLS(ln, "", "") }()
 	certsDone := make(chan error, 1)
 	go func() { certsDone <- s.certs.Run(klog.NewContext(ctx, log)) }()
+	termDone := make(chan struct{})
 	if s.record != nil {
 		go s.record.Run(ctx, s.kube.CoreV1().RESTClient())
+		go func() { defer close(termDone); s.record.RunTerm(klog.NewContext(ctx, log)) }()
+	} else {
+		close(termDone)
 	}
 	s.listening.Store(true)
-	log.Info("serving the admission webhook", "port", s.opts.Port, "path", Path, "secret", s.opts.CertSecret, "config", s.opts.ConfigName)
+	log.Info("serving the admission webhook", "port", s.opts.Port, "path", Path, "secret", s.opts.CertSecret, "config", s.opts.ConfigName,
+		"admissionTerm", s.opts.Record.Term, "peerAddress", s.opts.PeerAddress)
 
 	var runErr error
 	select {
@@ -167,6 +181,11 @@ func (s *Server) Run(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(sctx)
+	if ctx.Err() != nil {
+		// Hand the term back before the process ends (RunTerm does on
+		// ctx's end), so that the next holder need not wait it out.
+		<-termDone
+	}
 	if ctx.Err() == nil && runErr == nil {
 		runErr = errors.New("webhook: stopped unexpectedly")
 	}
@@ -250,6 +269,7 @@ func (s *Server) probe() error {
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc(Path, s.serveReview)
+	mux.HandleFunc(ForwardPath, s.serveForwarded)
 	return mux
 }
 

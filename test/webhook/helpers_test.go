@@ -189,20 +189,21 @@ func freePort(t *testing.T) int {
 
 // startReplica starts a manager with the webhook on port (0: without the
 // webhook) and waits until it is ready. It is stopped when the test ends.
-func startReplica(t *testing.T, name string, port int) *replica {
+func startReplica(t *testing.T, name string, port int, extra ...string) *replica {
 	t.Helper()
-	r, err := launch(t, name, port)
+	r, err := launch(t, name, port, extra...)
 	require.NoError(t, err)
 	return r
 }
 
-func launch(t *testing.T, name string, port int) (*replica, error) {
+func launch(t *testing.T, name string, port int, extra ...string) (*replica, error) {
 	args := append([]string{"-v=1"}, leaseFlags...)
 	if port == 0 {
 		args = append(args, "--webhook=false")
 	} else {
 		args = append(args, localcluster.WebhookFlags(port)...)
 	}
+	args = append(args, extra...)
 	m, err := cluster.StartManager(context.Background(), managerBin, name, t.TempDir(), args...)
 	if err != nil {
 		return nil, err

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -36,6 +38,8 @@ type balancer struct {
 	port int
 	srv  *http.Server
 	sent [2]atomic.Int64
+	// backends are the replicas' ports; a test may change them.
+	backends [2]atomic.Int64
 }
 
 func startBalancer(t *testing.T, port int, backends [2]int) *balancer {
@@ -46,13 +50,15 @@ func startBalancer(t *testing.T, port int, backends [2]int) *balancer {
 	pool := x509.NewCertPool()
 	require.True(t, pool.AppendCertsFromPEM(s.Data["ca.crt"]))
 	b := &balancer{port: port}
+	b.backends[0].Store(int64(backends[0]))
+	b.backends[1].Store(int64(backends[1]))
 	var next atomic.Int64
 	transport := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}, MaxIdleConnsPerHost: 64}
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			i := next.Add(1) % 2
 			b.sent[i].Add(1)
-			r.SetURL(&url.URL{Scheme: "https", Host: fmt.Sprintf("127.0.0.1:%d", backends[i])})
+			r.SetURL(&url.URL{Scheme: "https", Host: fmt.Sprintf("127.0.0.1:%d", b.backends[i].Load())})
 		},
 		Transport: transport,
 	}
@@ -90,12 +96,45 @@ type raceScenario struct {
 // after it, admits the lowering every time and the raise only when it was
 // judged after the lowering, and stores no rule-breaking tree either.
 func TestConcurrentConflictingWrites(t *testing.T) {
+	t.Run("one replica holds the admission term", func(t *testing.T) {
+		r1, r2 := raceRounds(t)
+		var holder, other *replica
+		for _, r := range []*replica{r1, r2} {
+			if r.metric(t, "ome_quota_webhook_record_writes_total", `outcome="term"`) > 0 {
+				holder = r
+			} else {
+				other = r
+			}
+		}
+		require.NotNil(t, holder, "no replica admitted in a term")
+		require.NotNil(t, other, "both replicas admitted in a term")
+		require.Positive(t, other.metric(t, "ome_quota_webhook_record_writes_total", `outcome="forwarded"`),
+			"%s handed the holder no write", other.Name)
+		require.Zero(t, holder.metric(t, "ome_quota_webhook_record_writes_total", `outcome="forwarded"`),
+			"the holder, %s, handed writes on", holder.Name)
+	})
+	t.Run("every admission writes the record", func(t *testing.T) {
+		r1, r2 := raceRounds(t, "--webhook-admission-term=0")
+		conflicts := r1.metric(t, "ome_quota_webhook_record_writes_total", `outcome="conflict"`) +
+			r2.metric(t, "ome_quota_webhook_record_writes_total", `outcome="conflict"`)
+		t.Logf("record writes that lost a race and were judged again: %v", conflicts)
+		for _, r := range []*replica{r1, r2} {
+			require.Positive(t, r.metric(t, "ome_quota_webhook_record_writes_total", `outcome="written"`), "%s recorded nothing", r.Name)
+		}
+		require.Positive(t, conflicts, "no write lost the race for the record: the writes were not concurrent")
+	})
+}
+
+// raceRounds fires 50 rounds of each scenario at two replicas started
+// with extra flags behind a balancer, and fails when a rule-breaking tree
+// is stored, both writes of a round are admitted, or both are denied.
+func raceRounds(t *testing.T, extra ...string) (r1, r2 *replica) {
 	ctx := context.Background()
 	ensureSecret(t)
 	lb := freePort(t)
 	installConfig(t, lb)
-	r1 := startReplica(t, "race-1", freePort(t))
-	r2 := startReplica(t, "race-2", freePort(t))
+	r1 = startReplica(t, "race-1", freePort(t), extra...)
+	r2 = startReplica(t, "race-2", freePort(t), extra...)
 	b := startBalancer(t, lb, [2]int{r1.port, r2.port})
 	aqs, err := quotaclient.AcceleratorQuotas(cluster.Config)
 	require.NoError(t, err)
@@ -177,7 +216,10 @@ func TestConcurrentConflictingWrites(t *testing.T) {
 		lowering: true,
 	}}
 
-	const rounds = 50
+	rounds := 50
+	if v := os.Getenv("OME_RACE_ROUNDS"); v != "" {
+		rounds, _ = strconv.Atoi(v)
+	}
 	won := map[string][2]int{}
 	for _, sc := range scenarios {
 		for i := range rounds {
@@ -234,14 +276,13 @@ func TestConcurrentConflictingWrites(t *testing.T) {
 	}
 	t.Logf("first or second write admitted, per scenario: %v", won)
 	t.Logf("reviews sent to each replica: %d, %d", b.sent[0].Load(), b.sent[1].Load())
-	conflicts := r1.metric(t, "ome_quota_webhook_record_writes_total", `outcome="conflict"`) +
-		r2.metric(t, "ome_quota_webhook_record_writes_total", `outcome="conflict"`)
-	t.Logf("record writes that lost a race and were judged again: %v", conflicts)
 	for _, r := range []*replica{r1, r2} {
 		require.Positive(t, r.metric(t, "ome_quota_webhook_verdicts_total", `verdict="denied"`), "%s denied nothing: it was not judging", r.Name)
-		require.Positive(t, r.metric(t, "ome_quota_webhook_record_writes_total", `outcome="written"`), "%s recorded nothing", r.Name)
+		t.Logf("%s: %v reviews, %.2fs in all; waited %.2fs for earlier writes to land", r.Name,
+			r.metric(t, "ome_quota_webhook_review_seconds_count"), r.metric(t, "ome_quota_webhook_review_seconds_sum"),
+			r.metric(t, "ome_quota_webhook_settle_wait_seconds_sum"))
 	}
-	require.Positive(t, conflicts, "no write lost the race for the record: the writes were not concurrent")
+	return r1, r2
 }
 
 // storedViolations evaluates the tree as the API server stores it and

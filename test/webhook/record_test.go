@@ -27,7 +27,8 @@ func TestAdmissionRecord(t *testing.T) {
 	ensureSecret(t)
 	port := freePort(t)
 	installConfig(t, port)
-	r := startReplica(t, "record", port)
+	// Without the admission term: every admission writes the record.
+	r := startReplica(t, "record", port, "--webhook-admission-term=0")
 	aqs, err := quotaclient.AcceleratorQuotas(cluster.Config)
 	require.NoError(t, err)
 	cms := cluster.Kube.CoreV1().ConfigMaps(ns)
@@ -94,10 +95,10 @@ func TestAdmissionRecord(t *testing.T) {
 	})
 
 	t.Run("a record of a newer format", func(t *testing.T) {
-		setRecord(`{"format":2,"writes":[]}`, true)
+		setRecord(`{"format":3,"writes":[]}`, true)
 		err := create("record-newer")
 		require.Error(t, err)
-		require.Contains(t, err.Error(), "written by a newer quota manager than this one (format 1): finish the upgrade of every replica")
+		require.Contains(t, err.Error(), "written by a newer quota manager than this one (format 2): finish the upgrade of every replica")
 		// A write that cannot change a verdict is not held up.
 		_, err = aqs.Patch(ctx, "record-first", types.MergePatchType, []byte(`{"metadata":{"labels":{"x":"y"}}}`), metav1.PatchOptions{})
 		require.NoError(t, err)
