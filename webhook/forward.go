@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	stdjson "encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -106,6 +107,19 @@ func (s *Server) serveForwarded(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		http.Error(w, "reading the forwarded write: "+err.Error(), http.StatusBadRequest)
 		return
+	}
+	// Amounts are checked for size before they are parsed, as in a
+	// review: this port is open to whoever reaches a review's.
+	var raw struct {
+		Write struct{ Spec, Old stdjson.RawMessage }
+	}
+	if err := stdjson.Unmarshal(body, &raw); err == nil {
+		for _, spec := range []stdjson.RawMessage{raw.Write.Spec, raw.Write.Old} {
+			if err := checkAmounts(spec); err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+		}
 	}
 	var fw forwarded
 	if err := json.Unmarshal(body, &fw); err != nil || fw.Write.Name == "" {

@@ -381,9 +381,21 @@ func (z *Serializer) renew(ctx context.Context) {
 	}
 	sent := z.Now()
 	t := &term{Holder: z.Identity, Address: z.Address, Renewed: sent.UTC(), Length: metav1.Duration{Duration: z.Term}}
-	if _, err := z.writeRecord(ctx, rec, termFormat, t, z.current(rec.writes, sent)); err != nil {
-		// A conflict: the next tick reads the record again.
-		log.Error(err, "renewing the admission term; the next tick tries again", "heldFor", time.Until(z.heldUntil))
+	_, err = z.writeRecord(ctx, rec, termFormat, t, z.current(rec.writes, sent))
+	if apierrors.IsConflict(err) {
+		// The cached record was not the latest: read it and look again.
+		if rec, err = z.read(ctx, true); err == nil {
+			if rec.term == nil || rec.term.Holder != z.Identity {
+				z.stepDown(ctx, "the record no longer names this replica")
+				return
+			}
+			sent = z.Now()
+			t.Renewed = sent.UTC()
+			_, err = z.writeRecord(ctx, rec, termFormat, t, z.current(rec.writes, sent))
+		}
+	}
+	if err != nil {
+		log.Error(err, "renewing the admission term; the next tick tries again")
 		return
 	}
 	z.mu.Lock()
