@@ -33,10 +33,16 @@
 // a finalizer) is admitted at once. Every other write goes to the
 // Serializer, which judges it on the manager's state (state.State.Admit,
 // O(depth + children), no LIST) and serializes the admissions of every
-// replica through the admission record, a ConfigMap written with a
-// compare-and-swap: before it judges, a replica waits until its state has
-// seen every write the record lists land (or learnt that it cannot), and it
-// admits only once its own write of the record succeeded. A lowering of a
+// replica. One replica at a time holds the admission term (term.go): it
+// takes it with a compare-and-swap on the admission record, a ConfigMap,
+// renews it every third of its length, and admits from memory, judging
+// each write on a state that has seen every write admitted before it land;
+// the other replicas hand it their writes over HTTPS (ForwardPath). With
+// no term (--webhook-admission-term=0, or no --webhook-peer-address) each
+// admission is itself written into the record with a compare-and-swap:
+// before it judges, a replica waits until its state has seen every write
+// the record lists land (or learnt that it cannot), and it admits only
+// once its own write of the record succeeded. A lowering of a
 // team's budgets (state.State.AdmitLowering) cannot change another write's
 // verdict, nor another write its own: it is judged at once and recorded
 // nowhere. Until the state
