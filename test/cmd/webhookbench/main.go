@@ -79,6 +79,7 @@ func run() error {
 	cpuProfile := flag.String("cpuprofile", "", "write CPU profiles of the manager and the API server over the budget writes to this file, one per size (FILE.SIZE, FILE.SIZE.apiserver)")
 	profileFor := flag.Duration("cpuprofile-for", 20*time.Second, "how long -cpuprofile profiles, from the first budget write")
 	attribute := flag.String("attribute", "", "instead of the timed comparison, send budget writes back to back for -cpuprofile-for with the webhook off and then on, under CPU profiles of the manager and the API server (FILE.SIZE.off, FILE.SIZE.on, and .apiserver), and print each process's CPU per write in each mode; no latency figures")
+	forwarded := flag.Bool("forwarded", false, "run two managers, both electing a leader: the first takes the Lease and the admission term, and the API server calls the second, which hands the first every write that needs serializing (the figures are the second's)")
 	keepFiles := flag.String("keep", "", "keep the manager's log and the budget writes, one line each (when sent, with the webhook or not, raise or lower, place in its block, generation judged on, duration), in FILE.SIZE.log and FILE.SIZE.writes")
 	flag.Parse()
 	var sizes []int
@@ -118,7 +119,7 @@ func run() error {
 		return err
 	}
 	b := &bench{c: c, bin: bin, aqs: aqs, updates: *updates, backToBack: !*paced, extra: strings.Fields(*managerArgs),
-		profile: *cpuProfile, profileFor: *profileFor, keep: *keepFiles, attribute: *attribute}
+		profile: *cpuProfile, profileFor: *profileFor, keep: *keepFiles, attribute: *attribute, forwarded: *forwarded}
 	if b.profile != "" || b.attribute != "" {
 		b.extra = append(b.extra, "--profiling")
 	}
@@ -181,6 +182,9 @@ type bench struct {
 	// keep, when set, names the files that keep the manager's log and the
 	// budget writes one by one (FILE.SIZE.log, FILE.SIZE.writes).
 	keep string
+	// forwarded: the manager the API server calls hands its writes to
+	// another that holds the admission term (see the flag).
+	forwarded bool
 }
 
 // start starts a manager, with the webhook on port (0: without it), and
@@ -195,6 +199,43 @@ func (b *bench) start(ctx context.Context, port int) (*localcluster.Manager, err
 		args = append(append(args, localcluster.WebhookFlags(port)...), "-v=2")
 	}
 	return b.c.StartManager(ctx, b.bin, fmt.Sprintf("bench-%d", port), b.c.Dir, args...)
+}
+
+// startHolder starts, for -forwarded, the manager that leads and holds the
+// admission term: the API server calls it until its first review (the
+// probe's dry run) has made it take the term, and then no more. The
+// manager measured is started after it with the election on too, and so
+// stands by: it serves the webhook and writes nothing else.
+func (b *bench) startHolder(ctx context.Context, n int) (*localcluster.Manager, error) {
+	port, err := localcluster.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	if err := b.c.CreateWebhookConfig(ctx, port); err != nil {
+		return nil, err
+	}
+	b.extra = append(b.extra, "--leader-elect=true")
+	h, err := b.start(ctx, port)
+	if err != nil {
+		return nil, err
+	}
+	if err := settle(ctx, h, n); err != nil {
+		h.Stop()
+		return nil, err
+	}
+	if err := b.setWebhook(ctx, h, true); err != nil {
+		h.Stop()
+		return nil, err
+	}
+	if taken, err := h.Metric(ctx, "ome_quota_webhook_record_writes_total", `outcome="written"`); err != nil || taken < 1 {
+		h.Stop()
+		return nil, fmt.Errorf("the first manager did not take the admission term (%v written, %v)", taken, err)
+	}
+	if err := b.c.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(ctx, webhook.DefaultConfigName, metav1.DeleteOptions{}); err != nil {
+		h.Stop()
+		return nil, err
+	}
+	return h, nil
 }
 
 // grow creates Cohorts of ten teams of 1 GPU under root until the tree
@@ -282,6 +323,13 @@ func (b *bench) measure(ctx context.Context, n int) (map[string]map[bool][]time.
 	if err != nil {
 		return nil, err
 	}
+	if b.forwarded {
+		holder, err := b.startHolder(ctx, n)
+		if err != nil {
+			return nil, err
+		}
+		defer holder.Stop()
+	}
 	if err := b.c.CreateWebhookConfig(ctx, port); err != nil {
 		return nil, err
 	}
@@ -299,8 +347,9 @@ func (b *bench) measure(ctx context.Context, n int) (map[string]map[bool][]time.
 	if b.attribute != "" {
 		return nil, b.attributeCPU(ctx, m, n, team)
 	}
-	// raise and lower split the budget writes: a raise is serialized
-	// through the admission record, a lowering of a team's budgets is not.
+	// raise and lower split the budget writes: a raise is serialized (by
+	// the holder of the admission term, or through the admission record),
+	// a lowering of a team's budgets is not.
 	out := map[string]map[bool][]time.Duration{"budget": {}, "raise": {}, "lower": {}, "label": {}}
 	patches := map[string]func(i int) string{
 		"budget": budgetPatch,
@@ -906,7 +955,7 @@ func explain(n int, team string, all []timedWrite, reviews []review) {
 		return
 	}
 	fmt.Fprintf(os.Stderr, "n=%d, budget writes with the webhook, from its log: %d judged once, %d more than once; "+
-		"the webhook's handler per write p50 %s p99 %s (the record's Update, raises: p50 %s p99 %s); "+
+		"the webhook's handler per write p50 %s p99 %s (the record's Update, or the hand-over to the holder of the admission term, raises: p50 %s p99 %s); "+
 		"the rest (API server, etcd) p50 %s p99 %s\n",
 		n, len(once), len(twice), pct(handle, 50), pct(handle, 99), pctOr(record, 50), pctOr(record, 99), pct(rest, 50), pct(rest, 99))
 	fmt.Fprintf(os.Stderr, "  writes judged once: p50 %s p99 %s; more than once: p50 %s p99 %s; each write less its record's Updates: p50 %s p99 %s\n",
