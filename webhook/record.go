@@ -211,7 +211,10 @@ func (z *Serializer) Judge(ctx context.Context, w Write) (v Verdict, err error) 
 	if err != nil {
 		return Verdict{}, err
 	}
+	// disowned is the term whose holder last said it does not hold it.
+	var disowned *term
 	for range maxAttempts {
+		disowned = nil
 		m, held := z.modeOf(rec)
 		switch m {
 		case holding:
@@ -224,6 +227,7 @@ func (z *Serializer) Judge(ctx context.Context, w Write) (v Verdict, err error) 
 			if !errors.Is(err, errNotHolder) {
 				return v, err
 			}
+			disowned = held
 			// The holder's term ended, or it restarted: look again.
 			if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
 				return Verdict{}, err
@@ -255,6 +259,9 @@ func (z *Serializer) Judge(ctx context.Context, w Write) (v Verdict, err error) 
 		if rec, err = z.read(ctx, true); err != nil {
 			return Verdict{}, err
 		}
+	}
+	if disowned != nil {
+		return Verdict{}, fmt.Errorf("replica %s, which the admission record names as the holder of the admission term, says it does not hold it (it restarted?): the term runs out within %s", disowned.Holder, disowned.Length.Duration)
 	}
 	return Verdict{}, fmt.Errorf("the admission term, in ConfigMap %s/%s, changed hands %d times while this write was judged", z.Namespace, z.Name, maxAttempts)
 }

@@ -289,6 +289,11 @@ func TestInstallObjects(t *testing.T) {
 	require.Equal(t, "/readyz", c.ReadinessProbe.HTTPGet.Path)
 	require.Equal(t, "metadata.namespace", c.Env[0].ValueFrom.FieldRef.FieldPath)
 	require.Equal(t, "POD_NAMESPACE", c.Env[0].Name)
+	podIP := false
+	for _, e := range c.Env {
+		podIP = podIP || (e.Name == "POD_IP" && e.ValueFrom != nil && e.ValueFrom.FieldRef.FieldPath == "status.podIP")
+	}
+	require.True(t, podIP, "POD_IP is where the other replicas reach the holder of the admission term")
 	ports := map[string]int32{}
 	for _, p := range c.Ports {
 		ports[p.Name] = p.ContainerPort
@@ -529,6 +534,9 @@ func TestOptionalObjects(t *testing.T) {
 	require.Len(t, ingress, 2)
 	require.Contains(t, toYAML(t, ingress[0]), "cidr: 10.0.0.0/24")
 	require.Contains(t, toYAML(t, ingress[0]), "port: 9443")
+	// The other replicas hand the holder of the admission term their writes.
+	require.Contains(t, toYAML(t, ingress[0]), "podSelector:")
+	require.Contains(t, toYAML(t, ingress[0]), "app.kubernetes.io/name: ome-quota-manager")
 	require.Contains(t, toYAML(t, ingress[1]), "kubernetes.io/metadata.name: monitoring")
 	require.Contains(t, toYAML(t, ingress[1]), "port: 8080")
 
