@@ -108,7 +108,7 @@ var (
 	mWebhookVerdicts = Spec{Name: "ome_quota_webhook_verdicts_total", Type: Counter, Labels: []string{"operation", "verdict"}, Source: webhookSrc,
 		Help: "Admission answers, by operation and verdict."}
 	mWebhookRecord = Spec{Name: "ome_quota_webhook_record_writes_total", Type: Counter, Labels: []string{"outcome"}, Source: webhookSrc,
-		Help: "The admission record per judged write, by outcome: written, conflict, already, failed, skipped (a lowering needs no record), term (admitted by the holder of the admission term, no record written) or forwarded (handed to the holder)."}
+		Help: "The admission record per judged write, by outcome: written, conflict, already, failed, skipped (a lowering needs no record), term (admitted by the holder of the admission term, no record written), forwarded (handed to the holder) or unforwarded (the holder did not answer)."}
 	mWebhookReview = Spec{Name: "ome_quota_webhook_review_seconds", Type: Histogram, Labels: []string{"verdict"}, Source: webhookSrc,
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 		Help:    "Time from a review's arrival to its answer, by verdict."}

@@ -38,7 +38,8 @@
 // renews it every third of its length, and admits from memory, judging
 // each write on a state that has seen every write admitted before it land;
 // the other replicas hand it their writes over HTTPS (ForwardPath). With
-// no term (--webhook-admission-term=0, or no --webhook-peer-address) each
+// no term (--webhook-admission-term=0, or a replica that knows no address
+// of its own: no --webhook-peer-address and no $POD_IP) each
 // admission is itself written into the record with a compare-and-swap:
 // before it judges, a replica waits until its state has seen every write
 // the record lists land (or learnt that it cannot), and it admits only

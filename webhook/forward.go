@@ -109,16 +109,22 @@ func (s *Server) serveForwarded(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Amounts are checked for size before they are parsed, as in a
-	// review: this port is open to whoever reaches a review's.
+	// review: this port is open to whoever reaches a review's. Both
+	// decodings match keys by case alike, so both read the same specs.
 	var raw struct {
-		Write struct{ Spec, Old stdjson.RawMessage }
+		Write struct {
+			Spec stdjson.RawMessage `json:"Spec"`
+			Old  stdjson.RawMessage `json:"Old"`
+		} `json:"write"`
 	}
-	if err := stdjson.Unmarshal(body, &raw); err == nil {
-		for _, spec := range []stdjson.RawMessage{raw.Write.Spec, raw.Write.Old} {
-			if err := checkAmounts(spec); err != nil {
-				http.Error(w, err.Error(), http.StatusBadRequest)
-				return
-			}
+	if err := json.Unmarshal(body, &raw); err != nil {
+		http.Error(w, "the forwarded write does not decode: "+clip(err.Error()), http.StatusBadRequest)
+		return
+	}
+	for _, spec := range []stdjson.RawMessage{raw.Write.Spec, raw.Write.Old} {
+		if err := checkAmounts(spec); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
 		}
 	}
 	var fw forwarded

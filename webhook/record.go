@@ -153,6 +153,8 @@ type Serializer struct {
 	// everHeld: this process has held the term (its termWrites are those
 	// of its earlier terms).
 	everHeld bool
+	// stopping: this replica is handing its term back, and takes none.
+	stopping bool
 	// termWrites are the writes admitted in this replica's terms.
 	termWrites []admitted
 	// termVersion counts the writes admitted in this replica's terms: a
@@ -211,8 +213,9 @@ func (z *Serializer) Judge(ctx context.Context, w Write) (v Verdict, err error) 
 	if err != nil {
 		return Verdict{}, err
 	}
-	// disowned is the term whose holder last said it does not hold it.
-	var disowned *term
+	// disowned is the term whose holder last said it does not hold it;
+	// waited, the run-out term this review has waited Settle past.
+	var disowned, waited *term
 	for range maxAttempts {
 		disowned = nil
 		m, held := z.modeOf(rec)
@@ -235,26 +238,35 @@ func (z *Serializer) Judge(ctx context.Context, w Write) (v Verdict, err error) 
 		case lapsing:
 			return Verdict{}, fmt.Errorf("the record names this replica as the holder of the admission term, which it no longer holds (it restarted, or could not renew it): no replica admits until the term runs out, within %s", held.Length.Duration)
 		case free:
-			if z.canHold() {
+			z.mu.Lock()
+			take := z.mayTake()
+			z.mu.Unlock()
+			if take {
 				if _, err := z.acquire(ctx, rec, held); err != nil {
 					return Verdict{}, err
 				}
-			} else {
-				if held != nil {
-					// A term ran out: its holder's last admissions may
-					// still be landing, and the record does not list them.
-					if err := sleepCtx(ctx, z.termEnd(held).Add(z.Settle).Sub(z.Now())); err != nil {
-						return Verdict{}, err
-					}
-					settleBy = z.Now().Add(z.Settle)
-				}
-				next, v, err := z.judgeByRecord(ctx, w, rec, settleBy, &t)
-				if next == nil {
-					return v, err
-				}
-				rec = next
-				continue
+				break
 			}
+			if held != nil && !held.same(waited) {
+				// A term ran out: its holder's last admissions may still
+				// be landing, and the record does not list them.
+				wait := z.termEnd(held).Add(z.Settle).Sub(z.Now())
+				if wait > forwardTimeout {
+					return Verdict{}, fmt.Errorf("the admission term of replica %s ran out moments ago, and its last admissions may still be landing: retry in %s", held.Holder, wait.Round(time.Second))
+				}
+				if err := sleepCtx(ctx, wait); err != nil {
+					return Verdict{}, err
+				}
+				waited = held
+				settleBy = z.Now().Add(z.Settle)
+				break // read the record again
+			}
+			next, v, err := z.judgeByRecord(ctx, w, rec, settleBy, &t, waited)
+			if next == nil {
+				return v, err
+			}
+			rec = next
+			continue
 		}
 		if rec, err = z.read(ctx, true); err != nil {
 			return Verdict{}, err
@@ -280,14 +292,16 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 
 // judgeByRecord judges w with no term held: it adds an admitted write to
 // the record with a compare-and-swap, and judges again when another
-// replica changed the record meanwhile. When the record it reads again
-// shows a term held, it returns that record, and judges nothing.
-func (z *Serializer) judgeByRecord(ctx context.Context, w Write, rec *record, settleBy time.Time, t *timings) (next *record, v Verdict, err error) {
+// replica changed the record meanwhile. When the record it reads shows a
+// term other than waited (one run out that this review waited Settle
+// past), it returns that record, and judges nothing.
+func (z *Serializer) judgeByRecord(ctx context.Context, w Write, rec *record, settleBy time.Time, t *timings, waited *term) (next *record, v Verdict, err error) {
 	t.outcome = "denied"
 	// fresh: rec was read from the API server during this review.
 	fresh, checkedParent := false, false
 	for range maxAttempts {
-		if m, _ := z.modeOf(rec); m != free {
+		if rec.term != nil && !rec.term.same(waited) {
+			// A term, held or run out but not waited past: Judge decides.
 			return rec, Verdict{}, nil
 		}
 		t.attempts++
@@ -380,11 +394,19 @@ func (t *timings) log(ctx context.Context, w Write, v *Verdict, err *error) {
 }
 
 // decide waits until the state has settled every write in flight, or
-// until settleBy, and judges w on it.
+// until settleBy, and judges w on it. A write in flight is waited for at
+// least Settle from its own admission, whatever settleBy says: a
+// judgement made again because another write was admitted meanwhile must
+// not give up on that write a moment after its admission.
 func (z *Serializer) decide(ctx context.Context, w Write, inFlight []admitted, settleBy time.Time) (Verdict, error) {
 	start := z.Now()
 	if z.Metrics != nil {
 		defer func() { z.Metrics.WebhookSettleSeconds.Observe(z.Now().Sub(start).Seconds()) }()
+	}
+	for _, a := range inFlight {
+		if by := a.At.Add(z.Settle); by.After(settleBy) {
+			settleBy = by
+		}
 	}
 	var v Verdict
 	var open []admitted
@@ -553,6 +575,11 @@ func decodeRecord(cm *corev1.ConfigMap) (*record, error) {
 func (z *Serializer) keep(rec *record) {
 	z.mu.Lock()
 	defer z.mu.Unlock()
+	z.keepLocked(rec)
+}
+
+// keepLocked is keep under z.mu.
+func (z *Serializer) keepLocked(rec *record) {
 	if z.cur != nil && !newer(rec.cm.ResourceVersion, z.cur.cm.ResourceVersion) {
 		return
 	}
@@ -560,10 +587,12 @@ func (z *Serializer) keep(rec *record) {
 	if !z.seen.same(rec.term) {
 		z.seen, z.seenAt = rec.term, z.Now()
 	}
-	if rec.term == nil || rec.term.Holder != z.Identity {
+	if (rec.term == nil || rec.term.Holder != z.Identity) && !z.heldUntil.IsZero() {
 		// Another replica wrote the record over this one's term (it ran
 		// out there, or someone edited the record): stop admitting in it.
 		z.heldUntil = time.Time{}
+		z.everHeld = false
+		z.termVersion++
 	}
 }
 
@@ -602,6 +631,8 @@ func (z *Serializer) Run(ctx context.Context, client cache.Getter) {
 			z.cur = nil
 			// The term went with the record.
 			z.heldUntil = time.Time{}
+			z.everHeld = false
+			z.termVersion++
 			z.mu.Unlock()
 		},
 	})

@@ -156,10 +156,13 @@ func (s *Server) Run(ctx context.Context) error {
 	go func() { served <- srv.ServeTLS(ln, "", "") }()
 	certsDone := make(chan error, 1)
 	go func() { certsDone <- s.certs.Run(klog.NewContext(ctx, log)) }()
+	// The term's own context: it ends with Run, on every path, and Run
+	// waits for the term to be handed back.
+	termCtx, endTerm := context.WithCancel(ctx)
 	termDone := make(chan struct{})
 	if s.record != nil {
 		go s.record.Run(ctx, s.kube.CoreV1().RESTClient())
-		go func() { defer close(termDone); s.record.RunTerm(klog.NewContext(ctx, log)) }()
+		go func() { defer close(termDone); s.record.RunTerm(klog.NewContext(termCtx, log)) }()
 	} else {
 		close(termDone)
 	}
@@ -180,12 +183,12 @@ func (s *Server) Run(ctx context.Context) error {
 	s.listening.Store(false)
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	// Hand the term back before the process ends, beside the shutdown of
+	// the server (a review it still drains is refused the term), so that
+	// the next holder need not wait it out.
+	endTerm()
 	_ = srv.Shutdown(sctx)
-	if ctx.Err() != nil {
-		// Hand the term back before the process ends (RunTerm does on
-		// ctx's end), so that the next holder need not wait it out.
-		<-termDone
-	}
+	<-termDone
 	if ctx.Err() == nil && runErr == nil {
 		runErr = errors.New("webhook: stopped unexpectedly")
 	}

@@ -76,8 +76,13 @@ const (
 	lapsing
 )
 
-// canHold reports whether this replica takes the term when it is free.
+// canHold reports whether this replica is made to take the term when it is
+// free (it may still be stopping: see mayTake).
 func (z *Serializer) canHold() bool { return z.Address != "" && z.Term > 0 }
+
+// mayTake reports, under z.mu, whether this replica may take the term now:
+// it can hold one and is not handing its term back.
+func (z *Serializer) mayTake() bool { return z.canHold() && !z.stopping }
 
 // modeOf says what to do with a write, given the record rec, and the term
 // it shows.
@@ -100,7 +105,7 @@ func (z *Serializer) modeOf(rec *record) (mode, *term) {
 		return free, t
 	}
 	if t.Holder == z.Identity {
-		if z.everHeld && z.canHold() {
+		if z.everHeld && z.mayTake() {
 			// This process's own term, which its renewals failed to keep:
 			// it knows every write it admitted, and may take it again.
 			return free, t
@@ -121,13 +126,20 @@ func (z *Serializer) termEnd(t *term) time.Time {
 }
 
 // acquire takes the free term with a compare-and-swap on the record. It
-// reports false when another replica wrote the record first. prev is the
-// term the record showed, run out: its holder's last admissions may still
-// land, so this replica admits nothing for Settle.
+// reports false when another replica wrote the record first, or this one
+// is handing its term back. prev is the term the record showed, run out:
+// its holder's last admissions may still land, so this replica admits
+// nothing for Settle.
 func (z *Serializer) acquire(ctx context.Context, rec *record, prev *term) (bool, error) {
+	z.mu.Lock()
+	may := z.mayTake()
+	z.mu.Unlock()
+	if !may {
+		return false, nil
+	}
 	sent := z.Now()
 	t := &term{Holder: z.Identity, Address: z.Address, Renewed: sent.UTC(), Length: metav1.Duration{Duration: z.Term}}
-	_, err := z.writeRecord(ctx, rec, termFormat, t, z.current(rec.writes, sent))
+	next, err := z.update(ctx, rec, termFormat, t, z.current(rec.writes, sent))
 	if apierrors.IsConflict(err) {
 		z.count("conflict")
 		return false, nil
@@ -137,15 +149,25 @@ func (z *Serializer) acquire(ctx context.Context, rec *record, prev *term) (bool
 		return false, fmt.Errorf("taking the admission term in ConfigMap %s/%s: %w", z.Namespace, z.Name, err)
 	}
 	z.count("written")
+	// The record names this replica from the moment it is cached: hold the
+	// term from that same moment, or a review in between would find its
+	// own name and take itself for a predecessor.
 	z.mu.Lock()
-	z.heldUntil = sent.Add(z.validFor())
-	if prev != nil && !(prev.Holder == z.Identity && z.everHeld) {
-		z.fenceUntil = sent.Add(z.Settle)
+	z.keepLocked(next)
+	taken := !z.stopping
+	if taken {
+		z.heldUntil = sent.Add(z.validFor())
+		if prev != nil && !(prev.Holder == z.Identity && z.everHeld) {
+			z.fenceUntil = sent.Add(z.Settle)
+		}
+		z.everHeld = true
+		z.termVersion++
 	}
-	z.everHeld = true
 	z.mu.Unlock()
-	klog.FromContext(ctx).Info("took the admission term", "record", z.Namespace+"/"+z.Name, "length", z.Term, "previous", prev)
-	return true, nil
+	if taken {
+		klog.FromContext(ctx).Info("took the admission term", "record", z.Namespace+"/"+z.Name, "length", z.Term, "previous", prev)
+	}
+	return taken, nil
 }
 
 // validFor is how long after it sent a successful take or renewal a holder
@@ -164,9 +186,9 @@ func (z *Serializer) current(writes []admitted, now time.Time) []admitted {
 	return out
 }
 
-// writeRecord Updates the record from rec's resourceVersion with the term
-// t (nil: none) and writes, and caches what it wrote.
-func (z *Serializer) writeRecord(ctx context.Context, rec *record, format int, t *term, writes []admitted) (*record, error) {
+// update writes the record from rec's resourceVersion with the term t
+// (nil: none) and writes, and returns what it wrote, not yet cached.
+func (z *Serializer) update(ctx context.Context, rec *record, format int, t *term, writes []admitted) (*record, error) {
 	raw, err := json.Marshal(recordData{Format: format, Term: t, Writes: writes})
 	if err != nil {
 		return nil, err
@@ -177,9 +199,7 @@ func (z *Serializer) writeRecord(ctx context.Context, rec *record, format int, t
 	if err != nil {
 		return nil, err
 	}
-	next := &record{cm: out, writes: writes, term: t}
-	z.keep(next)
-	return next, nil
+	return &record{cm: out, writes: writes, term: t}, nil
 }
 
 // judgeInTerm judges w as the holder of the term, on the state once it
@@ -187,28 +207,28 @@ func (z *Serializer) writeRecord(ctx context.Context, rec *record, format int, t
 // its terms. An admitted write is listed in memory, not in the record. The
 // judgement waits for the state with no lock held (the API server may
 // call again, with the same write, while it waits), and stands only if no
-// other write was admitted meanwhile; otherwise it is made again.
+// other write was admitted, and the term did not change hands, while it
+// was made; otherwise it is made again.
 func (z *Serializer) judgeInTerm(ctx context.Context, w Write, rec *record, t *timings) (Verdict, error) {
-	z.mu.Lock()
-	fence := z.fenceUntil
-	z.mu.Unlock()
-	if wait := fence.Sub(z.Now()); wait > 0 {
-		// The last holder's final admissions may still be landing.
-		began := time.Now()
-		if err := sleepCtx(ctx, wait); err != nil {
-			return Verdict{}, err
-		}
-		t.decide += time.Since(began)
-	}
 	settleBy := z.Now().Add(z.Settle)
 	checkedParent := false
 	for range maxAttempts {
 		z.mu.Lock()
-		version := z.termVersion
+		version, fence := z.termVersion, z.fenceUntil
 		held := z.Now().Before(z.heldUntil)
 		z.mu.Unlock()
 		if !held {
 			return Verdict{}, errNotHolder
+		}
+		if wait := fence.Sub(z.Now()); wait > 0 {
+			// The last holder's final admissions may still be landing.
+			began := time.Now()
+			if err := sleepCtx(ctx, wait); err != nil {
+				return Verdict{}, err
+			}
+			t.decide += time.Since(began)
+			settleBy = z.Now().Add(z.Settle)
+			continue
 		}
 		inFlight := append(z.inFlight(rec, w), z.termInFlight(w)...)
 		began := time.Now()
@@ -229,10 +249,11 @@ func (z *Serializer) judgeInTerm(ctx context.Context, w Write, rec *record, t *t
 				continue
 			}
 		}
-		now := z.Now()
 		z.mu.Lock()
+		now := z.Now()
 		if z.termVersion != version {
-			// Another write was admitted while this one was judged.
+			// Another write was admitted, or the term changed hands, while
+			// this one was judged.
 			z.mu.Unlock()
 			z.count("conflict")
 			continue
@@ -257,7 +278,7 @@ func (z *Serializer) judgeInTerm(ctx context.Context, w Write, rec *record, t *t
 		}
 		return v, nil
 	}
-	return Verdict{}, fmt.Errorf("%d other writes were admitted while this one was judged: retry", maxAttempts)
+	return Verdict{}, fmt.Errorf("the write was judged %d times, and each time another write was admitted meanwhile: retry", maxAttempts)
 }
 
 // admitInTerm lists w, admitted at now, among the writes of the term, under
@@ -301,18 +322,30 @@ func (z *Serializer) termInFlight(w Write) []admitted {
 }
 
 // JudgeForwarded judges a write another replica handed this one, which
-// must hold the term: errNotHolder otherwise. It never hands it on.
+// must hold the term, or have held it and be named by the record still
+// (its renewals fell behind): errNotHolder otherwise. It never hands it on.
 func (z *Serializer) JudgeForwarded(ctx context.Context, f forwarded) (v Verdict, err error) {
 	t := timings{start: time.Now()}
 	defer t.log(ctx, f.Write, &v, &err)
-	rec, err := z.read(ctx, false)
-	if err != nil {
-		return Verdict{}, err
+	for range 2 {
+		rec, err := z.read(ctx, false)
+		if err != nil {
+			return Verdict{}, err
+		}
+		m, prev := z.modeOf(rec)
+		switch {
+		case m == holding:
+			return z.judgeInTerm(ctx, f.Write, rec, &t)
+		case m == free && prev != nil && prev.Holder == z.Identity:
+			// Its own term: take it again, then judge.
+			if _, err := z.acquire(ctx, rec, prev); err != nil {
+				return Verdict{}, err
+			}
+		default:
+			return Verdict{}, errNotHolder
+		}
 	}
-	if m, _ := z.modeOf(rec); m != holding {
-		return Verdict{}, errNotHolder
-	}
-	return z.judgeInTerm(ctx, f.Write, rec, &t)
+	return Verdict{}, errNotHolder
 }
 
 // handOver sends w to the holder of t and returns its verdict.
@@ -328,7 +361,8 @@ func (z *Serializer) handOver(ctx context.Context, t *term, w Write, tm *timings
 	case errors.Is(err, errNotHolder):
 		return Verdict{}, err
 	case err != nil:
-		z.count("failed")
+		tm.outcome = "unforwarded"
+		z.count(tm.outcome)
 		return Verdict{}, fmt.Errorf("replica %s, which holds the admission term, did not judge the write (at %s): %w", t.Holder, t.Address, err)
 	}
 	tm.outcome = "forwarded"
@@ -349,7 +383,7 @@ func (z *Serializer) RunTerm(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			z.release()
+			z.release(klog.FromContext(ctx))
 			return
 		case <-tick.C:
 			z.renew(ctx)
@@ -358,51 +392,52 @@ func (z *Serializer) RunTerm(ctx context.Context) {
 }
 
 // renew writes the record again with this replica's term, when it holds
-// one.
+// one, or held it and the record names it still: a renewal that succeeds
+// shows that no other replica took the term meanwhile, as that would have
+// changed the record.
 func (z *Serializer) renew(ctx context.Context) {
 	log := klog.FromContext(ctx)
 	z.mu.Lock()
-	held := z.Now().Before(z.heldUntil)
+	mine := z.everHeld && !z.stopping
 	z.mu.Unlock()
-	if !held {
+	if !mine {
 		return
 	}
 	rec, err := z.read(ctx, false)
-	if err == nil && (rec.term == nil || rec.term.Holder != z.Identity) {
-		rec, err = z.read(ctx, true)
-	}
 	if err != nil {
 		log.Error(err, "renewing the admission term")
 		return
 	}
-	if rec.term == nil || rec.term.Holder != z.Identity {
-		z.stepDown(ctx, "the record no longer names this replica")
-		return
-	}
-	sent := z.Now()
-	t := &term{Holder: z.Identity, Address: z.Address, Renewed: sent.UTC(), Length: metav1.Duration{Duration: z.Term}}
-	_, err = z.writeRecord(ctx, rec, termFormat, t, z.current(rec.writes, sent))
-	if apierrors.IsConflict(err) {
-		// The cached record was not the latest: read it and look again.
-		if rec, err = z.read(ctx, true); err == nil {
-			if rec.term == nil || rec.term.Holder != z.Identity {
-				z.stepDown(ctx, "the record no longer names this replica")
-				return
+	for attempt := 0; ; attempt++ {
+		if rec.term == nil || rec.term.Holder != z.Identity {
+			z.stepDown(ctx, "the record no longer names this replica")
+			return
+		}
+		sent := z.Now()
+		t := &term{Holder: z.Identity, Address: z.Address, Renewed: sent.UTC(), Length: metav1.Duration{Duration: z.Term}}
+		next, err := z.update(ctx, rec, termFormat, t, z.current(rec.writes, sent))
+		if err == nil {
+			z.mu.Lock()
+			z.keepLocked(next)
+			if !z.stopping {
+				if !z.Now().Before(z.heldUntil) {
+					z.termVersion++ // a new term: no judgement carries over
+				}
+				z.heldUntil = sent.Add(z.validFor())
 			}
-			sent = z.Now()
-			t.Renewed = sent.UTC()
-			_, err = z.writeRecord(ctx, rec, termFormat, t, z.current(rec.writes, sent))
+			z.mu.Unlock()
+			return
+		}
+		if !apierrors.IsConflict(err) || attempt > 0 {
+			log.Error(err, "renewing the admission term; the next tick tries again")
+			return
+		}
+		// The cached record was not the latest: read it and look again.
+		if rec, err = z.read(ctx, true); err != nil {
+			log.Error(err, "renewing the admission term; the next tick tries again")
+			return
 		}
 	}
-	if err != nil {
-		log.Error(err, "renewing the admission term; the next tick tries again")
-		return
-	}
-	z.mu.Lock()
-	if z.Now().Before(z.heldUntil) {
-		z.heldUntil = sent.Add(z.validFor())
-	}
-	z.mu.Unlock()
 }
 
 // stepDown stops admitting in the term at once.
@@ -410,29 +445,41 @@ func (z *Serializer) stepDown(ctx context.Context, why string) {
 	z.mu.Lock()
 	was := z.Now().Before(z.heldUntil)
 	z.heldUntil = time.Time{}
+	z.everHeld = false
+	z.termVersion++
 	z.mu.Unlock()
 	if was {
 		klog.FromContext(ctx).Info("stopped admitting in the admission term", "why", why)
 	}
 }
 
-// release hands the term back: it stops admitting, then writes the record
-// without a term, in the per-write format, listing the writes admitted in
-// the term that may still land.
-func (z *Serializer) release() {
+// maxHandedBack bounds the writes a hand-back lists: more, and the record
+// could outgrow a ConfigMap; the term is then left to run out, and the
+// next holder waits Settle instead.
+const maxHandedBack = 1000
+
+// release hands the term back: it stops admitting and taking the term,
+// then writes the record without a term, in the per-write format, listing
+// the writes admitted in the term that its state has not yet seen land.
+func (z *Serializer) release(log klog.Logger) {
 	z.mu.Lock()
-	held := z.Now().Before(z.heldUntil)
+	z.stopping = true
+	held := z.everHeld
 	z.heldUntil = time.Time{}
+	z.termVersion++
 	z.mu.Unlock()
 	if !held {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	log := klog.FromContext(ctx)
 	for range 3 {
 		rec, err := z.read(ctx, true)
-		if err != nil || rec.term == nil || rec.term.Holder != z.Identity {
+		if err != nil {
+			log.Error(err, "handing the admission term back; it runs out by itself")
+			return
+		}
+		if rec.term == nil || rec.term.Holder != z.Identity {
 			return
 		}
 		now := z.Now()
@@ -453,7 +500,13 @@ func (z *Serializer) release() {
 				}
 			}
 		})
-		if _, err = z.writeRecord(ctx, rec, recordFormat, nil, writes); err == nil {
+		if len(writes) > maxHandedBack {
+			log.Info("not handing the admission term back: too many writes in flight to list; it runs out by itself", "inFlight", len(writes))
+			return
+		}
+		next, err := z.update(ctx, rec, recordFormat, nil, writes)
+		if err == nil {
+			z.keep(next)
 			log.Info("handed the admission term back", "record", z.Namespace+"/"+z.Name, "listed", len(writes))
 			return
 		}

@@ -155,3 +155,42 @@ func TestDecodeRecordTerm(t *testing.T) {
 		t.Errorf("format 3: %v", err)
 	}
 }
+
+// TestDecideWaitsSettleFromEachAdmission: a judgement made again after the
+// review's own wait is over (another write was admitted meanwhile) still
+// waits for that write, Settle from its admission, and judges with it.
+func TestDecideWaitsSettleFromEachAdmission(t *testing.T) {
+	cohort := aqtest.Cohort("c", "root").Budget(gpu, "a100", "10").Obj()
+	st := newFakeState(cohort)
+	z := &Serializer{State: st, Now: time.Now, RecordTimings: RecordTimings{Settle: 2 * time.Second, InFlight: 5 * time.Second, Keep: 10 * time.Second}}
+	b := Write{Name: "b", Op: admissionv1.Create, Spec: &aqtest.Team("b", "c").Budget(gpu, "a100", "6").Obj().Spec}
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		st.upsert(aqtest.Team("a", "c").Budget(gpu, "a100", "6").Obj())
+	}()
+	// The review began long ago: its own deadline has passed.
+	v, err := z.decide(context.Background(), b, []admitted{{Name: "a", Op: admissionv1.Create, At: time.Now()}}, time.Now().Add(-time.Minute))
+	if err != nil || v.Allowed {
+		t.Fatalf("b: %+v, %v; want the overrun a's create makes: a was given up on a moment after its admission", v, err)
+	}
+}
+
+// TestReleaseStopsTakingTheTerm: once a replica hands its term back, it
+// admits nothing in it and does not take it again, whatever the record
+// says.
+func TestReleaseStopsTakingTheTerm(t *testing.T) {
+	now := time.Unix(1000, 0)
+	z := termSerializer(&now)
+	mine := &term{Holder: "me", Address: z.Address, Renewed: now, Length: metav1.Duration{Duration: 10 * time.Second}}
+	z.keep(recordAt("1", mine))
+	z.everHeld, z.heldUntil = true, now.Add(5*time.Second)
+	z.mu.Lock()
+	z.stopping, z.heldUntil = true, time.Time{}
+	z.mu.Unlock()
+	if m, _ := z.modeOf(recordAt("1", mine)); m == holding || m == free {
+		t.Errorf("a stopping replica's mode is %d: it would judge in, or take, the term it hands back", m)
+	}
+	if ok, err := z.acquire(context.Background(), recordAt("1", nil), nil); ok || err != nil {
+		t.Errorf("a stopping replica took the term: %v, %v", ok, err)
+	}
+}

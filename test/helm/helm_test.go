@@ -239,6 +239,9 @@ func container(ctx context.Context, t *testing.T) (args, env []string) {
 			env = append(env, e.Name+"="+ns)
 		case e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name":
 			env = append(env, e.Name+"=ome-quota-manager-pod")
+		case e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "status.podIP":
+			// Every process here listens on loopback.
+			env = append(env, e.Name+"=127.0.0.1")
 		case e.ValueFrom == nil:
 			env = append(env, e.Name+"="+e.Value)
 		default:

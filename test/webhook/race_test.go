@@ -112,6 +112,8 @@ func TestConcurrentConflictingWrites(t *testing.T) {
 			"%s handed the holder no write", other.Name)
 		require.Zero(t, holder.metric(t, "ome_quota_webhook_record_writes_total", `outcome="forwarded"`),
 			"the holder, %s, handed writes on", holder.Name)
+		t.Logf("judgements the holder made again because another write was admitted meanwhile: %v",
+			holder.metric(t, "ome_quota_webhook_record_writes_total", `outcome="conflict"`))
 	})
 	t.Run("every admission writes the record", func(t *testing.T) {
 		r1, r2 := raceRounds(t, "--webhook-admission-term=0")
