@@ -34,6 +34,7 @@ import (
 	"flag"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"os"
 	"os/signal"
 	"regexp"
@@ -79,6 +80,8 @@ func run() error {
 	cpuProfile := flag.String("cpuprofile", "", "write CPU profiles of the manager and the API server over the budget writes to this file, one per size (FILE.SIZE, FILE.SIZE.apiserver)")
 	profileFor := flag.Duration("cpuprofile-for", 20*time.Second, "how long -cpuprofile profiles, from the first budget write")
 	attribute := flag.String("attribute", "", "instead of the timed comparison, send budget writes back to back for -cpuprofile-for with the webhook off and then on, under CPU profiles of the manager and the API server (FILE.SIZE.off, FILE.SIZE.on, and .apiserver), and print each process's CPU per write in each mode; no latency figures")
+	seed := flag.Uint64("seed", 0, "seed of the order of the two modes in each pair of blocks (0: from the clock; the run prints it)")
+	fixedOrder := flag.Bool("fixed-order", false, "every pair of blocks without the webhook first, then with it (the default draws the order of each pair, so that nothing periodic in the API server can fall in step with the alternation and always land in the same mode)")
 	forwarded := flag.Bool("forwarded", false, "run two managers, both electing a leader: the first takes the Lease and the admission term, and the API server calls the second, which hands the first every write that needs serializing (the figures are the second's)")
 	keepFiles := flag.String("keep", "", "keep the manager's log and the budget writes, one line each (when sent, with the webhook or not, raise or lower, place in its block, generation judged on, duration), in FILE.SIZE.log and FILE.SIZE.writes")
 	flag.Parse()
@@ -120,6 +123,13 @@ func run() error {
 	}
 	b := &bench{c: c, bin: bin, aqs: aqs, updates: *updates, backToBack: !*paced, extra: strings.Fields(*managerArgs),
 		profile: *cpuProfile, profileFor: *profileFor, keep: *keepFiles, attribute: *attribute, forwarded: *forwarded}
+	if !*fixedOrder {
+		if *seed == 0 {
+			*seed = uint64(time.Now().UnixNano())
+		}
+		b.order = rand.New(rand.NewPCG(*seed, 0))
+		fmt.Fprintf(os.Stderr, "the order of the modes in each pair of blocks is drawn with -seed %d\n", *seed)
+	}
 	if b.profile != "" || b.attribute != "" {
 		b.extra = append(b.extra, "--profiling")
 	}
@@ -185,6 +195,9 @@ type bench struct {
 	// forwarded: the manager the API server calls hands its writes to
 	// another that holds the admission term (see the flag).
 	forwarded bool
+	// order draws which mode comes first in each pair of blocks; nil:
+	// without the webhook first, always.
+	order *rand.Rand
 }
 
 // start starts a manager, with the webhook on port (0: without it), and
@@ -386,7 +399,11 @@ func (b *bench) measure(ctx context.Context, n int) (map[string]map[bool][]time.
 			}()
 		}
 		for done := 0; done < b.updates; done += block {
-			for _, on := range []bool{false, true} {
+			modes := []bool{false, true}
+			if b.order != nil && b.order.IntN(2) == 1 {
+				modes = []bool{true, false}
+			}
+			for _, on := range modes {
 				if err := b.setWebhook(ctx, m, on); err != nil {
 					return nil, err
 				}
