@@ -328,13 +328,12 @@ func (z *Serializer) judgeByRecord(ctx context.Context, w Write, rec *record, se
 				}
 			}
 			if p := missingParent(w, v); p != "" && !checkedParent {
-				// A parent created a moment ago by a path the record does
-				// not see (the manager's own root, or the webhook off).
 				checkedParent = true
-				if _, err := z.Get(ctx, p); err == nil {
-					if err := z.await(ctx, settleBy, func(s *state.State) bool { _, ok := s.Generation(p); return ok }); err != nil {
-						return nil, Verdict{}, err
-					}
+				again, err := z.parentCreated(ctx, p, settleBy)
+				if err != nil {
+					return nil, Verdict{}, err
+				}
+				if again {
 					continue
 				}
 			}
@@ -462,6 +461,20 @@ func (z *Serializer) await(ctx context.Context, settleBy time.Time, done func(*s
 	}
 }
 
+// parentCreated reports whether parent p, which the state does not hold,
+// exists in the API server (created a moment ago by a path that neither
+// the record nor a term sees: the manager's own root, or the webhook off),
+// once the state holds it too: the write is then judged again.
+func (z *Serializer) parentCreated(ctx context.Context, p string, settleBy time.Time) (bool, error) {
+	if _, err := z.Get(ctx, p); err != nil {
+		return false, nil
+	}
+	if err := z.await(ctx, settleBy, func(s *state.State) bool { _, ok := s.Generation(p); return ok }); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
 // missingParent is the parent of the written node when the denial says it
 // does not exist.
 func missingParent(w Write, v Verdict) string {
@@ -482,8 +495,14 @@ func (z *Serializer) inFlight(rec *record, w Write) []admitted {
 	now := z.Now()
 	z.mu.Lock()
 	defer z.mu.Unlock()
+	return z.pendingLocked(rec.writes, w, now)
+}
+
+// pendingLocked are the writes of list that can still land at now, but
+// w's own and those given up on; under z.mu.
+func (z *Serializer) pendingLocked(list []admitted, w Write, now time.Time) []admitted {
 	var out []admitted
-	for _, a := range rec.writes {
+	for _, a := range list {
 		if now.Before(a.At.Add(z.InFlight)) && !a.same(w) && !z.gaveUp[a] {
 			out = append(out, a)
 		}
@@ -590,9 +609,7 @@ func (z *Serializer) keepLocked(rec *record) {
 	if (rec.term == nil || rec.term.Holder != z.Identity) && !z.heldUntil.IsZero() {
 		// Another replica wrote the record over this one's term (it ran
 		// out there, or someone edited the record): stop admitting in it.
-		z.heldUntil = time.Time{}
-		z.everHeld = false
-		z.termVersion++
+		z.dropTermLocked()
 	}
 }
 
@@ -630,9 +647,7 @@ func (z *Serializer) Run(ctx context.Context, client cache.Getter) {
 			z.mu.Lock()
 			z.cur = nil
 			// The term went with the record.
-			z.heldUntil = time.Time{}
-			z.everHeld = false
-			z.termVersion++
+			z.dropTermLocked()
 			z.mu.Unlock()
 		},
 	})
@@ -657,20 +672,14 @@ func (z *Serializer) add(ctx context.Context, rec *record, w Write) (outcome str
 		writes = append(writes, b)
 	}
 	writes = append(writes, a)
-	raw, err := json.Marshal(recordData{Format: recordFormat, Writes: writes})
-	if err != nil {
-		return "failed", err
-	}
-	cm := rec.cm.DeepCopy()
-	cm.Data = map[string]string{RecordKey: string(raw)}
-	out, err := z.ConfigMaps.Update(ctx, cm, metav1.UpdateOptions{FieldManager: FieldManager})
+	next, err := z.update(ctx, rec, recordFormat, nil, writes)
 	switch {
 	case apierrors.IsConflict(err):
 		return "conflict", err
 	case err != nil:
 		return "failed", err
 	}
-	z.keep(&record{cm: out, writes: writes})
+	z.keep(next)
 	return "written", nil
 }
 

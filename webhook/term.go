@@ -138,7 +138,7 @@ func (z *Serializer) acquire(ctx context.Context, rec *record, prev *term) (bool
 		return false, nil
 	}
 	sent := z.Now()
-	t := &term{Holder: z.Identity, Address: z.Address, Renewed: sent.UTC(), Length: metav1.Duration{Duration: z.Term}}
+	t := z.newTerm(sent)
 	next, err := z.update(ctx, rec, termFormat, t, z.current(rec.writes, sent))
 	if apierrors.IsConflict(err) {
 		z.count("conflict")
@@ -168,6 +168,11 @@ func (z *Serializer) acquire(ctx context.Context, rec *record, prev *term) (bool
 		klog.FromContext(ctx).Info("took the admission term", "record", z.Namespace+"/"+z.Name, "length", z.Term, "previous", prev)
 	}
 	return taken, nil
+}
+
+// newTerm is this replica's term, taken or renewed at sent.
+func (z *Serializer) newTerm(sent time.Time) *term {
+	return &term{Holder: z.Identity, Address: z.Address, Renewed: sent.UTC(), Length: metav1.Duration{Duration: z.Term}}
 }
 
 // validFor is how long after it sent a successful take or renewal a holder
@@ -239,13 +244,12 @@ func (z *Serializer) judgeInTerm(ctx context.Context, w Write, rec *record, t *t
 			return Verdict{}, err
 		}
 		if p := missingParent(w, v); p != "" && !checkedParent {
-			// A parent created a moment ago by a path that no term sees
-			// (the manager's own root, or the webhook off).
 			checkedParent = true
-			if _, err := z.Get(ctx, p); err == nil {
-				if err := z.await(ctx, settleBy, func(s *state.State) bool { _, ok := s.Generation(p); return ok }); err != nil {
-					return Verdict{}, err
-				}
+			again, err := z.parentCreated(ctx, p, settleBy)
+			if err != nil {
+				return Verdict{}, err
+			}
+			if again {
 				continue
 			}
 		}
@@ -312,13 +316,7 @@ func (z *Serializer) termInFlight(w Write) []admitted {
 	now := z.Now()
 	z.mu.Lock()
 	defer z.mu.Unlock()
-	var out []admitted
-	for _, a := range z.termWrites {
-		if now.Before(a.At.Add(z.InFlight)) && !a.same(w) && !z.gaveUp[a] {
-			out = append(out, a)
-		}
-	}
-	return out
+	return z.pendingLocked(z.termWrites, w, now)
 }
 
 // JudgeForwarded judges a write another replica handed this one, which
@@ -414,7 +412,7 @@ func (z *Serializer) renew(ctx context.Context) {
 			return
 		}
 		sent := z.Now()
-		t := &term{Holder: z.Identity, Address: z.Address, Renewed: sent.UTC(), Length: metav1.Duration{Duration: z.Term}}
+		t := z.newTerm(sent)
 		next, err := z.update(ctx, rec, termFormat, t, z.current(rec.writes, sent))
 		if err == nil {
 			z.mu.Lock()
@@ -444,13 +442,20 @@ func (z *Serializer) renew(ctx context.Context) {
 func (z *Serializer) stepDown(ctx context.Context, why string) {
 	z.mu.Lock()
 	was := z.Now().Before(z.heldUntil)
-	z.heldUntil = time.Time{}
-	z.everHeld = false
-	z.termVersion++
+	z.dropTermLocked()
 	z.mu.Unlock()
 	if was {
 		klog.FromContext(ctx).Info("stopped admitting in the admission term", "why", why)
 	}
+}
+
+// dropTermLocked forgets this replica's term, under z.mu: it no longer
+// admits in it, nor takes it again as its own, and no judgement made in it
+// stands.
+func (z *Serializer) dropTermLocked() {
+	z.heldUntil = time.Time{}
+	z.everHeld = false
+	z.termVersion++
 }
 
 // maxHandedBack bounds the writes a hand-back lists: more, and the record
