@@ -16,6 +16,9 @@ var SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: "v1beta1
 // group version.
 var AcceleratorQuotas = SchemeGroupVersion.WithResource("acceleratorquotas")
 
+// AdmissionLedgers is the plural resource of AdmissionLedger.
+var AdmissionLedgers = SchemeGroupVersion.WithResource("admissionledgers")
+
 // Resource takes an unqualified resource and returns it qualified with this
 // package's group, as the generated listers expect.
 func Resource(resource string) schema.GroupResource {
@@ -30,7 +33,7 @@ var (
 )
 
 func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(SchemeGroupVersion, &AcceleratorQuota{}, &AcceleratorQuotaList{})
+	s.AddKnownTypes(SchemeGroupVersion, &AcceleratorQuota{}, &AcceleratorQuotaList{}, &AdmissionLedger{}, &AdmissionLedgerList{})
 	metav1.AddToGroupVersion(s, SchemeGroupVersion)
 	return nil
 }

@@ -24,6 +24,10 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &apiv1beta1.AcceleratorQuotaSpecApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("AcceleratorQuotaStatus"):
 		return &apiv1beta1.AcceleratorQuotaStatusApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("AdmissionLedger"):
+		return &apiv1beta1.AdmissionLedgerApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("AdmissionLedgerSpec"):
+		return &apiv1beta1.AdmissionLedgerSpecApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("Budget"):
 		return &apiv1beta1.BudgetApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("BudgetStatus"):
@@ -34,6 +38,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &apiv1beta1.ClusterShareApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("ParentReference"):
 		return &apiv1beta1.ParentReferenceApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("Reservation"):
+		return &apiv1beta1.ReservationApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("StatusSummary"):
 		return &apiv1beta1.StatusSummaryApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("UnbudgetedDevices"):

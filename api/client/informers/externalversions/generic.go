@@ -41,6 +41,8 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 	// Group=ome.io, Version=v1beta1
 	case v1beta1.SchemeGroupVersion.WithResource("acceleratorquotas"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Ome().V1beta1().AcceleratorQuotas().Informer()}, nil
+	case v1beta1.SchemeGroupVersion.WithResource("admissionledgers"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Ome().V1beta1().AdmissionLedgers().Informer()}, nil
 
 	}
 

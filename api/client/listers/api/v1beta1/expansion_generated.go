@@ -7,3 +7,7 @@ package v1beta1
 // AcceleratorQuotaListerExpansion allows custom methods to be added to
 // AcceleratorQuotaLister.
 type AcceleratorQuotaListerExpansion interface{}
+
+// AdmissionLedgerListerExpansion allows custom methods to be added to
+// AdmissionLedgerLister.
+type AdmissionLedgerListerExpansion interface{}

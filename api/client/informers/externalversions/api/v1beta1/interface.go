@@ -12,6 +12,8 @@ import (
 type Interface interface {
 	// AcceleratorQuotas returns a AcceleratorQuotaInformer.
 	AcceleratorQuotas() AcceleratorQuotaInformer
+	// AdmissionLedgers returns a AdmissionLedgerInformer.
+	AdmissionLedgers() AdmissionLedgerInformer
 }
 
 type version struct {
@@ -28,4 +30,9 @@ func New(f internalinterfaces.SharedInformerFactory, namespace string, tweakList
 // AcceleratorQuotas returns a AcceleratorQuotaInformer.
 func (v *version) AcceleratorQuotas() AcceleratorQuotaInformer {
 	return &acceleratorQuotaInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
+}
+
+// AdmissionLedgers returns a AdmissionLedgerInformer.
+func (v *version) AdmissionLedgers() AdmissionLedgerInformer {
+	return &admissionLedgerInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
 }

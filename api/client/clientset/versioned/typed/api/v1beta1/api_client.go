@@ -15,6 +15,7 @@ import (
 type OmeV1beta1Interface interface {
 	RESTClient() rest.Interface
 	AcceleratorQuotasGetter
+	AdmissionLedgersGetter
 }
 
 // OmeV1beta1Client is used to interact with features provided by the ome.io group.
@@ -24,6 +25,10 @@ type OmeV1beta1Client struct {
 
 func (c *OmeV1beta1Client) AcceleratorQuotas() AcceleratorQuotaInterface {
 	return newAcceleratorQuotas(c)
+}
+
+func (c *OmeV1beta1Client) AdmissionLedgers() AdmissionLedgerInterface {
+	return newAdmissionLedgers(c)
 }
 
 // NewForConfig creates a new OmeV1beta1Client for the given config.

@@ -5,3 +5,5 @@
 package v1beta1
 
 type AcceleratorQuotaExpansion interface{}
+
+type AdmissionLedgerExpansion interface{}
