@@ -63,6 +63,10 @@ type Event struct {
 	// Key names the object: its name, as all these objects are
 	// cluster-scoped.
 	Key string `json:"key,omitempty"`
+	// Version is the object's resourceVersion on AcceleratorQuota events:
+	// an upsert's, or a delete's (the deletion's, or the last one known).
+	// The admission webhook reads how far the state has seen from it.
+	Version uint64 `json:"version,omitempty"`
 
 	Quota   *Quota   `json:"quota,omitempty"`
 	Node    *Node    `json:"node,omitempty"`
@@ -83,7 +87,10 @@ type Event struct {
 // capacity in its status, from which root's high-water marks are read back
 // at start.
 type Quota struct {
-	Name       string                       `json:"name"`
+	Name string `json:"name"`
+	// UID is the object's metadata.uid: it tells one life of a name from
+	// the next.
+	UID        string                       `json:"uid,omitempty"`
 	Generation int64                        `json:"generation,omitempty"`
 	Spec       v1beta1.AcceleratorQuotaSpec `json:"spec"`
 	Capacity   []v1beta1.CapacityStatus     `json:"capacity,omitempty"`
@@ -179,6 +186,12 @@ type Verdict struct {
 	New *v1beta1.AcceleratorQuotaSpec `json:"new,omitempty"`
 	// Replica is the identity of the replica that judged it.
 	Replica string `json:"replica,omitempty"`
+	// ObjectUID is the written object's metadata.uid (a CREATE's new
+	// one), and Base the resourceVersion of the object an UPDATE or DELETE
+	// was judged on: replay names the user as the author of a change only
+	// when the change it then sees is this one.
+	ObjectUID string `json:"objectUID,omitempty"`
+	Base      string `json:"base,omitempty"`
 }
 
 // Verdicted is the webhook's verdict on a write of node.

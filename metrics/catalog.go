@@ -107,14 +107,16 @@ var (
 		Help: "Events that could not be appended to the recorded event log (--event-log); a replay reports the gap."}
 	mWebhookVerdicts = Spec{Name: "ome_quota_webhook_verdicts_total", Type: Counter, Labels: []string{"operation", "verdict"}, Source: webhookSrc,
 		Help: "Admission answers, by operation and verdict."}
-	mWebhookRecord = Spec{Name: "ome_quota_webhook_record_writes_total", Type: Counter, Labels: []string{"outcome"}, Source: webhookSrc,
-		Help: "The admission record per judged write, by outcome: written, conflict, already, failed, skipped (a lowering needs no record), term (admitted by the holder of the admission term, no record written), forwarded (handed to the holder) or unforwarded (the holder did not answer)."}
+	mWebhookLedger = Spec{Name: "ome_quota_webhook_ledger_total", Type: Counter, Labels: []string{"outcome"}, Source: webhookSrc,
+		Help: "Judged writes by what they did to the admission ledger: reserved, conflict (lost the compare-and-swap and judged again), failed, denied, lowering (a team's lowering needs no reservation), dry-run, already (reserved before) or unavailable (refused with retry)."}
+	mWebhookUncertain = Spec{Name: "ome_quota_webhook_uncertain_total", Type: Counter, Source: webhookSrc,
+		Help: "Reviews judged while related reservations had not been seen to land within the webhook's patience (1s): each was judged on every combination of them, or refused with retry."}
 	mWebhookReview = Spec{Name: "ome_quota_webhook_review_seconds", Type: Histogram, Labels: []string{"verdict"}, Source: webhookSrc,
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 		Help:    "Time from a review's arrival to its answer, by verdict."}
-	mWebhookSettle = Spec{Name: "ome_quota_webhook_settle_wait_seconds", Type: Histogram, Source: webhookSrc,
+	mWebhookJudge = Spec{Name: "ome_quota_webhook_judge_seconds", Type: Histogram, Source: webhookSrc,
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
-		Help:    "How long a review waited for the writes admitted before it to reach the state."}
+		Help:    "Time to judge a tree write: waiting for this replica's view to reach the ledger's floor and for related reservations to settle, judging, and reserving."}
 	mLeader = Spec{Name: "ome_quota_leader", Type: Gauge, Source: election,
 		Help: "1 while this replica holds the leader lease."}
 	mLeaderTransitions = Spec{Name: "ome_quota_leader_transitions_total", Type: Counter, Source: election,
@@ -130,7 +132,7 @@ var (
 func Catalog() []Spec {
 	out := append(slices.Clone(stateSpecs),
 		mApplied, mSwept, mWrites, mWriteErrors, mApplySeconds, mFullComparison, mEvents, mEventLag, mEventLogErrors,
-		mWebhookVerdicts, mWebhookRecord, mWebhookReview, mWebhookSettle,
+		mWebhookVerdicts, mWebhookLedger, mWebhookUncertain, mWebhookReview, mWebhookJudge,
 		mLeader, mLeaderTransitions, mKubeEvents, mBuildInfo,
 		mQueueDepth, mQueueAdds, mQueueRetries, mQueueLatency, mQueueWork, mQueueUnfinished, mQueueLongest,
 	)

@@ -33,18 +33,16 @@ type Metrics struct {
 	EventLogErrors prometheus.Counter
 	// WebhookVerdicts counts admission answers by operation and verdict.
 	WebhookVerdicts *prometheus.CounterVec
-	// WebhookRecord counts the webhook's compare-and-swap writes of the
-	// admission record by outcome: written, conflict (another replica
-	// wrote first: the write is judged again), already (the write was
-	// listed), failed, skipped (a lowering of a team's budgets is judged
-	// without the record).
-	WebhookRecord *prometheus.CounterVec
+	// WebhookLedger counts judged writes by what they did to the
+	// admission ledger; WebhookUncertain the reviews judged with related
+	// reservations not yet seen to land.
+	WebhookLedger    *prometheus.CounterVec
+	WebhookUncertain prometheus.Counter
 	// WebhookReviewSeconds is the time from a review's arrival to its
 	// answer, by verdict.
 	WebhookReviewSeconds *prometheus.HistogramVec
-	// WebhookSettleSeconds is how long a review waited for the writes
-	// admitted before it to reach the state.
-	WebhookSettleSeconds prometheus.Histogram
+	// WebhookPendingSeconds is the time to judge a tree write.
+	WebhookPendingSeconds prometheus.Histogram
 	// Leader is 1 on the replica that holds the lease; LeaderTransitions
 	// counts the times this replica became the leader.
 	Leader            prometheus.Gauge
@@ -86,9 +84,10 @@ func New() *Metrics {
 	m.EventLag = histogram(mEventLag)
 	m.EventLogErrors = counter(mEventLogErrors)
 	m.WebhookVerdicts = counterVec(mWebhookVerdicts)
-	m.WebhookRecord = counterVec(mWebhookRecord)
+	m.WebhookLedger = counterVec(mWebhookLedger)
+	m.WebhookUncertain = counter(mWebhookUncertain)
 	m.WebhookReviewSeconds = histogramVec(mWebhookReview)
-	m.WebhookSettleSeconds = histogram(mWebhookSettle)
+	m.WebhookPendingSeconds = histogram(mWebhookJudge)
 	m.Leader = gauge(mLeader)
 	m.LeaderTransitions = counter(mLeaderTransitions)
 	m.KubeEvents = counterVec(mKubeEvents)
@@ -111,7 +110,7 @@ func New() *Metrics {
 	m.register(
 		m.Applied, m.Swept, m.Writes, m.WriteErrors, m.ApplySeconds, m.FullComparison,
 		m.Events, m.EventLag, m.EventLogErrors,
-		m.WebhookVerdicts, m.WebhookRecord, m.WebhookReviewSeconds, m.WebhookSettleSeconds,
+		m.WebhookVerdicts, m.WebhookLedger, m.WebhookUncertain, m.WebhookReviewSeconds, m.WebhookPendingSeconds,
 		m.Leader, m.LeaderTransitions, m.KubeEvents,
 		newBuildInfo(), &stateCollector{m: m},
 	)

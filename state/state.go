@@ -50,6 +50,10 @@ type State struct {
 	// machine moves every node between phases (see newMachine).
 	machine *fsm.FSM
 
+	// progress is the highest resourceVersion of the AcceleratorQuota
+	// events applied (see Progress).
+	progress uint64
+
 	// leader is the replica that leads, as its Leadership events say
 	// (outcome.go).
 	leader string
@@ -66,6 +70,8 @@ type State struct {
 type member struct {
 	name     string
 	gen      int64
+	uid      string // metadata.uid
+	version  uint64 // resourceVersion, as last seen
 	spec     *v1beta1.AcceleratorQuotaSpec
 	shape    shape
 	place    Place
@@ -150,10 +156,11 @@ func (s *State) Apply(ev events.Event) []Transition {
 	s.transitions = nil
 	switch ev.Kind {
 	case events.KindAcceleratorQuota:
+		s.progress = max(s.progress, ev.Version)
 		if ev.Op == events.OpDelete {
 			s.deleteQuota(ev.Key)
 		} else {
-			s.upsertQuota(ev.Quota)
+			s.upsertQuota(ev.Quota, ev.Version)
 		}
 	case events.KindNode:
 		if ev.Op == events.OpDelete {

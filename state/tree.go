@@ -26,7 +26,7 @@ func newPass() pass {
 // O(depth + children) when the node is created or moves (walking up for a
 // loop of parentRefs), O(1) in the rules for a change of budgets, plus the
 // subtree of a node whose place or state flips.
-func (s *State) upsertQuota(q *events.Quota) {
+func (s *State) upsertQuota(q *events.Quota, version uint64) {
 	name := q.Name
 	if name == v1beta1.RootName {
 		s.rootSeen = true
@@ -44,7 +44,7 @@ func (s *State) upsertQuota(q *events.Quota) {
 		s.changedNode(name)
 	}
 	if m != nil && m.shape.equal(sh) {
-		m.spec, m.gen = spec, q.Generation
+		m.spec, m.gen, m.uid, m.version = spec, q.Generation, q.UID, version
 		return
 	}
 	created := m == nil
@@ -56,7 +56,7 @@ func (s *State) upsertQuota(q *events.Quota) {
 		old = m.shape
 	}
 	s.relink(name, old, sh)
-	m.spec, m.gen, m.shape = spec, q.Generation, sh
+	m.spec, m.gen, m.shape, m.uid, m.version = spec, q.Generation, sh, q.UID, version
 
 	s.queue(name)
 	s.queue(old.parent)

@@ -1,10 +1,10 @@
 package webhook
 
 import (
+	"crypto/x509"
 	"fmt"
 	"net"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -21,9 +21,10 @@ const (
 	// DefaultCertSecret is the Secret that holds the CA and the serving
 	// certificate. The manager fills it; it never creates it.
 	DefaultCertSecret = "ome/ome-quota-manager-webhook-cert"
-	// DefaultAdmissionRecord is the ConfigMap that serializes admissions
-	// across replicas. The manager creates it when it is missing.
-	DefaultAdmissionRecord = "ome/ome-quota-manager-admissions"
+	// LegacyRecord is the ConfigMap, in the certificate Secret's
+	// namespace, through which versions before the AdmissionLedger
+	// serialized their admissions: it is fenced at start (FenceRecord).
+	LegacyRecord = "ome-quota-manager-admissions"
 	// DefaultService is the Service in front of the replicas' webhook port.
 	DefaultService = "ome/ome-quota-manager-webhook"
 	// DefaultPort is the port the webhook listens on.
@@ -58,18 +59,23 @@ type Options struct {
 	// CertHosts are extra DNS names and IP addresses for the certificate
 	// (--webhook-cert-hosts).
 	CertHosts []string
-	// AdmissionRecord is the ConfigMap, as namespace/name, through which
-	// replicas serialize their admissions (--webhook-admission-record).
-	AdmissionRecord string
-	// Identity names this replica in the record; empty means the hostname.
+	// Ledger is the AdmissionLedger through which replicas serialize their
+	// admissions (--webhook-ledger). The manager creates it when missing.
+	Ledger string
+	// Identity names this replica in the ledger.
 	Identity string
-	// Record are the admission record's timings; Record.Term is
-	// --webhook-admission-term.
-	Record RecordTimings
-	// PeerAddress is where the other replicas reach this one's webhook,
-	// host:port (--webhook-peer-address); empty, this replica never holds
-	// the admission term.
-	PeerAddress string
+	// ReservationExpiry is how long a reservation that cannot be seen to
+	// land is counted (--webhook-reservation-expiry).
+	ReservationExpiry time.Duration
+	// Patience is how long a review waits for related reservations to
+	// settle before it weighs them as uncertain.
+	Patience time.Duration
+	// ClientCA is a PEM file of CAs; set, the webhook serves only clients
+	// with a certificate one of them signed (--webhook-client-ca).
+	ClientCA string
+	// MaxInFlight bounds the reviews judged at once; more get 429
+	// (--webhook-max-in-flight).
+	MaxInFlight int
 
 	// CALifetime and ServingLifetime are how long new certificates are
 	// valid. A certificate is renewed once less than a third of its own
@@ -82,7 +88,6 @@ type Options struct {
 
 	// Parsed forms, filled by Validate.
 	secretNS, secretName   string
-	recordNS, recordName   string
 	serviceNS, serviceName string
 	dnsNames               []string
 	ips                    []net.IP
@@ -91,16 +96,18 @@ type Options struct {
 // DefaultOptions are the flags' defaults.
 func DefaultOptions() *Options {
 	return &Options{
-		Enabled:         true,
-		Port:            DefaultPort,
-		CertSecret:      DefaultCertSecret,
-		ConfigName:      DefaultConfigName,
-		Service:         DefaultService,
-		AdmissionRecord: DefaultAdmissionRecord,
-		Record:          RecordTimings{Settle: 3 * time.Second, InFlight: 10 * time.Second, Keep: 30 * time.Second, Term: 10 * time.Second},
-		CALifetime:      10 * 365 * 24 * time.Hour,
-		ServingLifetime: 365 * 24 * time.Hour,
-		CheckInterval:   time.Hour,
+		Enabled:           true,
+		Port:              DefaultPort,
+		CertSecret:        DefaultCertSecret,
+		ConfigName:        DefaultConfigName,
+		Service:           DefaultService,
+		Ledger:            "ome-quota-manager",
+		ReservationExpiry: 75 * time.Second,
+		Patience:          time.Second,
+		MaxInFlight:       32,
+		CALifetime:        10 * 365 * 24 * time.Hour,
+		ServingLifetime:   365 * 24 * time.Hour,
+		CheckInterval:     time.Hour,
 	}
 }
 
@@ -109,11 +116,12 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.Enabled, "webhook", o.Enabled, "serve the validating admission webhook for AcceleratorQuotas; false runs without it (remove the ValidatingWebhookConfiguration too, or every write fails closed)")
 	fs.IntVar(&o.Port, "webhook-port", o.Port, "HTTPS port of the webhook")
 	fs.StringVar(&o.CertSecret, "webhook-cert-secret", o.CertSecret, "Secret (namespace/name; a bare name means $POD_NAMESPACE) that holds the webhook's CA and serving certificate; it must exist: the manager fills it but never creates it")
-	fs.StringVar(&o.AdmissionRecord, "webhook-admission-record", o.AdmissionRecord, "ConfigMap (namespace/name; a bare name means $POD_NAMESPACE) through which the replicas serialize the tree writes they admit; the manager creates it when it is missing")
+	fs.StringVar(&o.Ledger, "webhook-ledger", o.Ledger, "AdmissionLedger (cluster-scoped) through which the replicas reserve the tree writes they admit; the manager creates it when it is missing")
+	fs.DurationVar(&o.ReservationExpiry, "webhook-reservation-expiry", o.ReservationExpiry, "how long a reserved write that is never seen to land is counted, from when a replica first saw it; it must exceed the API server's --request-timeout (60s by default), which ends every write admitted and not stored")
+	fs.StringVar(&o.ClientCA, "webhook-client-ca", o.ClientCA, "PEM file of the CA that signs the API server's client certificate for webhooks (its admission configuration's kubeConfigFile); set, the webhook refuses every TLS client without such a certificate")
+	fs.IntVar(&o.MaxInFlight, "webhook-max-in-flight", o.MaxInFlight, "reviews judged at once; more are answered 429 (retry)")
 	fs.StringVar(&o.ConfigName, "webhook-config-name", o.ConfigName, "ValidatingWebhookConfiguration into whose webhooks the CA bundle is injected")
 	fs.StringVar(&o.Service, "webhook-service", o.Service, "Service (namespace/name; a bare name means $POD_NAMESPACE) in front of the webhook: its DNS names go into the serving certificate")
-	fs.DurationVar(&o.Record.Term, "webhook-admission-term", o.Record.Term, "how long one replica holds the right to admit the tree writes of every replica, renewed every third of it (the others hand it their writes); 0 makes every admission write the admission record instead, one more apiserver write per admission")
-	fs.StringVar(&o.PeerAddress, "webhook-peer-address", o.PeerAddress, "host:port at which the other replicas reach this replica's webhook while it holds the admission term; empty means $POD_IP and --webhook-port when POD_IP is set, else this replica never holds the term")
 	fs.StringSliceVar(&o.CertHosts, "webhook-cert-hosts", o.CertHosts, "extra DNS names and IP addresses for the serving certificate, e.g. 127.0.0.1 when the API server calls the webhook on loopback")
 }
 
@@ -133,8 +141,8 @@ func (o *Options) Validate() error {
 	if o.serviceNS, o.serviceName, err = namespacedName("--webhook-service", o.Service); err != nil {
 		return err
 	}
-	if o.recordNS, o.recordName, err = namespacedName("--webhook-admission-record", o.AdmissionRecord); err != nil {
-		return err
+	if errs := validation.IsDNS1123Subdomain(o.Ledger); len(errs) > 0 {
+		return fmt.Errorf("--webhook-ledger: %q is not an object name: %s", o.Ledger, strings.Join(errs, "; "))
 	}
 	if errs := validation.IsDNS1123Label(o.serviceName); len(errs) > 0 {
 		return fmt.Errorf("--webhook-service: %q is not a Service name: %s", o.serviceName, strings.Join(errs, "; "))
@@ -159,24 +167,18 @@ func (o *Options) Validate() error {
 	if o.CALifetime <= 0 || o.ServingLifetime <= 0 || o.CheckInterval <= 0 {
 		return fmt.Errorf("the webhook's certificate lifetimes and check interval must be positive")
 	}
-	if r := o.Record; r.Settle <= 0 || r.InFlight < r.Settle || r.Keep < r.InFlight {
-		return fmt.Errorf("the admission record's timings must be positive, with settle <= in flight <= keep; got %+v", r)
+	if o.ReservationExpiry < 30*time.Second {
+		return fmt.Errorf("--webhook-reservation-expiry=%s: it must exceed the API server's --request-timeout (60s by default), and be at least 30s", o.ReservationExpiry)
 	}
-	if t := o.Record.Term; t != 0 && t < 3*time.Second {
-		return fmt.Errorf("--webhook-admission-term=%s: a term must last at least 3s (it is renewed every third of it), or be 0 to write the record on every admission", t)
+	if o.MaxInFlight < 1 {
+		return fmt.Errorf("--webhook-max-in-flight=%d: at least 1 review must be judged at once", o.MaxInFlight)
 	}
-	if o.PeerAddress == "" {
-		if ip := os.Getenv("POD_IP"); ip != "" {
-			o.PeerAddress = net.JoinHostPort(ip, strconv.Itoa(o.Port))
-		}
+	if o.Patience <= 0 {
+		return fmt.Errorf("the webhook's patience must be positive")
 	}
-	if o.PeerAddress != "" {
-		host, port, err := net.SplitHostPort(o.PeerAddress)
-		if err != nil || host == "" {
-			return fmt.Errorf("--webhook-peer-address=%q: write it as host:port, e.g. 10.0.0.7:%d (the pod's IP and --webhook-port)", o.PeerAddress, o.Port)
-		}
-		if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
-			return fmt.Errorf("--webhook-peer-address=%q: %q is not a port", o.PeerAddress, port)
+	if o.ClientCA != "" {
+		if _, err := o.clientCAs(); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -198,4 +200,17 @@ func namespacedName(flag, v string) (ns, name string, err error) {
 		return "", "", fmt.Errorf("%s: %q is not an object name: %s", flag, name, strings.Join(errs, "; "))
 	}
 	return ns, name, nil
+}
+
+// clientCAs reads --webhook-client-ca.
+func (o *Options) clientCAs() (*x509.CertPool, error) {
+	pem, err := os.ReadFile(o.ClientCA)
+	if err != nil {
+		return nil, fmt.Errorf("--webhook-client-ca: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("--webhook-client-ca=%s holds no PEM certificate: give the CA that signs the API server's webhook client certificate", o.ClientCA)
+	}
+	return pool, nil
 }

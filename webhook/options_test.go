@@ -25,8 +25,8 @@ func TestOptionsDefaults(t *testing.T) {
 	if o.secretNS != "ome" || o.secretName != "ome-quota-manager-webhook-cert" {
 		t.Errorf("secret %s/%s", o.secretNS, o.secretName)
 	}
-	if o.recordNS != "ome" || o.recordName != "ome-quota-manager-admissions" {
-		t.Errorf("admission record %s/%s", o.recordNS, o.recordName)
+	if o.Ledger != "ome-quota-manager" || o.ReservationExpiry.Seconds() != 75 || o.MaxInFlight != 32 {
+		t.Errorf("ledger %s, expiry %s, in flight %d", o.Ledger, o.ReservationExpiry, o.MaxInFlight)
 	}
 	want := []string{"ome-quota-manager-webhook.ome.svc", "ome-quota-manager-webhook", "ome-quota-manager-webhook.ome",
 		"ome-quota-manager-webhook.ome.svc.cluster.local", "webhook.example"}
@@ -55,8 +55,10 @@ func TestOptionsValidate(t *testing.T) {
 		"bad configuration name":        {args: []string{"--webhook-config-name=Not OK"}, errHas: "--webhook-config-name"},
 		"bad host":                      {args: []string{"--webhook-cert-hosts=127.0.0.1,not a host"}, errHas: `--webhook-cert-hosts: "not a host" is neither an IP address nor a DNS name`},
 		"IPv6 host":                     {args: []string{"--webhook-cert-hosts=::1"}},
-		"bad admission record":          {args: []string{"--webhook-admission-record=ome/Record"}, errHas: `--webhook-admission-record: "Record" is not an object name`},
-		"record in the pod's namespace": {args: []string{"--webhook-admission-record=rec", "--webhook-cert-secret=c", "--webhook-service=s"}, podNS: "quota"},
+		"bad ledger":                    {args: []string{"--webhook-ledger=Ledger"}, errHas: `--webhook-ledger: "Ledger" is not an object name`},
+		"short expiry":                  {args: []string{"--webhook-reservation-expiry=10s"}, errHas: "must exceed the API server's --request-timeout"},
+		"no review in flight":           {args: []string{"--webhook-max-in-flight=0"}, errHas: "--webhook-max-in-flight=0"},
+		"missing client CA":             {args: []string{"--webhook-client-ca=/nonexistent/ca.crt"}, errHas: "--webhook-client-ca: open /nonexistent/ca.crt"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -66,9 +66,14 @@ type Write struct {
 	Generation int64
 	// Old is the spec the API server judged an UPDATE on, when it sent the
 	// old object.
-	Old    *v1beta1.AcceleratorQuotaSpec
-	UID    types.UID
-	DryRun bool
+	Old *v1beta1.AcceleratorQuotaSpec
+	// ObjectUID is the object's metadata.uid (on CREATE the one the API
+	// server gave the new object), Base the resourceVersion of the old
+	// object on UPDATE and DELETE.
+	ObjectUID string
+	Base      string
+	UID       types.UID
+	DryRun    bool
 }
 
 // StaticJudge judges every write from scratch on the tree that in returns
@@ -183,8 +188,9 @@ func (r *Reviewer) judge(ctx context.Context, req *admissionv1.AdmissionRequest)
 		if obj.Metadata.Name != "" && obj.Metadata.Name != w.Name {
 			return malformed("request.name is %q but the object is named %q", clip(w.Name), clip(obj.Metadata.Name))
 		}
-		w.Spec = spec
+		w.Spec, w.ObjectUID = spec, obj.Metadata.UID
 		if old != nil {
+			w.Base = old.Metadata.ResourceVersion
 			// A write that leaves alone what the rules read (labels,
 			// finalizers, fields no rule reads) cannot change a verdict:
 			// it is neither judged nor serialized.
@@ -202,15 +208,8 @@ func (r *Reviewer) judge(ctx context.Context, req *admissionv1.AdmissionRequest)
 		if w.Name = req.Name; w.Name == "" {
 			return malformed("request.name is empty: name the AcceleratorQuota to delete")
 		}
-		if len(req.OldObject.Raw) > 0 {
-			var meta struct {
-				Metadata struct {
-					Generation int64 `json:"generation"`
-				} `json:"metadata"`
-			}
-			if json.Unmarshal(req.OldObject.Raw, &meta) == nil {
-				w.Generation = meta.Metadata.Generation
-			}
+		if old, err := readObject(req.OldObject.Raw); err == nil {
+			w.Generation, w.ObjectUID, w.Base = old.Metadata.Generation, old.Metadata.UID, old.Metadata.ResourceVersion
 		}
 	default:
 		return malformed("operation %q is not one this webhook judges: its rules should list CREATE, UPDATE and DELETE only", clip(string(req.Operation)))
@@ -260,8 +259,10 @@ type rawObject struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
 	Metadata   struct {
-		Name       string `json:"name"`
-		Generation int64  `json:"generation"`
+		Name            string `json:"name"`
+		UID             string `json:"uid"`
+		ResourceVersion string `json:"resourceVersion"`
+		Generation      int64  `json:"generation"`
 	} `json:"metadata"`
 	Spec stdjson.RawMessage `json:"spec"`
 }

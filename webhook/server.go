@@ -16,15 +16,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/net/netutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/json"
-	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
 	"ome.io/quota-manager/api/client/clientset/versioned"
-	v1beta1 "ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/events"
 	"ome.io/quota-manager/metrics"
 	"ome.io/quota-manager/state"
@@ -53,7 +52,9 @@ type Server struct {
 	reviewer *Reviewer
 	certs    *Certs
 	metrics  *metrics.Metrics
-	record   *Serializer
+	ledger   *Ledger
+	inFlight chan struct{} // a slot per review judged at once
+	large    chan struct{} // one slot for a body over largeBody bytes
 	kube     kubernetes.Interface
 	state    StateReader
 
@@ -64,12 +65,8 @@ type Server struct {
 }
 
 // New builds the webhook for validated options. It judges writes on st's
-// tree, serialized through the admission record (Serializer), and reads a
-// node from the API server through cfg only when a parent is missing from
-// st. m may be nil.
+// tree, serialized through the AdmissionLedger (Ledger). m may be nil.
 func New(opts *Options, cfg *rest.Config, st StateReader, m *metrics.Metrics) (*Server, error) {
-	// Protobuf for built-in kinds: the record's Update is on every
-	// admission's path, and so is its encoding in the API server.
 	pcfg := rest.CopyConfig(cfg)
 	pcfg.ContentType = "application/vnd.kubernetes.protobuf"
 	pcfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
@@ -77,33 +74,17 @@ func New(opts *Options, cfg *rest.Config, st StateReader, m *metrics.Metrics) (*
 	if err != nil {
 		return nil, err
 	}
-	recordKube, err := kubernetes.NewForConfig(recordConfig(pcfg))
-	if err != nil {
-		return nil, err
-	}
 	quotas, err := versioned.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	aqs := quotas.OmeV1beta1().AcceleratorQuotas()
 	id := opts.Identity
 	if id == "" {
-		// Unique per process: the holder of the admission term is known
-		// by it, and a restarted process must not take its predecessor's
-		// term for its own.
-		host, _ := os.Hostname()
-		id = host + "_" + string(uuid.NewUUID())
+		id, _ = os.Hostname()
 	}
-	z := &Serializer{
-		ConfigMaps: recordKube.CoreV1().ConfigMaps(opts.recordNS), Namespace: opts.recordNS, Name: opts.recordName,
-		Get: func(ctx context.Context, name string) (*v1beta1.AcceleratorQuota, error) {
-			return aqs.Get(ctx, name, metav1.GetOptions{})
-		},
-		State: st, Identity: id, Address: opts.PeerAddress, Now: time.Now, RecordTimings: opts.Record, Metrics: m,
-	}
-	certs := NewCerts(kube, opts)
-	z.Forward = (&forwarder{certs: certs, serverName: opts.dnsNames[0]}).forward
-	reviewer := &Reviewer{Judge: z.Judge, Synced: st.Synced}
+	l := &Ledger{Client: quotas.OmeV1beta1().AdmissionLedgers(), Name: opts.Ledger, State: st, Identity: id,
+		Expiry: opts.ReservationExpiry, Patience: opts.Patience, Now: clockOf(), Metrics: m}
+	reviewer := &Reviewer{Judge: l.Judge, Synced: st.Synced}
 	if nr, ok := st.(interface{ NotReady() error }); ok {
 		reviewer.NotReady = nr.NotReady
 	}
@@ -115,29 +96,25 @@ func New(opts *Options, cfg *rest.Config, st StateReader, m *metrics.Metrics) (*
 	return &Server{
 		opts:     opts,
 		reviewer: reviewer,
-		certs:    certs,
+		certs:    NewCerts(kube, opts),
 		metrics:  m,
-		record:   z,
+		ledger:   l,
+		inFlight: make(chan struct{}, opts.MaxInFlight),
+		large:    make(chan struct{}, 1),
 		kube:     kube,
 		state:    st,
 	}, nil
 }
 
-// recordConfig is cfg for the client of the record's reads and Updates: the
-// same credentials and limits, but a connection of its own. Every client
-// built from one configuration shares one HTTP/2 connection to the API
-// server, and the manager's carries every informer's watch stream and the
-// applier's writes; the record's Update is on the path of every admission
-// that can change a verdict, and need not wait in that connection's
-// queues or behind its one reader. (A Dial, the operator's or ours, makes
-// client-go build a transport for this client alone rather than reuse the
-// shared one.)
-func recordConfig(cfg *rest.Config) *rest.Config {
-	rcfg := rest.CopyConfig(cfg)
-	if rcfg.Dial == nil {
-		rcfg.Dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+// clockOf is the admission path's clock: time.Now, shifted by
+// $OME_QUOTA_MANAGER_CLOCK_SKEW (a duration) when set, which tests use to
+// show that no decision compares one replica's clock with another's.
+func clockOf() func() time.Time {
+	skew, err := time.ParseDuration(os.Getenv("OME_QUOTA_MANAGER_CLOCK_SKEW"))
+	if err != nil || skew == 0 {
+		return time.Now
 	}
-	return rcfg
+	return func() time.Time { return time.Now().Add(skew) }
 }
 
 // Certs is the server's certificate keeper.
@@ -151,24 +128,20 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("webhook: listening on port %d (--webhook-port): %w", s.opts.Port, err)
 	}
+	ln = netutil.LimitListener(ln, maxConns)
+	if err := s.ledger.FenceRecord(ctx, s.kube.CoreV1().ConfigMaps(s.opts.secretNS), LegacyRecord); err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("webhook: %w", err)
+	}
 	srv := s.httpServer()
 	served := make(chan error, 1)
 	go func() { served <- srv.ServeTLS(ln, "", "") }()
 	certsDone := make(chan error, 1)
 	go func() { certsDone <- s.certs.Run(klog.NewContext(ctx, log)) }()
-	// The term's own context: it ends with Run, on every path, and Run
-	// waits for the term to be handed back.
-	termCtx, endTerm := context.WithCancel(ctx)
-	termDone := make(chan struct{})
-	if s.record != nil {
-		go s.record.Run(ctx, s.kube.CoreV1().RESTClient())
-		go func() { defer close(termDone); s.record.RunTerm(klog.NewContext(termCtx, log)) }()
-	} else {
-		close(termDone)
-	}
+	go s.ledger.Run(ctx)
 	s.listening.Store(true)
 	log.Info("serving the admission webhook", "port", s.opts.Port, "path", Path, "secret", s.opts.CertSecret, "config", s.opts.ConfigName,
-		"admissionTerm", s.opts.Record.Term, "peerAddress", s.opts.PeerAddress)
+		"ledger", s.opts.Ledger, "clientCA", s.opts.ClientCA, "maxInFlight", s.opts.MaxInFlight)
 
 	var runErr error
 	select {
@@ -183,12 +156,7 @@ func (s *Server) Run(ctx context.Context) error {
 	s.listening.Store(false)
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	// Hand the term back before the process ends, beside the shutdown of
-	// the server (a review it still drains is refused the term), so that
-	// the next holder need not wait it out.
-	endTerm()
 	_ = srv.Shutdown(sctx)
-	<-termDone
 	if ctx.Err() == nil && runErr == nil {
 		runErr = errors.New("webhook: stopped unexpectedly")
 	}
@@ -209,9 +177,9 @@ func (s *Server) httpServer() *http.Server {
 		Handler:           s.Handler(),
 		TLSConfig:         s.tlsConfig(),
 		Protocols:         &protocols,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      30 * time.Second,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       15 * time.Second,
+		WriteTimeout:      35 * time.Second,
 		IdleTimeout:       90 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          klog.NewStandardLogger("WARNING"),
@@ -220,8 +188,23 @@ func (s *Server) httpServer() *http.Server {
 
 // tlsConfig serves the current certificate, over TLS 1.2 or newer only.
 func (s *Server) tlsConfig() *tls.Config {
-	return &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: s.certs.GetCertificate}
+	c := &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: s.certs.GetCertificate}
+	if s.opts.ClientCA != "" {
+		// Validate read it already.
+		pool, _ := s.opts.clientCAs()
+		c.ClientCAs, c.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return c
 }
+
+// Bounds on what callers can hold: connections open at once (each buffers
+// at most MaxRequestBytes), and the size above which a body waits for the
+// one slot of large bodies, so that a stream of huge forged reviews costs
+// one core's share at most.
+const (
+	maxConns  = 256
+	largeBody = 256 << 10
+)
 
 // Ready is nil once the webhook serves with a valid certificate whose CA
 // is injected: the listener is up, the certificate is current, and a TLS
@@ -272,7 +255,6 @@ func (s *Server) probe() error {
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc(Path, s.serveReview)
-	mux.HandleFunc(ForwardPath, s.serveForwarded)
 	return mux
 }
 
@@ -307,16 +289,7 @@ func (s *Server) serveReview(w http.ResponseWriter, r *http.Request) {
 	case !isJSON(r.Header.Get("Content-Type")):
 		res = badStatus("", http.StatusUnsupportedMediaType, fmt.Sprintf("content type %q: send application/json", r.Header.Get("Content-Type")))
 	default:
-		body, err := readBody(w, r)
-		var tooBig *http.MaxBytesError
-		switch {
-		case errors.As(err, &tooBig):
-			res = badStatus("", http.StatusRequestEntityTooLarge, fmt.Sprintf("the AdmissionReview is larger than %d bytes", MaxRequestBytes))
-		case err != nil:
-			res = bad("", fmt.Sprintf("reading the request body: %v", err))
-		default:
-			res = s.reviewer.Review(r.Context(), body)
-		}
+		res = s.admit(w, r)
 	}
 	if s.metrics != nil {
 		s.metrics.WebhookVerdicts.WithLabelValues(res.Operation, res.Verdict).Inc()
@@ -346,6 +319,53 @@ func (s *Server) serveReview(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(res.HTTPStatus)
 	_, _ = w.Write(out)
+}
+
+// admit reads and judges one review, within the bounds: a large body waits
+// for the one large slot, a review past MaxInFlight is answered 429, and the
+// judgement ends before the API server's own timeout for the call.
+func (s *Server) admit(w http.ResponseWriter, r *http.Request) Result {
+	ctx, cancel := context.WithTimeout(r.Context(), judgeTimeout(r.URL.Query().Get("timeout")))
+	defer cancel()
+	if r.ContentLength < 0 || r.ContentLength > largeBody {
+		select {
+		case s.large <- struct{}{}:
+			defer func() { <-s.large }()
+		case <-ctx.Done():
+			return badStatus("", http.StatusTooManyRequests, "too many large AdmissionReviews at once: retry")
+		}
+	}
+	body, err := readBody(w, r)
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return badStatus("", http.StatusRequestEntityTooLarge, fmt.Sprintf("the AdmissionReview is larger than %d bytes", MaxRequestBytes))
+	case err != nil:
+		return bad("", fmt.Sprintf("reading the request body: %v", err))
+	}
+	select {
+	case s.inFlight <- struct{}{}:
+		defer func() { <-s.inFlight }()
+	default:
+		res := s.reviewer.Refuse(body, fmt.Sprintf("this replica is judging %d writes already: retry in a moment", cap(s.inFlight)))
+		if res.Review.Response.Result != nil {
+			res.Review.Response.Result.Code = http.StatusTooManyRequests
+			res.Review.Response.Result.Reason = metav1.StatusReasonTooManyRequests
+		}
+		return res
+	}
+	return s.reviewer.Review(ctx, body)
+}
+
+// judgeTimeout is how long a judgement may take: a little less than the
+// API server waits for the call (the timeout it adds to the URL, 10s when
+// it adds none), so that it hears "retry" rather than a timeout.
+func judgeTimeout(q string) time.Duration {
+	d, err := time.ParseDuration(q)
+	if err != nil || d <= 0 {
+		d = 10 * time.Second
+	}
+	return max(d*3/4, d-2*time.Second, 100*time.Millisecond)
 }
 
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {

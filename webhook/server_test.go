@@ -18,7 +18,6 @@ import (
 
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
-	"k8s.io/client-go/rest"
 
 	"ome.io/quota-manager/api/v1beta1/aqtest"
 	"ome.io/quota-manager/metrics"
@@ -31,7 +30,7 @@ func testServer(t *testing.T) *Server {
 	if err := o.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{opts: o, reviewer: guideReviewer(), certs: NewCerts(nil, o), metrics: metrics.New()}
+	s := &Server{opts: o, reviewer: guideReviewer(), certs: NewCerts(nil, o), metrics: metrics.New(), inFlight: make(chan struct{}, 4), large: make(chan struct{}, 1)}
 	b, err := issue(nil, nil, time.Now(), time.Hour, time.Hour, o.dnsNames, o.ips)
 	if err != nil {
 		t.Fatal(err)
@@ -156,37 +155,6 @@ func TestTLS(t *testing.T) {
 	}
 	if err := s.certs.Ready(); err == nil || !strings.Contains(err.Error(), "does not exist") {
 		t.Errorf("Ready without the Secret: %v", err)
-	}
-}
-
-// The record's client has a transport, so a connection, of its own; the
-// other clients built from one configuration share theirs.
-func TestRecordClientHasItsOwnConnection(t *testing.T) {
-	cfg := &rest.Config{Host: "https://127.0.0.1:6443", TLSClientConfig: rest.TLSClientConfig{Insecure: true}, QPS: 7, Burst: 9}
-	shared, err := rest.TransportFor(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	again, err := rest.TransportFor(rest.CopyConfig(cfg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if shared != again {
-		t.Fatal("two clients of one configuration got two transports: the check below proves nothing")
-	}
-	rcfg := recordConfig(cfg)
-	own, err := rest.TransportFor(rcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if own == shared {
-		t.Error("the record's client shares the transport, and so the connection, of the manager's other clients")
-	}
-	if rcfg.Host != cfg.Host || rcfg.QPS != cfg.QPS || rcfg.Burst != cfg.Burst || !rcfg.Insecure {
-		t.Errorf("the record's client lost the configuration's server, limits or TLS settings: %+v", rcfg)
-	}
-	if cfg.Dial != nil {
-		t.Error("recordConfig changed the configuration it was given")
 	}
 }
 

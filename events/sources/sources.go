@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -35,8 +36,33 @@ func New(ctx context.Context, pub events.Publisher, now func() time.Time, onErro
 }
 
 // Quotas handles AcceleratorQuota notifications.
+// Each version of one is published, a status write's too, stamped with
+// its resourceVersion: the webhook reads from the state how far it has
+// seen (state.State.Progress).
 func (h *Handlers) Quotas() cache.ResourceEventHandler {
-	return handler(h, events.KindAcceleratorQuota, QuotaOf, events.QuotaUpserted)
+	f := handler(h, events.KindAcceleratorQuota, QuotaOf, events.QuotaUpserted)
+	f.version = func(obj any) uint64 {
+		switch o := obj.(type) {
+		case *v1beta1.AcceleratorQuota:
+			return ResourceVersion(o.ResourceVersion)
+		case cache.DeletedFinalStateUnknown:
+			if last, ok := o.Obj.(*v1beta1.AcceleratorQuota); ok && last != nil {
+				return ResourceVersion(last.ResourceVersion)
+			}
+		}
+		return 0
+	}
+	return f
+}
+
+// ResourceVersion reads a resourceVersion as the number etcd makes it; 0
+// when it is not one.
+func ResourceVersion(rv string) uint64 {
+	n, err := strconv.ParseUint(rv, 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
 }
 
 // Nodes handles Node notifications.
@@ -54,12 +80,57 @@ func (h *Handlers) ClusterQueues() cache.ResourceEventHandler {
 	return handler(h, events.KindClusterQueue, QueueOf, events.QueueUpserted)
 }
 
+// funcs are an informer's handler functions for one kind. With version
+// set, each event carries the object's resourceVersion, and an update is
+// published whenever it changes, even when nothing the state reads did.
+type funcs struct {
+	h       *Handlers
+	kind    events.Kind
+	upsert  func(obj any, what string) (events.Event, bool)
+	same    func(oldObj, newObj any) bool
+	name    func(obj any) string
+	version func(obj any) uint64
+}
+
+func (f *funcs) OnAdd(obj any, _ bool) { f.publish(obj, "an added object") }
+
+func (f *funcs) OnUpdate(oldObj, newObj any) {
+	if f.same(oldObj, newObj) && (f.version == nil || f.version(oldObj) == f.version(newObj)) {
+		return // nothing the state reads has changed
+	}
+	f.publish(newObj, "an updated object")
+}
+
+func (f *funcs) publish(obj any, what string) {
+	ev, ok := f.upsert(obj, what)
+	if !ok {
+		return
+	}
+	if f.version != nil {
+		ev.Version = f.version(obj)
+	}
+	f.h.publish(ev)
+}
+
+func (f *funcs) OnDelete(obj any) {
+	name := f.name(obj)
+	if name == "" {
+		f.h.onError(fmt.Errorf("%s handler got a deleted object of type %T without a name: the informer is wired to the wrong handler", f.kind, obj))
+		return
+	}
+	ev := events.Deleted(f.h.now(), f.kind, name)
+	if f.version != nil {
+		ev.Version = f.version(obj)
+	}
+	f.h.publish(ev)
+}
+
 // handler builds the add/update/delete functions for one object type T
 // whose compact form is P.
 func handler[T interface {
 	*O
 	GetName() string
-}, O any, P any](h *Handlers, kind events.Kind, compact func(T) *P, upserted func(time.Time, *P) events.Event) cache.ResourceEventHandlerFuncs {
+}, O any, P any](h *Handlers, kind events.Kind, compact func(T) *P, upserted func(time.Time, *P) events.Event) *funcs {
 	typed := func(obj any, what string) (T, bool) {
 		o, ok := obj.(T)
 		if !ok || o == nil {
@@ -67,43 +138,34 @@ func handler[T interface {
 		}
 		return o, ok && o != nil
 	}
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if o, ok := typed(obj, "an added object"); ok {
-				h.publish(upserted(h.now(), compact(o)))
-			}
-		},
-		UpdateFunc: func(oldObj, newObj any) {
-			n, ok := typed(newObj, "an updated object")
+	return &funcs{
+		h: h, kind: kind,
+		upsert: func(obj any, what string) (events.Event, bool) {
+			o, ok := typed(obj, what)
 			if !ok {
-				return
+				return events.Event{}, false
 			}
-			next := compact(n)
-			if o, ok := oldObj.(T); ok && o != nil && apiequality.Semantic.DeepEqual(compact(o), next) {
-				return // nothing the state reads has changed
-			}
-			h.publish(upserted(h.now(), next))
+			return upserted(h.now(), compact(o)), true
 		},
-		DeleteFunc: func(obj any) {
-			name := ""
+		same: func(oldObj, newObj any) bool {
+			o, ok1 := oldObj.(T)
+			n, ok2 := newObj.(T)
+			return ok1 && ok2 && o != nil && n != nil && apiequality.Semantic.DeepEqual(compact(o), compact(n))
+		},
+		name: func(obj any) string {
 			switch o := obj.(type) {
 			case T:
 				if o != nil {
-					name = o.GetName()
+					return o.GetName()
 				}
 			case cache.DeletedFinalStateUnknown:
 				if last, ok := o.Obj.(T); ok && last != nil {
-					name = last.GetName()
-				} else {
-					// Cluster-scoped objects are keyed by name alone.
-					name = o.Key[strings.LastIndex(o.Key, "/")+1:]
+					return last.GetName()
 				}
+				// Cluster-scoped objects are keyed by name alone.
+				return o.Key[strings.LastIndex(o.Key, "/")+1:]
 			}
-			if name == "" {
-				h.onError(fmt.Errorf("%s handler got a deleted object of type %T without a name: the informer is wired to the wrong handler", kind, obj))
-				return
-			}
-			h.publish(events.Deleted(h.now(), kind, name))
+			return ""
 		},
 	}
 }
@@ -117,7 +179,7 @@ func (h *Handlers) publish(ev events.Event) {
 // QuotaOf is the compact form of an AcceleratorQuota: name, generation,
 // spec and status.capacity, deep-copied.
 func QuotaOf(aq *v1beta1.AcceleratorQuota) *events.Quota {
-	q := &events.Quota{Name: aq.Name, Generation: aq.Generation}
+	q := &events.Quota{Name: aq.Name, UID: string(aq.UID), Generation: aq.Generation}
 	aq.Spec.DeepCopyInto(&q.Spec)
 	for _, c := range aq.Status.Capacity {
 		q.Capacity = append(q.Capacity, *c.DeepCopy())

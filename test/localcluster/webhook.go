@@ -76,8 +76,5 @@ func WebhookFlags(port int) []string {
 		fmt.Sprintf("--webhook-port=%d", port),
 		"--webhook-cert-hosts=127.0.0.1",
 		"--webhook-cert-secret=ome/ome-quota-manager-webhook-cert",
-		// The address other replicas hand their writes to while this one
-		// holds the admission term.
-		fmt.Sprintf("--webhook-peer-address=127.0.0.1:%d", port),
 	}
 }
