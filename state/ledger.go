@@ -42,13 +42,16 @@ func (s *State) Settled(r *v1beta1.Reservation) bool {
 	return m.version > base
 }
 
-// Zone are the nodes whose facts a write of spec to node name (nil spec:
-// a delete) reads or changes: the node and its old and new parent; and,
-// for a write that changes the node's place or role (a create, a delete, a
-// move, a new role), the ancestors of both parents, which decide places.
-// Two writes whose zones do not meet cannot change each other's verdict.
-func (s *State) Zone(name string, spec *v1beta1.AcceleratorQuotaSpec) map[string]bool {
-	z := map[string]bool{name: true}
+// zone is what a write reads or changes of the tree: facts are the nodes
+// whose spec or children's totals it reads and changes (the node, its old
+// and new parent); placed the node whose place, and its subtree's, it
+// changes (a move, a delete, the create of a node that has children
+// already); ancestors the nodes whose places decide the written node's
+// own (the old and new parents' chains, for a create or a move).
+type zone struct{ facts, placed, ancestors map[string]bool }
+
+func (s *State) zoneOf(name string, spec *v1beta1.AcceleratorQuotaSpec) zone {
+	z := zone{facts: map[string]bool{name: true}, placed: map[string]bool{}, ancestors: map[string]bool{}}
 	m := s.members[name]
 	var old, next shape
 	if m != nil {
@@ -57,41 +60,66 @@ func (s *State) Zone(name string, spec *v1beta1.AcceleratorQuotaSpec) map[string
 	if spec != nil {
 		next = shapeOf(name, spec)
 	}
-	structural := m == nil || spec == nil || old.parent != next.parent || old.role != next.role
 	for _, p := range []string{old.parent, next.parent} {
-		for cur := p; cur != "" && !z[cur]; {
-			z[cur] = true
-			if !structural {
-				break
+		if p != "" {
+			z.facts[p] = true
+		}
+	}
+	moved := spec != nil && (m == nil || old.parent != next.parent)
+	if spec == nil || (m != nil && moved) || (m == nil && len(s.kids[name]) > 0) {
+		z.placed[name] = true
+	}
+	if moved {
+		// The node's place before and after the write decides its
+		// violations on both sides.
+		for _, p := range []string{old.parent, next.parent} {
+			for cur := p; cur != "" && !z.ancestors[cur]; {
+				z.ancestors[cur] = true
+				pm := s.members[cur]
+				if pm == nil {
+					break
+				}
+				cur = pm.shape.parent
 			}
-			pm := s.members[cur]
-			if pm == nil {
-				break
-			}
-			cur = pm.shape.parent
 		}
 	}
 	return z
 }
 
+// meets reports whether two writes' zones overlap where one changes what
+// the other reads.
+func (z zone) meets(o zone) bool {
+	return overlap(z.facts, o.facts) || overlap(z.placed, o.ancestors) || overlap(o.placed, z.ancestors)
+}
+
+func (z zone) add(o zone) {
+	maps.Copy(z.facts, o.facts)
+	maps.Copy(z.placed, o.placed)
+	maps.Copy(z.ancestors, o.ancestors)
+}
+
 // Related are the reservations of pending that can change the verdict of
-// writing spec to name: those whose zone meets the write's, and those whose
-// zone meets theirs, and so on, in the order given.
+// writing spec to name (nil: deleting it): those whose zone meets the
+// write's, and those whose zone meets theirs, and so on, in the order
+// given. Two writes whose zones do not meet cannot change each other's
+// verdict: the rules of the nodes a write can change (State.Admit's
+// affected nodes) read only their own specs and places, their parents'
+// roles and their children's totals.
 func (s *State) Related(name string, spec *v1beta1.AcceleratorQuotaSpec, pending []v1beta1.Reservation) []v1beta1.Reservation {
-	zone := s.Zone(name, spec)
-	zones := make([]map[string]bool, len(pending))
+	mine := s.zoneOf(name, spec)
+	zones := make([]zone, len(pending))
 	for i := range pending {
-		zones[i] = s.Zone(pending[i].Node, pending[i].Spec)
+		zones[i] = s.zoneOf(pending[i].Node, pending[i].Spec)
 	}
 	in := make([]bool, len(pending))
 	for grew := true; grew; {
 		grew = false
 		for i, z := range zones {
-			if in[i] || !meets(zone, z) {
+			if in[i] || !mine.meets(z) {
 				continue
 			}
 			in[i], grew = true, true
-			maps.Copy(zone, z)
+			mine.add(z)
 		}
 	}
 	var out []v1beta1.Reservation
@@ -103,9 +131,12 @@ func (s *State) Related(name string, spec *v1beta1.AcceleratorQuotaSpec, pending
 	return out
 }
 
-func meets(a, b map[string]bool) bool {
-	for n := range b {
-		if a[n] {
+func overlap(a, b map[string]bool) bool {
+	if len(a) > len(b) {
+		a, b = b, a
+	}
+	for n := range a {
+		if b[n] {
 			return true
 		}
 	}
