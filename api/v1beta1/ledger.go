@@ -67,8 +67,13 @@ type Reservation struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=32
 	Base string `json:"base,omitempty"`
-	// Spec is the spec written; absent on DELETE.
+	// Spec is the spec written; absent on DELETE. It is kept as the
+	// webhook judged it, without the AcceleratorQuota's schema (whose rules
+	// would cost too much in a list of 256).
 	// +optional
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
 	Spec *AcceleratorQuotaSpec `json:"spec,omitempty"`
 	// Replica names the replica that admitted it, and AdmittedAt says when
 	// on its clock. Both are for people: no replica decides on them.
