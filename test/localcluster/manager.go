@@ -58,7 +58,13 @@ func (c *Cluster) managerArgs(name string, metrics, health int) []string {
 // StartManager starts the binary bin against the cluster, with its log in
 // logDir, and waits until /readyz answers. Later flags override earlier ones.
 func (c *Cluster) StartManager(ctx context.Context, bin, name, logDir string, extra ...string) (*Manager, error) {
-	m, err := c.LaunchManager(ctx, bin, name, logDir, extra...)
+	return c.StartManagerEnv(ctx, bin, name, logDir, nil, extra...)
+}
+
+// StartManagerEnv is StartManager with env added to the process's
+// environment.
+func (c *Cluster) StartManagerEnv(ctx context.Context, bin, name, logDir string, env []string, extra ...string) (*Manager, error) {
+	m, err := c.launchManager(ctx, bin, name, logDir, env, extra...)
 	if err != nil {
 		return nil, err
 	}
@@ -72,6 +78,10 @@ func (c *Cluster) StartManager(ctx context.Context, bin, name, logDir string, ex
 // LaunchManager is StartManager without the wait for readiness, for a test
 // of a replica that must not become ready.
 func (c *Cluster) LaunchManager(ctx context.Context, bin, name, logDir string, extra ...string) (*Manager, error) {
+	return c.launchManager(ctx, bin, name, logDir, nil, extra...)
+}
+
+func (c *Cluster) launchManager(ctx context.Context, bin, name, logDir string, env []string, extra ...string) (*Manager, error) {
 	if err := c.EnsureNamespace(ctx, "ome"); err != nil {
 		return nil, err
 	}
@@ -83,7 +93,7 @@ func (c *Cluster) LaunchManager(ctx context.Context, bin, name, logDir string, e
 	if err != nil {
 		return nil, err
 	}
-	return LaunchProcess(bin, name, logDir, append(c.managerArgs(name, mp, hp), extra...), nil, mp, hp)
+	return LaunchProcess(bin, name, logDir, append(c.managerArgs(name, mp, hp), extra...), env, mp, hp)
 }
 
 // LaunchProcess starts bin with exactly args, and env added to this

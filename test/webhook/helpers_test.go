@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -18,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/util/cert"
 
 	"ome.io/quota-manager/test/localcluster"
@@ -260,4 +262,75 @@ func sameCert(t *testing.T, pemCert string, c *x509.Certificate) bool {
 	certs, err := cert.ParseCertsPEM([]byte(pemCert))
 	require.NoError(t, err)
 	return certs[0].Equal(c)
+}
+
+// startReplicaEnv is startReplica with env added to the replica's
+// environment.
+func startReplicaEnv(t *testing.T, name string, port int, env []string, extra ...string) *replica {
+	t.Helper()
+	args := append(append([]string{"-v=1"}, leaseFlags...), localcluster.WebhookFlags(port)...)
+	m, err := cluster.StartManagerEnv(context.Background(), managerBin, name, t.TempDir(), env, append(args, extra...)...)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		m.Stop()
+		if t.Failed() {
+			t.Logf("--- %s log (last lines) ---\n%s", name, m.Tail(40))
+		}
+	})
+	return &replica{Manager: m, port: port}
+}
+
+// poster sends AdmissionReviews straight to a webhook port, as any client
+// that reaches it can: without the API server and without credentials.
+type poster struct {
+	url    string
+	client *http.Client
+}
+
+func newPoster(t *testing.T, port int) *poster {
+	t.Helper()
+	pool := x509.NewCertPool()
+	require.True(t, pool.AppendCertsFromPEM(getSecret(t).Data["ca.crt"]))
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}, MaxIdleConnsPerHost: 64}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &poster{url: fmt.Sprintf("https://127.0.0.1:%d", port), client: &http.Client{Transport: tr}}
+}
+
+// review is an AdmissionReview of op on node name by user: obj and old are
+// AcceleratorQuotas as JSON ("" for none).
+func review(op, name, user, obj, old string) []byte {
+	field := func(k, v string) string {
+		if v == "" {
+			return ""
+		}
+		return fmt.Sprintf(`,%q:%s`, k, v)
+	}
+	return []byte(fmt.Sprintf(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":%q,`+
+		`"kind":{"group":"ome.io","version":"v1beta1","kind":"AcceleratorQuota"},"resource":{"group":"ome.io","version":"v1beta1","resource":"acceleratorquotas"},`+
+		`"name":%q,"operation":%q,"userInfo":{"username":%q}%s%s}}`,
+		string(uuid.NewUUID()), name, op, user, field("object", obj), field("oldObject", old)))
+}
+
+// post sends body to path with a client timeout; it returns the HTTP
+// status and the body, or the error.
+func (p *poster) post(ctx context.Context, path string, body []byte, timeout time.Duration) (int, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url+path, bytes.NewReader(body))
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), nil
+}
+
+// aqJSON is an AcceleratorQuota as the API server sends it in a review.
+func aqJSON(name, uid, rv, spec string) string {
+	return fmt.Sprintf(`{"apiVersion":"ome.io/v1beta1","kind":"AcceleratorQuota","metadata":{"name":%q,"uid":%q,"resourceVersion":%q},"spec":%s}`, name, uid, rv, spec)
 }
