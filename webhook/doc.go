@@ -30,26 +30,21 @@
 // (see checkAmounts).
 //
 // An update that changes nothing the rules read (state.SameShape: a label,
-// a finalizer) is admitted at once. Every other write goes to the
-// Serializer, which judges it on the manager's state (state.State.Admit,
-// O(depth + children), no LIST) and serializes the admissions of every
-// replica. One replica at a time holds the admission term (term.go): it
-// takes it with a compare-and-swap on the admission record, a ConfigMap,
-// renews it every third of its length, and admits from memory, judging
-// each write on a state that has seen every write admitted before it land;
-// the other replicas hand it their writes over HTTPS (ForwardPath). With
-// no term (--webhook-admission-term=0, or a replica that knows no address
-// of its own: no --webhook-peer-address and no $POD_IP) each
-// admission is itself written into the record with a compare-and-swap:
-// before it judges, a replica waits until its state has seen every write
-// the record lists land (or learnt that it cannot), and it admits only
-// once its own write of the record succeeded. A lowering of a
-// team's budgets (state.State.AdmitLowering) cannot change another write's
-// verdict, nor another write its own: it is judged at once and recorded
-// nowhere. Until the state
-// has synced, writes other than root's are answered 503 (retry). Dry runs
-// are judged the same way and recorded nowhere (sideEffects: NoneOnDryRun).
-// docs/webhook.md says why this is correct and what it costs.
+// a finalizer) is admitted at once. Every other write goes to the Ledger
+// (ledger.go), which judges it on the manager's state (state.State.Admit,
+// O(depth + children), no LIST) plus the reservations of the
+// AdmissionLedger, a cluster-scoped object that lists the writes some
+// replica admitted and has not seen land, and adds its own reservation with
+// a compare-and-swap before it admits. A reservation settles when the
+// state shows its write landed or unable to land (state.State.Settled), and
+// expires on each replica's own clock; a write that depends on one still
+// unsettled is judged on every combination of them landing, or refused
+// with "retry". A lowering of a team's budgets (state.State.AdmitLowering)
+// cannot change another write's verdict: it is judged at once and reserved
+// nowhere. Until the state has synced, writes other than root's are
+// answered 503 (retry). Dry runs are judged the same way and reserved
+// nowhere (sideEffects: NoneOnDryRun). docs/webhook.md says why this is
+// correct and what it costs.
 //
 // # Certificates
 //
