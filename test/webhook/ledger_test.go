@@ -249,4 +249,6 @@ func TestForgedRequests(t *testing.T) {
 		}
 	}
 	require.Contains(t, string(out), "alice", "the forged reviews are not in the trail at all: the check above proves nothing")
+	// A replica on the same port again, for the clean-up's deletes.
+	startReplica(t, "forged-after", port)
 }

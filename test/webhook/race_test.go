@@ -158,7 +158,19 @@ func raceRounds(t *testing.T, rc raceConfig) (r1, r2 *replica) {
 	}
 	mustCreate := func(t *testing.T, aq *v1beta1.AcceleratorQuota) {
 		t.Helper()
-		require.NoError(t, create(aq)(ctx), "creating %s", aq.Name)
+		// A replica stopped by the test may hold a setup write until the
+		// API server gives up on it: send it again.
+		var err error
+		for deadline := time.Now().Add(time.Minute); ; {
+			err = create(aq)(ctx)
+			if apierrors.IsAlreadyExists(err) {
+				err = nil
+			}
+			if err == nil || !(isUnreachable(err) || isRetry(err)) || time.Now().After(deadline) {
+				break
+			}
+		}
+		require.NoError(t, err, "creating %s", aq.Name)
 	}
 	scenarios := []raceScenario{{
 		name:   "two creates overrun a Cohort together",
