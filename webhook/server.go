@@ -2,8 +2,6 @@ package webhook
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -163,40 +161,6 @@ func (s *Server) Run(ctx context.Context) error {
 	return runErr
 }
 
-// httpServer is the HTTPS server of the webhook. It speaks HTTP/1.1 only:
-// the API server then keeps a connection per review in flight (reviews of
-// one write after another reuse one), and a review is read, judged and
-// answered on its connection's goroutine. Over HTTP/2 each review crosses
-// four goroutines (the frame reader, the connection's loop, the handler,
-// the frame writer), and on a busy machine each hand-over can wait for a
-// core: that wait is on every admitted write's path.
-func (s *Server) httpServer() *http.Server {
-	var protocols http.Protocols
-	protocols.SetHTTP1(true)
-	return &http.Server{
-		Handler:           s.Handler(),
-		TLSConfig:         s.tlsConfig(),
-		Protocols:         &protocols,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       15 * time.Second,
-		WriteTimeout:      35 * time.Second,
-		IdleTimeout:       90 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          klog.NewStandardLogger("WARNING"),
-	}
-}
-
-// tlsConfig serves the current certificate, over TLS 1.2 or newer only.
-func (s *Server) tlsConfig() *tls.Config {
-	c := &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: s.certs.GetCertificate}
-	if s.opts.ClientCA != "" {
-		// Validate read it already.
-		pool, _ := s.opts.clientCAs()
-		c.ClientCAs, c.ClientAuth = pool, tls.RequireAndVerifyClientCert
-	}
-	return c
-}
-
 // Bounds on what callers can hold: connections open at once (each buffers
 // at most MaxRequestBytes), and the size above which a body waits for the
 // one slot of large bodies, so that a stream of huge forged reviews costs
@@ -205,51 +169,6 @@ const (
 	maxConns  = 256
 	largeBody = 256 << 10
 )
-
-// Ready is nil once the webhook serves with a valid certificate whose CA
-// is injected: the listener is up, the certificate is current, and a TLS
-// handshake with the server, checked against the CA, succeeds.
-func (s *Server) Ready() error {
-	if !s.listening.Load() {
-		return fmt.Errorf("webhook: not listening on port %d yet", s.opts.Port)
-	}
-	if err := s.certs.Ready(); err != nil {
-		return err
-	}
-	return s.probe()
-}
-
-// probe dials the webhook on loopback and checks the certificate it
-// serves against the CA bundle, once per certificate.
-func (s *Server) probe() error {
-	leaf, caPEM := s.certs.Leaf(), s.certs.CABundle()
-	if leaf == nil {
-		return errors.New("webhook: no serving certificate")
-	}
-	s.probeMu.Lock()
-	defer s.probeMu.Unlock()
-	if string(s.probedOK) == string(leaf.Raw) {
-		return nil
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(caPEM) {
-		return errors.New("webhook: the CA bundle holds no certificate")
-	}
-	d := &net.Dialer{Timeout: 2 * time.Second}
-	conn, err := tls.DialWithDialer(d, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(s.opts.Port)),
-		&tls.Config{RootCAs: pool, ServerName: s.opts.dnsNames[0], MinVersion: tls.VersionTLS12})
-	if err != nil {
-		return fmt.Errorf("webhook: a TLS handshake with this replica's webhook failed: %w", err)
-	}
-	defer conn.Close()
-	s.probedOK = conn.ConnectionState().PeerCertificates[0].Raw
-	if string(s.probedOK) != string(leaf.Raw) {
-		// The certificate changed between the read and the handshake.
-		s.probedOK = nil
-		return errors.New("webhook: the serving certificate is being replaced")
-	}
-	return nil
-}
 
 // Handler answers AdmissionReviews at Path.
 func (s *Server) Handler() http.Handler {
