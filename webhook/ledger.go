@@ -59,10 +59,12 @@ type Ledger struct {
 	cur *v1beta1.AdmissionLedger
 	// seen is when this replica first saw each reservation, by review uid.
 	seen map[string]time.Time
-	// fencedUntil: until then an older replica may still admit through the
-	// admission record it replaced (see fenceRecord), so nothing is
-	// reserved.
+	// fencedUntil: until then nothing is reserved, for fenceReason: an
+	// older replica may still admit through the admission record the
+	// ledger replaced (FenceRecord), or the ledger was deleted with
+	// reservations in it.
 	fencedUntil time.Time
+	fenceReason string
 }
 
 // Judge decides a tree write (Reviewer.Judge). It waits until the state
@@ -234,10 +236,10 @@ func describe(rs []v1beta1.Reservation) string {
 // resourceVersion.
 func (l *Ledger) reserve(ctx context.Context, led *v1beta1.AdmissionLedger, w Write, j judgement) (*v1beta1.AdmissionLedger, error) {
 	l.mu.Lock()
-	fenced := l.fencedUntil.Sub(l.Now())
+	fenced, why := l.fencedUntil.Sub(l.Now()), l.fenceReason
 	l.mu.Unlock()
 	if fenced > 0 {
-		return nil, fmt.Errorf("a quota manager of an earlier version may still be admitting writes through its admission record; retry in %s", fenced.Round(time.Second))
+		return nil, fmt.Errorf("%s; retry in %s", why, fenced.Round(time.Second))
 	}
 	next := led.DeepCopy()
 	keep := next.Spec.Reservations[:0]
@@ -394,6 +396,7 @@ func (l *Ledger) Run(ctx context.Context) {
 				// Its reservations went with it: reserve nothing until
 				// they would have expired.
 				l.fencedUntil = l.Now().Add(l.Expiry)
+				l.fenceReason = fmt.Sprintf("the admission ledger %s was deleted with reservations in it, which may still land", l.Name)
 			}
 		},
 	})
@@ -445,6 +448,7 @@ func (l *Ledger) FenceRecord(ctx context.Context, cms corev1client.ConfigMapInte
 	}
 	l.mu.Lock()
 	l.fencedUntil = l.Now().Add(wait)
+	l.fenceReason = "a quota manager of an earlier version may still be admitting writes through its admission record"
 	l.mu.Unlock()
 	return nil
 }
