@@ -18,7 +18,25 @@ var (
 // CRD is installed either way, and no namespace is enrolled, so the manager
 // writes nothing to Kueue.
 func TestMain(m *testing.M) {
-	os.Exit(localcluster.RunTests(m, localcluster.Options{}, true, func(ctx context.Context, p *localcluster.TestPackage) error {
+	dir, err := os.MkdirTemp("", "ome-webhook-client-")
+	if err != nil {
+		panic(err)
+	}
+	admission, err := writeWebhookClient(dir)
+	if err != nil {
+		panic(err)
+	}
+	webhookClient = dir
+	// The API server presents a client certificate to every webhook
+	// (TestClientCertificateRequired).
+	opts := localcluster.Options{APIServerArgs: map[string]string{"admission-control-config-file": admission}}
+	code := runTests(m, opts)
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func runTests(m *testing.M, opts localcluster.Options) int {
+	return localcluster.RunTests(m, opts, true, func(ctx context.Context, p *localcluster.TestPackage) error {
 		cluster, managerBin = p.Cluster, p.ManagerBin
 		if err := p.Cluster.EnsureNamespace(ctx, "ome"); err != nil {
 			return err
@@ -26,5 +44,5 @@ func TestMain(m *testing.M) {
 		// The guide's cluster: ResourceFlavor a100 and four A100 nodes of 8
 		// GPUs, so the high-water mark is 32.
 		return localcluster.WriteDemoCluster(ctx, p.Cluster)
-	}))
+	})
 }
