@@ -142,8 +142,8 @@ func TestGuide(t *testing.T) {
 
 	t.Run("children right after their parents", func(t *testing.T) {
 		// As kubectl apply of a tree file does, without its GET in between:
-		// the parent's admission is in the admission record, and the
-		// child's review waits until the manager's state holds it.
+		// the parent is reserved in the ledger, and the child's review
+		// waits (briefly) until the manager's state holds it.
 		aqs, err := quotaclient.AcceleratorQuotas(cluster.Config)
 		require.NoError(t, err)
 		ctx := context.Background()
