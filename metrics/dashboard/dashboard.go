@@ -126,9 +126,9 @@ func Build() (dashboard.Dashboard, error) {
 			q(rate("ome_quota_events_total", "kind"), "{{kind}}"))).
 		WithPanel(c.series("Webhook verdicts", "ops", "Admission answers per second, by verdict.",
 			q(rate("ome_quota_webhook_verdicts_total", "verdict"), "{{verdict}}"))).
-		WithPanel(c.series("Webhook latency", "s", "99th percentile of a review's time to answer, and of its wait for earlier writes to settle.",
+		WithPanel(c.series("Webhook latency", "s", "99th percentile of a review's time to answer, and of a tree write's judgement (its wait for related reservations included).",
 			q(p99("ome_quota_webhook_review_seconds", "instance"), "review p99 {{instance}}"),
-			q(p99("ome_quota_webhook_settle_wait_seconds", "instance"), "settle p99 {{instance}}"))).
+			q(p99("ome_quota_webhook_judge_seconds", "instance"), "judge p99 {{instance}}"))).
 		WithRow(c.row("Replicas")).
 		WithPanel(c.series("Leader", "none", "1 on the replica that holds the lease; the count of times each became leader.",
 			q(`max by (instance) (ome_quota_leader)`, "leader {{instance}}"),
