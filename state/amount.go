@@ -2,6 +2,7 @@ package state
 
 import (
 	"cmp"
+	"slices"
 	"strconv"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -145,11 +146,38 @@ func exactString(q *resource.Quantity) string {
 	return digits + "e" + strconv.Itoa(exp)
 }
 
+// sortBudgets sorts budgets by pair, stably: budgets of the same pair (which
+// the CRD's list-map keys forbid, and the rules report) keep the order they
+// were written in. The CRD allows 16 budgets, but the reducer reads whatever
+// a stored object or a forged review holds, so the sort is n log n: a
+// pattern-defeating quicksort of positions, ties broken by position (a
+// stable sort of the budgets themselves would be n log² n), then one move of
+// each budget.
 func sortBudgets(b []Budget) {
-	// Insertion sort: a node has at most 16 budgets, and it is stable.
-	for i := 1; i < len(b); i++ {
-		for j := i; j > 0 && b[j].Pair.Compare(b[j-1].Pair) < 0; j-- {
-			b[j], b[j-1] = b[j-1], b[j]
-		}
+	less := func(x, y Budget) int { return x.Pair.Compare(y.Pair) }
+	if slices.IsSortedFunc(b, less) {
+		return
 	}
+	// Up to the CRD's 16 budgets, the positions and the copy live on the
+	// stack.
+	var orderBuf [16]int
+	var sortedBuf [16]Budget
+	order, sorted := orderBuf[:0], sortedBuf[:0]
+	if len(b) > len(orderBuf) {
+		order, sorted = make([]int, 0, len(b)), make([]Budget, 0, len(b))
+	}
+	order, sorted = order[:len(b)], sorted[:len(b)]
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(i, j int) int {
+		if c := less(b[i], b[j]); c != 0 {
+			return c
+		}
+		return cmp.Compare(i, j)
+	})
+	for k, i := range order {
+		sorted[k] = b[i]
+	}
+	copy(b, sorted)
 }
