@@ -45,7 +45,7 @@ GEN_FLAGS := --go-header-file hack/boilerplate.go.txt
 generate:
 	$(GO) tool controller-gen object crd:crdVersions=v1 paths=./api/v1beta1/ output:crd:dir=config/crd
 	$(GO) run ./hack/boundquantities config/crd/ome.io_acceleratorquotas.yaml
-	cp config/crd/ome.io_acceleratorquotas.yaml charts/ome-quota-manager/files/
+	cp config/crd/ome.io_acceleratorquotas.yaml config/crd/ome.io_admissionledgers.yaml charts/ome-quota-manager/files/
 	rm -rf api/client/applyconfiguration api/client/clientset api/client/informers api/client/listers
 	$(GO) tool applyconfiguration-gen $(GEN_FLAGS) --output-dir api/client/applyconfiguration \
 	  --output-pkg $(CLIENT_PKG)/applyconfiguration ./api/v1beta1

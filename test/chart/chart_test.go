@@ -106,7 +106,6 @@ var installArgs = []string{
 	"--webhook-cert-secret=ome/ome-quota-manager-webhook-cert",
 	"--webhook-config-name=ome-quota-manager.ome.io",
 	"--webhook-service=ome/ome-quota-manager-webhook",
-	"--webhook-admission-record=ome/ome-quota-manager-admissions",
 	"--event-log=/var/lib/ome-quota-manager/events",
 	"--event-log-max-bytes=536870912",
 	"--event-log-max-age=168h",
@@ -179,7 +178,7 @@ func TestGuideValues(t *testing.T) {
 		"webhook-wedge recovery: webhook disabled": {
 			files: webhookDisabled,
 			args: with(map[string]string{"--webhook": "false", "--webhook-port": "", "--webhook-cert-secret": "",
-				"--webhook-config-name": "", "--webhook-service": "", "--webhook-admission-record": ""}),
+				"--webhook-config-name": "", "--webhook-service": ""}),
 			check: func(t *testing.T, _ *manager.Options, w *webhook.Options) {
 				require.False(t, w.Enabled)
 			},
@@ -271,6 +270,7 @@ func TestInstallObjects(t *testing.T) {
 		"Service/ome-quota-manager-webhook", "Service/ome-quota-manager-metrics", "Deployment/ome-quota-manager",
 		"PodDisruptionBudget/ome-quota-manager", "ValidatingWebhookConfiguration/ome-quota-manager.ome.io",
 		"FlowSchema/ome-quota-manager", "PriorityLevelConfiguration/ome-quota-manager",
+		"NetworkPolicy/ome-quota-manager", "CustomResourceDefinition/admissionledgers.ome.io",
 	}, r.Kinds())
 
 	d := deployment(t, r)
@@ -289,11 +289,9 @@ func TestInstallObjects(t *testing.T) {
 	require.Equal(t, "/readyz", c.ReadinessProbe.HTTPGet.Path)
 	require.Equal(t, "metadata.namespace", c.Env[0].ValueFrom.FieldRef.FieldPath)
 	require.Equal(t, "POD_NAMESPACE", c.Env[0].Name)
-	podIP := false
 	for _, e := range c.Env {
-		podIP = podIP || (e.Name == "POD_IP" && e.ValueFrom != nil && e.ValueFrom.FieldRef.FieldPath == "status.podIP")
+		require.NotEqual(t, "POD_IP", e.Name, "nothing reads POD_IP since replicas no longer talk to each other")
 	}
-	require.True(t, podIP, "POD_IP is where the other replicas reach the holder of the admission term")
 	ports := map[string]int32{}
 	for _, p := range c.Ports {
 		ports[p.Name] = p.ContainerPort
@@ -376,6 +374,7 @@ func TestRBAC(t *testing.T) {
 		"kueue.x-k8s.io cohorts: list,watch,create,patch,delete",
 		"kueue.x-k8s.io clusterqueues: list,watch,create,patch,delete",
 		"kueue.x-k8s.io localqueues: list,watch,create,patch,delete",
+		"ome.io admissionledgers: get,list,watch,create,update",
 		"admissionregistration.k8s.io validatingwebhookconfigurations/ome-quota-manager.ome.io: get,list,watch,update",
 		"authentication.k8s.io tokenreviews: create",
 		"authorization.k8s.io subjectaccessreviews: create",
@@ -386,8 +385,7 @@ func TestRBAC(t *testing.T) {
 		"coordination.k8s.io leases: create",
 		"coordination.k8s.io leases/ome-quota-manager: get,update",
 		" secrets/ome-quota-manager-webhook-cert: get,list,watch,update",
-		" configmaps: create",
-		" configmaps/ome-quota-manager-admissions: get,list,watch,update",
+		" configmaps/ome-quota-manager-admissions: get,update",
 	}, rules(role.Rules))
 	crb := convert[rbacv1.ClusterRoleBinding](t, r.Get("ClusterRoleBinding", "ome-quota-manager"))
 	require.Equal(t, []rbacv1.Subject{{Kind: "ServiceAccount", Name: "ome-quota-manager", Namespace: "ome"}}, crb.Subjects)
@@ -534,11 +532,41 @@ func TestOptionalObjects(t *testing.T) {
 	require.Len(t, ingress, 2)
 	require.Contains(t, toYAML(t, ingress[0]), "cidr: 10.0.0.0/24")
 	require.Contains(t, toYAML(t, ingress[0]), "port: 9443")
-	// The other replicas hand the holder of the admission term their writes.
-	require.Contains(t, toYAML(t, ingress[0]), "podSelector:")
-	require.Contains(t, toYAML(t, ingress[0]), "app.kubernetes.io/name: ome-quota-manager")
+	// Only the API server reaches the webhook port: no replica talks to
+	// another.
+	require.NotContains(t, toYAML(t, ingress[0]), "podSelector:")
 	require.Contains(t, toYAML(t, ingress[1]), "kubernetes.io/metadata.name: monitoring")
+	require.Contains(t, toYAML(t, ingress[1]), "kubernetes.io/metadata.name: ome", "a Prometheus in the release's namespace")
 	require.Contains(t, toYAML(t, ingress[1]), "port: 8080")
+
+	// On by default. With no address given and none to look up (helm
+	// template), the webhook port admits every source, and says so.
+	def := render(t, install).Get("NetworkPolicy", "ome-quota-manager")
+	require.NotNil(t, def, "the NetworkPolicy is on by default")
+	defIngress := must(unstructured.NestedSlice(def.Object, "spec", "ingress"))
+	require.NotContains(t, toYAML(t, defIngress[0]), "from:")
+
+	// The AdmissionLedger's CRD comes with the webhook, whoever installs the
+	// AcceleratorQuota CRD.
+	for _, set := range []string{"quotaManager.crd.install=false", "quotaManager.crd.install=true"} {
+		ledger := render(t, install, set).Get("CustomResourceDefinition", "admissionledgers.ome.io")
+		require.NotNil(t, ledger, "the ledger's CRD with %s", set)
+		data, err := os.ReadFile(filepath.Join(root, "config", "crd", "ome.io_admissionledgers.yaml"))
+		require.NoError(t, err)
+		var want map[string]any
+		require.NoError(t, yaml.Unmarshal(data, &want))
+		require.Empty(t, cmp.Diff(want, ledger.Object), "the chart's ledger CRD is not config/crd's: run make generate")
+	}
+	require.Nil(t, render(t, install, "quotaManager.webhook.enabled=false").Get("CustomResourceDefinition", "admissionledgers.ome.io"))
+
+	// The API server's client certificate, required with webhook.clientCA.
+	ca := deployment(t, render(t, install, "quotaManager.webhook.clientCA.secretName=apiserver-client-ca"))
+	require.Contains(t, ca.Spec.Template.Spec.Containers[0].Args, "--webhook-client-ca=/etc/ome-quota-manager/webhook-client-ca/ca.crt")
+	found := false
+	for _, v := range ca.Spec.Template.Spec.Volumes {
+		found = found || (v.Secret != nil && v.Secret.SecretName == "apiserver-client-ca")
+	}
+	require.True(t, found, "the client CA's Secret is not mounted")
 
 	pull := render(t, install, "imagePullSecrets[0].name=regcred", "quotaManager.image.pullPolicy=Always",
 		"quotaManager.priorityClassName=system-cluster-critical", "quotaManager.nodeSelector.pool=system",

@@ -2,7 +2,10 @@ package helm
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 
 	"ome.io/quota-manager/test/localcluster"
@@ -22,6 +25,14 @@ func TestMain(m *testing.M) {
 		var err error
 		if helmBin, err = localcluster.EnsureHelm(ctx); err != nil {
 			return err
+		}
+		// The chart installs the AdmissionLedger's CRD itself: the one the
+		// local control plane installs from config/crd would fail Helm's
+		// ownership check.
+		del := exec.CommandContext(ctx, filepath.Join(p.Cluster.BinDir, "kubectl"), "--kubeconfig", p.Cluster.Kubeconfig,
+			"delete", "crd", "admissionledgers.ome.io", "--wait")
+		if out, err := del.CombinedOutput(); err != nil {
+			return fmt.Errorf("deleting the ledger's CRD: %v: %s", err, out)
 		}
 		for _, ns := range []string{"ome", "ml-serving"} {
 			if err := p.Cluster.EnsureNamespace(ctx, ns); err != nil {

@@ -74,7 +74,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 - --webhook-cert-secret={{ .Release.Namespace }}/{{ include "oqm.webhookSecret" . }}
 - --webhook-config-name={{ include "oqm.webhookConfig" . }}
 - --webhook-service={{ .Release.Namespace }}/{{ include "oqm.webhookService" . }}
-- --webhook-admission-record={{ .Release.Namespace }}/{{ include "oqm.admissionRecord" . }}
+{{- with $q.webhook.clientCA.secretName }}
+- --webhook-client-ca=/etc/ome-quota-manager/webhook-client-ca/{{ $q.webhook.clientCA.key }}
+{{- end }}
 {{- end }}
 {{- if $q.eventLog.enabled }}
 - --event-log=/var/lib/ome-quota-manager/events
@@ -91,7 +93,8 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 - --logging-format={{ $q.log.format }}
 {{- end }}
 
-{{/* The ConfigMap through which the replicas serialize admissions. */}}
+{{/* The ConfigMap through which versions before the AdmissionLedger
+serialized admissions: the manager fences it at start. */}}
 {{- define "oqm.admissionRecord" -}}
 {{ include "oqm.name" . }}-admissions
 {{- end }}
