@@ -14,18 +14,25 @@
 // the coalescing, up to a second a write).
 //
 // It prints p50, p90, p99 and the mean per size, mode and kind of write
-// (budget: every budget write; raise and lower: its two halves), and on
-// stderr where the time went, from the API server's metrics and the
-// webhook's, and write by write from the webhook's log (the manager runs at
-// -v=2, where each review logs its phases): how often the API server called
-// the webhook for a write, the webhook's handler, of which the admission
-// record's Update, and the rest (the API server and etcd), with the
-// slowest 2% of the budget writes taken apart; where in their blocks the
-// slowest writes of each mode fell; and the manager's GC cycles and ticks
-// meanwhile. -cpuprofile profiles the manager and the API server over the
-// budget writes, -keep keeps the manager's log and every budget write, and
-// -attribute replaces the timed comparison with CPU profiles of each mode
-// apart. It is not run by `make test`: it takes several minutes.
+// (budget: every budget write; raise and lower: its two halves; label: a
+// label only, which the API server admits without calling the webhook),
+// the ratio with the webhook to without, and per size the p99 of the API
+// server's own histogram of its calls of the webhook
+// (apiserver_admission_webhook_admission_duration_seconds, UPDATE calls
+// during the budget writes), estimated from its buckets as Prometheus's
+// histogram_quantile does. On stderr it says where the time went, from the
+// API server's metrics and the webhook's, and write by write from the
+// webhook's log (the manager runs at -v=2, where each review logs a
+// "judged" line): how often the API server called the webhook for a write,
+// the ledger's outcomes (reservations per write, conflicts, uncertain
+// judgements), the webhook's handler and the rest (the API server and
+// etcd), with the slowest 2% of the budget writes taken apart; where in
+// their blocks the slowest writes of each mode fell; and the manager's GC
+// cycles and ticks meanwhile. -cpuprofile profiles the manager and the API
+// server over the budget writes, -keep keeps the manager's log and every
+// budget write, and -attribute replaces the timed comparison with CPU
+// profiles of each mode apart. It is not run by `make test`: it takes
+// several minutes.
 package main
 
 import (
@@ -47,14 +54,11 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	quotaclient "ome.io/quota-manager/api/client"
@@ -82,7 +86,6 @@ func run() error {
 	attribute := flag.String("attribute", "", "instead of the timed comparison, send budget writes back to back for -cpuprofile-for with the webhook off and then on, under CPU profiles of the manager and the API server (FILE.SIZE.off, FILE.SIZE.on, and .apiserver), and print each process's CPU per write in each mode; no latency figures")
 	seed := flag.Uint64("seed", 0, "seed of the order of the two modes in each pair of blocks (0: from the clock; the run prints it)")
 	fixedOrder := flag.Bool("fixed-order", false, "every pair of blocks without the webhook first, then with it (the default draws the order of each pair, so that nothing periodic in the API server can fall in step with the alternation and always land in the same mode)")
-	forwarded := flag.Bool("forwarded", false, "run two managers, both electing a leader: the first takes the Lease and the admission term, and the API server calls the second, which hands the first every write that needs serializing (the figures are the second's)")
 	keepFiles := flag.String("keep", "", "keep the manager's log and the budget writes, one line each (when sent, with the webhook or not, raise or lower, place in its block, generation judged on, duration), in FILE.SIZE.log and FILE.SIZE.writes")
 	flag.Parse()
 	var sizes []int
@@ -122,7 +125,7 @@ func run() error {
 		return err
 	}
 	b := &bench{c: c, bin: bin, aqs: aqs, updates: *updates, backToBack: !*paced, extra: strings.Fields(*managerArgs),
-		profile: *cpuProfile, profileFor: *profileFor, keep: *keepFiles, attribute: *attribute, forwarded: *forwarded}
+		profile: *cpuProfile, profileFor: *profileFor, keep: *keepFiles, attribute: *attribute}
 	if !*fixedOrder {
 		if *seed == 0 {
 			*seed = uint64(time.Now().UnixNano())
@@ -133,9 +136,6 @@ func run() error {
 	if b.profile != "" || b.attribute != "" {
 		b.extra = append(b.extra, "--profiling")
 	}
-	if err := recordKinds(ctx, cfg, *updates); err != nil {
-		return err
-	}
 	// The manager creates root: start one without the webhook to do it.
 	m, err := b.start(ctx, 0)
 	if err != nil {
@@ -144,6 +144,7 @@ func run() error {
 	m.Stop()
 
 	fmt.Printf("%-6s %-10s %-8s %9s %9s %9s %9s\n", "aqs", "webhook", "write", "p50", "p90", "p99", "mean")
+	var calls []string // the API server's webhook calls, a line per size
 	for _, n := range sizes {
 		fmt.Fprintf(os.Stderr, "growing the tree to %d AcceleratorQuotas...\n", n)
 		if err := b.grow(ctx, n); err != nil {
@@ -162,10 +163,23 @@ func run() error {
 				if on {
 					mode = "on"
 				}
-				d := res[kind][on]
+				d := res.d[kind][on]
 				fmt.Printf("%-6d %-10s %-8s %9s %9s %9s %9s\n", n, mode, kind, pct(d, 50), pct(d, 90), pct(d, 99), mean(d))
 			}
+			off, on := res.d[kind][false], res.d[kind][true]
+			ratio := func(p int) string {
+				return fmt.Sprintf("%.2fx", float64(quantile(on, p))/float64(max(quantile(off, p), 1)))
+			}
+			fmt.Printf("%-6d %-10s %-8s %9s %9s %9s %9s\n", n, "on/off", kind, ratio(50), ratio(90), ratio(99),
+				fmt.Sprintf("%.2fx", float64(meanOf(on))/float64(max(meanOf(off), 1))))
 		}
+		label := res.d["label"]
+		fmt.Printf("%-6d %-10s %-8s %9s\n", n, "on-off", "label", fmtDur(quantile(label[true], 50)-quantile(label[false], 50)))
+		calls = append(calls, res.calls.String(n))
+	}
+	fmt.Println()
+	for _, line := range calls {
+		fmt.Println(line)
 	}
 	return nil
 }
@@ -192,9 +206,6 @@ type bench struct {
 	// keep, when set, names the files that keep the manager's log and the
 	// budget writes one by one (FILE.SIZE.log, FILE.SIZE.writes).
 	keep string
-	// forwarded: the manager the API server calls hands its writes to
-	// another that holds the admission term (see the flag).
-	forwarded bool
 	// order draws which mode comes first in each pair of blocks; nil:
 	// without the webhook first, always.
 	order *rand.Rand
@@ -207,48 +218,11 @@ func (b *bench) start(ctx context.Context, port int) (*localcluster.Manager, err
 	if port == 0 {
 		args = append(args, "--webhook=false")
 	} else {
-		// -v=2: the webhook logs where each review's time went, which
-		// measure reads back (phases).
+		// -v=2: the webhook logs a "judged" line per review (its base
+		// and outcome), which measure reads back.
 		args = append(append(args, localcluster.WebhookFlags(port)...), "-v=2")
 	}
 	return b.c.StartManager(ctx, b.bin, fmt.Sprintf("bench-%d", port), b.c.Dir, args...)
-}
-
-// startHolder starts, for -forwarded, the manager that leads and holds the
-// admission term: the API server calls it until its first review (the
-// probe's dry run) has made it take the term, and then no more. The
-// manager measured is started after it with the election on too, and so
-// stands by: it serves the webhook and writes nothing else.
-func (b *bench) startHolder(ctx context.Context, n int) (*localcluster.Manager, error) {
-	port, err := localcluster.FreePort()
-	if err != nil {
-		return nil, err
-	}
-	if err := b.c.CreateWebhookConfig(ctx, port); err != nil {
-		return nil, err
-	}
-	b.extra = append(b.extra, "--leader-elect=true")
-	h, err := b.start(ctx, port)
-	if err != nil {
-		return nil, err
-	}
-	if err := settle(ctx, h, n); err != nil {
-		h.Stop()
-		return nil, err
-	}
-	if err := b.setWebhook(ctx, h, true); err != nil {
-		h.Stop()
-		return nil, err
-	}
-	if taken, err := h.Metric(ctx, "ome_quota_webhook_record_writes_total", `outcome="written"`); err != nil || taken < 1 {
-		h.Stop()
-		return nil, fmt.Errorf("the first manager did not take the admission term (%v written, %v)", taken, err)
-	}
-	if err := b.c.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(ctx, webhook.DefaultConfigName, metav1.DeleteOptions{}); err != nil {
-		h.Stop()
-		return nil, err
-	}
-	return h, nil
 }
 
 // grow creates Cohorts of ten teams of 1 GPU under root until the tree
@@ -331,17 +305,10 @@ func parallel(ctx context.Context, workers, n int, f func(int) error) error {
 // configuration removed (the API server calls no webhook) and installed,
 // so that both modes see the same manager and the same load on the
 // machine.
-func (b *bench) measure(ctx context.Context, n int) (map[string]map[bool][]time.Duration, error) {
+func (b *bench) measure(ctx context.Context, n int) (*result, error) {
 	port, err := localcluster.FreePort()
 	if err != nil {
 		return nil, err
-	}
-	if b.forwarded {
-		holder, err := b.startHolder(ctx, n)
-		if err != nil {
-			return nil, err
-		}
-		defer holder.Stop()
 	}
 	if err := b.c.CreateWebhookConfig(ctx, port); err != nil {
 		return nil, err
@@ -360,10 +327,10 @@ func (b *bench) measure(ctx context.Context, n int) (map[string]map[bool][]time.
 	if b.attribute != "" {
 		return nil, b.attributeCPU(ctx, m, n, team)
 	}
-	// raise and lower split the budget writes: a raise is serialized (by
-	// the holder of the admission term, or through the admission record),
-	// a lowering of a team's budgets is not.
+	// raise and lower split the budget writes: a raise is reserved in the
+	// admission ledger, a lowering of a team's budgets needs no reservation.
 	out := map[string]map[bool][]time.Duration{"budget": {}, "raise": {}, "lower": {}, "label": {}}
+	res := &result{d: out}
 	patches := map[string]func(i int) string{
 		"budget": budgetPatch,
 		"label":  func(i int) string { return fmt.Sprintf(`{"metadata":{"labels":{"bench":"%d"}}}`, i) },
@@ -423,7 +390,8 @@ func (b *bench) measure(ctx context.Context, n int) (map[string]map[bool][]time.
 					if kind == "budget" {
 						dir := map[bool]string{true: "raise", false: "lower"}[i%2 == 0]
 						out[dir][on] = append(out[dir][on], d)
-						timed = append(timed, timedWrite{d: d, raise: i%2 == 0, gen: aq.Generation - 1, on: on, pos: pos, at: at})
+						rv, _ := strconv.ParseUint(aq.ResourceVersion, 10, 64)
+						timed = append(timed, timedWrite{d: d, raise: i%2 == 0, gen: aq.Generation - 1, rv: rv, on: on, pos: pos, at: at})
 					}
 					if status != nil {
 						// The manager writes the team's status for each
@@ -457,7 +425,12 @@ func (b *bench) measure(ctx context.Context, n int) (map[string]map[bool][]time.
 		if err != nil {
 			return nil, err
 		}
-		after.sub(before).print(n, kind, len(out[kind][true]), len(out[kind][false]))
+		c := after.sub(before)
+		c.print(n, kind, len(out[kind][true]), len(out[kind][false]))
+		if kind == "budget" {
+			res.calls = c
+			res.calls.writes = len(out[kind][true])
+		}
 	}
 	after, err := b.managerCounters(ctx, m)
 	if err != nil {
@@ -490,51 +463,14 @@ func (b *bench) measure(ctx context.Context, n int) (map[string]map[bool][]time.
 		}
 	}
 	explain(n, team, timed, parseReviews(string(raw)))
-	return out, nil
+	return res, nil
 }
 
-// histogram sums the _sum and _count series of a histogram whose labels
-// include every one of match.
-func histogram(text, family string, match ...string) (sum, count float64) {
-lines:
-	for _, line := range strings.Split(text, "\n") {
-		for _, m := range match {
-			if !strings.Contains(line, m) {
-				continue lines
-			}
-		}
-		v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
-		if err != nil {
-			continue
-		}
-		switch {
-		case strings.HasPrefix(line, family+"_sum{"):
-			sum += v
-		case strings.HasPrefix(line, family+"_count{"):
-			count += v
-		}
-	}
-	return sum, count
-}
-
-// bucket sums the cumulative bucket le of a histogram whose labels
-// include every one of match.
-func bucket(text, family, le string, match ...string) (n float64) {
-lines:
-	for _, line := range strings.Split(text, "\n") {
-		if !strings.HasPrefix(line, family+"_bucket{") || !strings.Contains(line, `le="`+le+`"`) {
-			continue
-		}
-		for _, m := range match {
-			if !strings.Contains(line, m) {
-				continue lines
-			}
-		}
-		if v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64); err == nil {
-			n += v
-		}
-	}
-	return n
+// result is one size's measurement: the writes' durations by kind and
+// mode, and the figures of the budget writes from the metrics.
+type result struct {
+	d     map[string]map[bool][]time.Duration
+	calls counters
 }
 
 // setWebhook installs or removes the webhook configuration and waits until
@@ -669,79 +605,6 @@ func (s *statusWatch) await(ctx context.Context, gen int64) error {
 
 func (s *statusWatch) stop() { s.w.Stop() }
 
-// counters are the figures that say where a write's time goes, read from
-// the API server's and the manager's metrics.
-type counters struct {
-	calls, callSum     float64 // the API server's calls of the webhook
-	calls5, calls25    float64 // of which within 5 and 25 ms
-	reviews, reviewSum float64 // the webhook's reviews
-	waitSum            float64 // of which waiting for the state
-	written, already   float64 // the record's outcomes
-	conflict, failed   float64
-	skipped            float64 // lowerings, which need no record
-	puts, putSum       float64 // the API server's PUTs of ConfigMaps (the record)
-	puts5              float64 // of which within 5 ms
-	patches, patchSum  float64 // the API server's PATCHes of AcceleratorQuotas
-}
-
-func (b *bench) breakdown(ctx context.Context, m *localcluster.Manager) (counters, error) {
-	var c counters
-	raw, err := b.c.Kube.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-	if err != nil {
-		return c, err
-	}
-	text := string(raw)
-	c.callSum, c.calls = histogram(text, "apiserver_admission_webhook_admission_duration_seconds", `name="`+webhook.WebhookName+`"`)
-	c.calls5 = bucket(text, "apiserver_admission_webhook_admission_duration_seconds", "0.005", `name="`+webhook.WebhookName+`"`)
-	c.calls25 = bucket(text, "apiserver_admission_webhook_admission_duration_seconds", "0.025", `name="`+webhook.WebhookName+`"`)
-	c.putSum, c.puts = histogram(text, "apiserver_request_duration_seconds", `verb="PUT"`, `resource="configmaps"`)
-	c.puts5 = bucket(text, "apiserver_request_duration_seconds", "0.005", `verb="PUT"`, `resource="configmaps"`)
-	c.patchSum, c.patches = histogram(text, "apiserver_request_duration_seconds", `verb="PATCH"`, `resource="acceleratorquotas"`, `subresource=""`)
-	for _, f := range []struct {
-		to    *float64
-		name  string
-		match []string
-	}{
-		{&c.reviewSum, "ome_quota_webhook_review_seconds_sum", nil},
-		{&c.reviews, "ome_quota_webhook_review_seconds_count", nil},
-		{&c.waitSum, "ome_quota_webhook_settle_wait_seconds_sum", nil},
-		{&c.written, "ome_quota_webhook_record_writes_total", []string{`outcome="written"`}},
-		{&c.already, "ome_quota_webhook_record_writes_total", []string{`outcome="already"`}},
-		{&c.conflict, "ome_quota_webhook_record_writes_total", []string{`outcome="conflict"`}},
-		{&c.failed, "ome_quota_webhook_record_writes_total", []string{`outcome="failed"`}},
-		{&c.skipped, "ome_quota_webhook_record_writes_total", []string{`outcome="skipped"`}},
-	} {
-		if *f.to, err = m.Metric(ctx, f.name, f.match...); err != nil {
-			return c, err
-		}
-	}
-	return c, nil
-}
-
-func (c counters) sub(o counters) counters {
-	return counters{
-		calls: c.calls - o.calls, callSum: c.callSum - o.callSum, calls5: c.calls5 - o.calls5, calls25: c.calls25 - o.calls25,
-		reviews: c.reviews - o.reviews, reviewSum: c.reviewSum - o.reviewSum, waitSum: c.waitSum - o.waitSum,
-		written: c.written - o.written, already: c.already - o.already, conflict: c.conflict - o.conflict, failed: c.failed - o.failed,
-		skipped: c.skipped - o.skipped,
-		puts:    c.puts - o.puts, putSum: c.putSum - o.putSum, puts5: c.puts5 - o.puts5, patches: c.patches - o.patches, patchSum: c.patchSum - o.patchSum,
-	}
-}
-
-// print says where the time of one kind of write went: on is the number of
-// writes with the webhook installed, off without.
-func (c counters) print(n int, kind string, on, off int) {
-	ms := func(sum, count float64) float64 { return 1000 * sum / max(count, 1) }
-	fmt.Fprintf(os.Stderr, "n=%d, %s writes (%d with the webhook, %d without; the webhook also judges a dry-run probe per block):\n"+
-		"  the API server: %d PATCHes of AcceleratorQuotas, mean %.2fms; %d webhook calls (%.2f per write with the webhook), mean %.2fms, %d over 5ms, %d over 25ms\n"+
-		"  the webhook: %d reviews, mean %.2fms, of which waiting for the state %.2fms\n"+
-		"  the record: %d written, %d already listed, %d conflicts, %d failed, %d not needed (lowerings); the API server's PUTs of ConfigMaps: %d, mean %.2fms, %d over 5ms\n",
-		n, kind, on, off,
-		int(c.patches), ms(c.patchSum, c.patches), int(c.calls), c.calls/float64(max(on, 1)), ms(c.callSum, c.calls), int(c.calls-c.calls5), int(c.calls-c.calls25),
-		int(c.reviews), ms(c.reviewSum, c.reviews), ms(c.waitSum, c.reviews),
-		int(c.written), int(c.already), int(c.conflict), int(c.failed), int(c.skipped), int(c.puts), ms(c.putSum, c.puts), int(c.puts-c.puts5))
-}
-
 // settle waits until the manager's state holds n nodes and its writes have
 // stopped for two seconds.
 func settle(ctx context.Context, m *localcluster.Manager, n int) error {
@@ -785,69 +648,31 @@ func (b *bench) quiesce(ctx context.Context, m *localcluster.Manager) {
 	fmt.Fprintf(os.Stderr, "control plane idle after %s\n", waited.Round(100*time.Millisecond))
 }
 
-func pct(d []time.Duration, p int) string {
+// quantile is the p-th percentile of d: the smallest duration that at
+// least p% of d are at most (nearest rank).
+func quantile(d []time.Duration, p int) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
 	s := slices.Clone(d)
 	slices.Sort(s)
 	i := (len(s)*p + 99) / 100
-	return fmtDur(s[max(0, min(len(s)-1, i-1))])
+	return s[max(0, min(len(s)-1, i-1))]
 }
 
-func mean(d []time.Duration) string {
+func pct(d []time.Duration, p int) string { return fmtDur(quantile(d, p)) }
+
+func meanOf(d []time.Duration) time.Duration {
 	var sum time.Duration
 	for _, x := range d {
 		sum += x
 	}
-	return fmtDur(sum / time.Duration(len(d)))
+	return sum / time.Duration(max(len(d), 1))
 }
+
+func mean(d []time.Duration) string { return fmtDur(meanOf(d)) }
 
 func fmtDur(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d.Microseconds())/1000) }
-
-// recordKinds times what one admission's record write would cost as a
-// ConfigMap Update (the record) and as a coordination.k8s.io Lease Update
-// holding the same text in an annotation, n of each in turn, through a
-// protobuf client as the webhook's.
-func recordKinds(ctx context.Context, cfg *rest.Config, n int) error {
-	pcfg := rest.CopyConfig(cfg)
-	pcfg.ContentType = "application/vnd.kubernetes.protobuf"
-	kube, err := kubernetes.NewForConfig(pcfg)
-	if err != nil {
-		return err
-	}
-	const ns, name = "default", "webhookbench-record"
-	payload := func(i int) string {
-		return fmt.Sprintf(`{"format":1,"writes":[{"name":"bench-cohort-0000-team-1","op":"UPDATE","generation":%d,"at":%q,"uid":"0b5f8f0e-6a7c-4a51-9d59-4f1c6f6f1a%02d","by":"bench"}]}`,
-			i, time.Now().UTC().Format(time.RFC3339Nano), i%100)
-	}
-	cms, leases := kube.CoreV1().ConfigMaps(ns), kube.CoordinationV1().Leases(ns)
-	cm, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"admitted": payload(0)}}, metav1.CreateOptions{})
-	if err != nil {
-		return err
-	}
-	lease, err := leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{"admitted": payload(0)}}}, metav1.CreateOptions{})
-	if err != nil {
-		return err
-	}
-	var tc, tl []time.Duration
-	for i := 1; i <= n; i++ {
-		cm.Data["admitted"] = payload(i)
-		start := time.Now()
-		if cm, err = cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
-			return err
-		}
-		tc = append(tc, time.Since(start))
-		lease.Annotations["admitted"] = payload(i)
-		start = time.Now()
-		if lease, err = leases.Update(ctx, lease, metav1.UpdateOptions{}); err != nil {
-			return err
-		}
-		tl = append(tl, time.Since(start))
-	}
-	fmt.Fprintf(os.Stderr, "the record's write, %d of each in turn: ConfigMap Update p50 %s p99 %s mean %s; Lease Update p50 %s p99 %s mean %s\n",
-		n, pct(tc, 50), pct(tc, 99), mean(tc), pct(tl, 50), pct(tl, 99), mean(tl))
-	_ = cms.Delete(ctx, name, metav1.DeleteOptions{})
-	_ = leases.Delete(ctx, name, metav1.DeleteOptions{})
-	return nil
-}
 
 // managerCounts are the manager's GC and tick counters.
 type managerCounts struct{ gcs, gcMax, ticks float64 }
@@ -865,12 +690,14 @@ func (b *bench) managerCounters(ctx context.Context, m *localcluster.Manager) (m
 	return c, err
 }
 
-// timedWrite is one budget write: how long the client waited, and the
-// generation the API server judged it on.
+// timedWrite is one budget write: how long the client waited, the
+// generation the API server judged it on, and the resourceVersion it was
+// stored at.
 type timedWrite struct {
 	d     time.Duration
 	raise bool
 	gen   int64
+	rv    uint64
 	// on: with the webhook; pos: the write's place in its block of 50;
 	// at: when it was sent.
 	on  bool
@@ -879,12 +706,15 @@ type timedWrite struct {
 }
 
 // review is one review of a judged write, from the webhook's log at -v=2:
-// the "judged" line (Serializer.Judge) and the "reviewed" line (the HTTP
-// handler) of the same uid.
+// the "judged" line (Ledger.Judge) and the "reviewed" line (the HTTP
+// handler) of the same uid. base is the resourceVersion of the object the
+// API server judged the write on; total is the judgement's time (waiting
+// for the state, judging, and the ledger's compare-and-swap), handle the
+// handler's.
 type review struct {
-	node, outcome                 string
-	gen                           int64
-	total, decide, record, handle time.Duration
+	node, op, outcome string
+	base              uint64
+	total, handle     time.Duration
 }
 
 var logField = regexp.MustCompile(`(\w+)=("(?:[^"\\]|\\.)*"|\S+)`)
@@ -913,90 +743,99 @@ func parseReviews(log string) []review {
 			}
 			continue
 		}
-		gen, _ := strconv.ParseInt(f["generation"], 10, 64)
-		r := review{node: f["node"], outcome: f["outcome"], gen: gen, total: dur("total"), decide: dur("decide"), record: dur("record"), handle: handled[f["uid"]]}
+		base, _ := strconv.ParseUint(f["base"], 10, 64)
+		r := review{node: f["node"], op: f["op"], outcome: f["outcome"], base: base, total: dur("total"), handle: handled[f["uid"]]}
 		at[f["uid"]] = len(out)
 		out = append(out, r)
 	}
 	return out
 }
 
+// byWrite assigns each review of an update of team to the budget write it
+// judged: the first write, in the order sent, stored at a resourceVersion
+// above the review's base (the API server judges a write on the object as
+// stored before it, and again on a newer version when the object changed
+// meanwhile, as when the manager's status write landed first). all is in
+// the order sent, so its resourceVersions ascend.
+func byWrite(team string, all []timedWrite, reviews []review) [][]review {
+	out := make([][]review, len(all))
+	for _, r := range reviews {
+		if r.node != team || r.op != "UPDATE" {
+			continue
+		}
+		i, _ := slices.BinarySearchFunc(all, r.base, func(w timedWrite, base uint64) int {
+			if w.rv <= base {
+				return -1
+			}
+			return 1
+		})
+		if i < len(all) {
+			out[i] = append(out[i], r)
+		}
+	}
+	return out
+}
+
 // explain says where the time of the budget writes with the webhook went,
 // write by write: how often the API server called the webhook for it, how
-// long the webhook's handler took, of which the record's Update, and the
-// rest (the API server and etcd: the write's time less its reviews').
+// long the webhook's handler took, of which the judgement (for a raise,
+// with the ledger's compare-and-swap), and the rest (the API server and
+// etcd: the write's time less its reviews').
 func explain(n int, team string, all []timedWrite, reviews []review) {
 	blockStarts(n, all)
-	var writes []timedWrite
-	for _, w := range all {
-		if w.on {
-			writes = append(writes, w)
-		}
-	}
-	byGen := map[int64][]review{}
-	for _, r := range reviews {
-		if r.node == team {
-			byGen[r.gen] = append(byGen[r.gen], r)
-		}
-	}
 	type row struct {
-		w                            timedWrite
-		calls                        int
-		handle, record, decide, rest time.Duration
-		outcomes                     []string
+		w                   timedWrite
+		calls               int
+		handle, judge, rest time.Duration
+		outcomes            []string
 	}
 	var rows []row
-	var handle, record, rest, once, twice, less []time.Duration
-	for _, w := range writes {
-		r := row{w: w, calls: len(byGen[w.gen])}
-		for _, x := range byGen[w.gen] {
+	var handle, rest, raises, lowers, once, twice []time.Duration
+	never := 0
+	for i, rs := range byWrite(team, all, reviews) {
+		w := all[i]
+		if !w.on {
+			continue
+		}
+		r := row{w: w, calls: len(rs)}
+		for _, x := range rs {
 			r.handle += x.handle
-			r.record += x.record
-			r.decide += x.decide
+			r.judge += x.total
 			r.outcomes = append(r.outcomes, x.outcome)
 		}
 		r.rest = w.d - r.handle
 		rows = append(rows, r)
 		handle, rest = append(handle, r.handle), append(rest, r.rest)
-		less = append(less, w.d-r.record)
 		if w.raise {
-			record = append(record, r.record)
-		}
-		if r.calls > 1 {
-			twice = append(twice, w.d)
+			raises = append(raises, r.judge)
 		} else {
+			lowers = append(lowers, r.judge)
+		}
+		switch {
+		case r.calls == 0:
+			never++
+		case r.calls == 1:
 			once = append(once, w.d)
+		default:
+			twice = append(twice, w.d)
 		}
 	}
 	if len(rows) == 0 {
 		return
 	}
-	fmt.Fprintf(os.Stderr, "n=%d, budget writes with the webhook, from its log: %d judged once, %d more than once; "+
-		"the webhook's handler per write p50 %s p99 %s (the record's Update, or the hand-over to the holder of the admission term, raises: p50 %s p99 %s); "+
+	fmt.Fprintf(os.Stderr, "n=%d, budget writes with the webhook, from its log: %d judged once, %d more than once, %d never; "+
+		"the webhook's handler per write p50 %s p99 %s, of which judging (raises, with the ledger's compare-and-swap: p50 %s p99 %s; lowerings: p50 %s p99 %s); "+
 		"the rest (API server, etcd) p50 %s p99 %s\n",
-		n, len(once), len(twice), pct(handle, 50), pct(handle, 99), pctOr(record, 50), pctOr(record, 99), pct(rest, 50), pct(rest, 99))
-	fmt.Fprintf(os.Stderr, "  writes judged once: p50 %s p99 %s; more than once: p50 %s p99 %s; each write less its record's Updates: p50 %s p99 %s\n",
-		pctOr(once, 50), pctOr(once, 99), pctOr(twice, 50), pctOr(twice, 99), pct(less, 50), pct(less, 99))
-	var updates []time.Duration // the record's Updates as the webhook saw them
-	over5 := 0
-	for _, r := range reviews {
-		if r.node == team && r.outcome == "written" {
-			updates = append(updates, r.record)
-			if r.record > 5*time.Millisecond {
-				over5++
-			}
-		}
-	}
-	if len(updates) > 0 {
-		fmt.Fprintf(os.Stderr, "  the record's Updates as the webhook saw them (client to answer; compare the API server's PUTs above): %d, mean %s, p50 %s, p99 %s, %d over 5ms\n",
-			len(updates), mean(updates), pct(updates, 50), pct(updates, 99), over5)
-	}
+		n, len(once), len(twice), never,
+		pct(handle, 50), pct(handle, 99), pctOr(raises, 50), pctOr(raises, 99), pctOr(lowers, 50), pctOr(lowers, 99), pct(rest, 50), pct(rest, 99))
+	fmt.Fprintf(os.Stderr, "  writes judged once: p50 %s p99 %s; more than once: p50 %s p99 %s\n",
+		pctOr(once, 50), pctOr(once, 99), pctOr(twice, 50), pctOr(twice, 99))
 	slices.SortFunc(rows, func(a, b row) int { return int(b.w.d - a.w.d) })
 	fmt.Fprintf(os.Stderr, "  the slowest 2%%:\n")
 	for _, r := range rows[:max(1, len(rows)/50)] {
 		dir := map[bool]string{true: "raise", false: "lower"}[r.w.raise]
-		fmt.Fprintf(os.Stderr, "    %s %s #%d: %d call(s) %v, handler %s (record %s, decide %s), rest %s\n",
-			fmtDur(r.w.d), dir, r.w.pos, r.calls, r.outcomes, fmtDur(r.handle), fmtDur(r.record), fmtDur(r.decide), fmtDur(r.rest))
+		fmt.Fprintf(os.Stderr, "    %s %s #%d: %d call(s) %v, handler %s (judging %s), rest %s\n",
+			fmtDur(r.w.d), dir, r.w.pos, r.calls, r.outcomes, fmtDur(r.handle), fmtDur(r.judge), fmtDur(r.rest))
 	}
 }
 
