@@ -45,6 +45,10 @@ func AppendMarshal(dst []byte, ev Event) ([]byte, error) {
 		dst = append(dst, `,"key":`...)
 		dst = appendString(dst, ev.Key)
 	}
+	if ev.Version != 0 {
+		dst = append(dst, `,"version":`...)
+		dst = strconv.AppendUint(dst, ev.Version, 10)
+	}
 	var err error
 	switch {
 	case ev.Node != nil:
@@ -154,6 +158,10 @@ func appendQueue(dst []byte, q *Queue) ([]byte, error) {
 func appendQuota(dst []byte, q *Quota) ([]byte, error) {
 	dst = append(dst, `{"name":`...)
 	dst = appendString(dst, q.Name)
+	if q.UID != "" {
+		dst = append(dst, `,"uid":`...)
+		dst = appendString(dst, q.UID)
+	}
 	if q.Generation != 0 {
 		dst = append(dst, `,"generation":`...)
 		dst = strconv.AppendInt(dst, q.Generation, 10)

@@ -26,7 +26,11 @@ import (
 //   - 4: adds the Outcome kind (how the leader's applier left a node's
 //     Kueue objects) and the Leadership kind. Versions 1 to 3 read as
 //     before; a line of theirs cannot carry either.
-const SchemaVersion = 4
+//   - 5: adds an AcceleratorQuota event's resourceVersion (version), an
+//     AcceleratorQuota's uid, and a Verdict's objectUID and base, which the
+//     webhook and replay's trail read. Older lines read as before, without
+//     them.
+const SchemaVersion = 5
 
 // oldestVersion is the oldest schema version this build reads.
 const oldestVersion = 1

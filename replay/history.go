@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"ome.io/quota-manager/api/v1beta1"
@@ -137,9 +139,10 @@ func (r *Result) Trail(node string, logs []string) Trail {
 			own = append(own, TrailStep{Seq: s.Seq, Time: s.Time, What: "write", Node: node, Changes: s.Changes, Event: s.Event, Listed: s.Listed})
 		}
 	}
+	landed := r.landings(node)
 	for _, v := range r.Verdicts {
 		if v.Node == node {
-			own = append(own, verdictStep(v))
+			own = append(own, verdictStep(v, landed))
 		}
 	}
 	for _, e := range r.Timeline {
@@ -156,7 +159,7 @@ func (r *Result) Trail(node string, logs []string) Trail {
 	var foreign []TrailStep
 	for _, v := range r.foreign {
 		if v.Node == node {
-			foreign = append(foreign, verdictStep(v))
+			foreign = append(foreign, verdictStep(v, landed))
 		}
 	}
 	for _, s := range own {
@@ -171,7 +174,7 @@ func (r *Result) Trail(node string, logs []string) Trail {
 	for i := range tr.Steps {
 		switch s := &tr.Steps[i]; s.What {
 		case "verdict":
-			judged = judged || s.Verdict == "admitted"
+			judged = judged || s.Verdict == verdictAdmitted
 		case "write":
 			s.Unjudged = !s.Listed && !judged && len(s.Changes) > 0
 			judged = false
@@ -180,11 +183,67 @@ func (r *Result) Trail(node string, logs []string) Trail {
 	return tr
 }
 
-func verdictStep(v VerdictEntry) TrailStep {
+// Verdicts of the trail. A review names its user as the author of a
+// change only when the change the log then holds is the one it admitted:
+// anyone who reaches the webhook's port can send a review naming anyone.
+const (
+	verdictAdmitted = "admitted"
+	verdictDenied   = "denied"
+	// verdictClaimed: admitted, but no write of the log is the one it
+	// admitted (or another admitted verdict claims the same write).
+	verdictClaimed = "claimed, never seen to land"
+)
+
+// landings says, for each admitted verdict of node (by log and sequence
+// number), whether exactly one write of the log is the one it admitted: a
+// CREATE's object with its uid and spec; an UPDATE's next version after its
+// base, same uid and spec; a DELETE of its base. A write claimed by two
+// verdicts is the author's of neither.
+func (r *Result) landings(node string) map[[2]uint64]bool {
+	matches := func(v VerdictEntry, s SpecChange) bool {
+		if v.ObjectUID == "" || (v.Log == 0 && s.Seq < v.Seq) {
+			return false
+		}
+		base, _ := strconv.ParseUint(v.Base, 10, 64)
+		switch v.Operation {
+		case "CREATE":
+			return s.UID == v.ObjectUID && s.Spec != nil && s.Prev == 0 && apiequality.Semantic.DeepEqual(s.Spec, v.New)
+		case "UPDATE":
+			return s.UID == v.ObjectUID && s.Spec != nil && base != 0 && s.Prev == base && apiequality.Semantic.DeepEqual(s.Spec, v.New)
+		case "DELETE":
+			return s.Spec == nil && s.PrevUID == v.ObjectUID && base != 0 && s.Prev == base
+		}
+		return false
+	}
+	claims := map[uint64][][2]uint64{}
+	for _, v := range append(slices.Clone(r.Verdicts), r.foreign...) {
+		if v.Node != node || !v.Allowed {
+			continue
+		}
+		for _, s := range r.Specs {
+			if s.Node == node && matches(v, s) {
+				claims[s.Seq] = append(claims[s.Seq], [2]uint64{uint64(v.Log), v.Seq})
+				break
+			}
+		}
+	}
+	out := map[[2]uint64]bool{}
+	for _, by := range claims {
+		if len(by) == 1 {
+			out[by[0]] = true
+		}
+	}
+	return out
+}
+
+func verdictStep(v VerdictEntry, landed map[[2]uint64]bool) TrailStep {
 	s := TrailStep{Log: v.Log, Seq: v.Seq, Time: v.Time, What: "verdict", Node: v.Node, User: v.User, Groups: v.Groups,
-		Operation: v.Operation, Verdict: "admitted", Replica: v.Replica, Changes: v.Changes, Message: v.Message}
-	if !v.Allowed {
-		s.Verdict = "denied"
+		Operation: v.Operation, Verdict: verdictAdmitted, Replica: v.Replica, Changes: v.Changes, Message: v.Message}
+	switch {
+	case !v.Allowed:
+		s.Verdict = verdictDenied
+	case !landed[[2]uint64{uint64(v.Log), v.Seq}]:
+		s.Verdict = verdictClaimed
 	}
 	if len(v.Warnings) > 0 {
 		s.Message = strings.Join(v.Warnings, "; ")

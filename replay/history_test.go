@@ -34,6 +34,53 @@ func writeLog(t *testing.T, evs []events.Event) string {
 
 func specOf(aq *v1beta1.AcceleratorQuota) *v1beta1.AcceleratorQuotaSpec { return &aq.Spec }
 
+// stored is an AcceleratorQuota event at a resourceVersion.
+func stored(t time.Time, q *events.Quota, version uint64) events.Event {
+	ev := events.QuotaUpserted(t, q)
+	ev.Version = version
+	return ev
+}
+
+// Forged reviews, which anyone who reaches the webhook's port can send: a
+// DELETE "by alice" of a node that stays, and an UPDATE "by mallory" whose
+// spec is not the one that then lands, are shown as claimed; the genuine
+// update that lands is bob's. Two admitted verdicts that claim the same
+// write are the author of neither.
+func TestTrailNamesOnlyTheAuthorsOfWritesThatLanded(t *testing.T) {
+	alpha16 := aqtest.Team("team-alpha", "ml-research").Budget("nvidia.com/gpu", "a100", "16").Obj()
+	alpha12 := aqtest.Team("team-alpha", "ml-research").Budget("nvidia.com/gpu", "a100", "12").Obj()
+	alpha4 := aqtest.Team("team-alpha", "ml-research").Budget("nvidia.com/gpu", "a100", "4").Obj()
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	evs := []events.Event{
+		events.ConfigChanged(t0, events.DefaultConfig()),
+		events.Synced(at(1)),
+		stored(at(2), quota(aqtest.Root().Obj()), 10),
+		stored(at(2), quota(aqtest.Cohort("ml-research", "root").Budget("nvidia.com/gpu", "a100", "24").Obj()), 11),
+		events.Verdicted(at(3), "team-alpha", &events.Verdict{UID: "u1", User: "alice", Operation: "CREATE", Allowed: true, New: specOf(alpha16), Replica: "a", ObjectUID: "alpha"}),
+		stored(at(3), &events.Quota{Name: "team-alpha", UID: "alpha", Generation: 1, Spec: alpha16.Spec}, 20),
+		events.Verdicted(at(4), "team-alpha", &events.Verdict{UID: "f1", User: "alice", Operation: "DELETE", Allowed: true, Old: specOf(alpha16), Replica: "a", ObjectUID: "alpha", Base: "20"}),
+		events.Verdicted(at(5), "team-alpha", &events.Verdict{UID: "f2", User: "mallory", Operation: "UPDATE", Allowed: true, Old: specOf(alpha16), New: specOf(alpha4), Replica: "a", ObjectUID: "alpha", Base: "20"}),
+		events.Verdicted(at(6), "team-alpha", &events.Verdict{UID: "u2", User: "bob", Operation: "UPDATE", Allowed: true, Old: specOf(alpha16), New: specOf(alpha12), Replica: "a", ObjectUID: "alpha", Base: "20"}),
+		stored(at(6), &events.Quota{Name: "team-alpha", UID: "alpha", Generation: 2, Spec: alpha12.Spec}, 25),
+		events.Verdicted(at(7), "team-alpha", &events.Verdict{UID: "f3", User: "eve", Operation: "UPDATE", Allowed: true, Old: specOf(alpha12), New: specOf(alpha16), Replica: "a", ObjectUID: "alpha", Base: "25"}),
+		events.Verdicted(at(7), "team-alpha", &events.Verdict{UID: "u3", User: "carol", Operation: "UPDATE", Allowed: true, Old: specOf(alpha12), New: specOf(alpha16), Replica: "a", ObjectUID: "alpha", Base: "25"}),
+		stored(at(8), &events.Quota{Name: "team-alpha", UID: "alpha", Generation: 3, Spec: alpha16.Spec}, 30),
+	}
+	got := run(t, writeLog(t, evs), "--node", "team-alpha", "--history")
+	for _, want := range []string{
+		"alice CREATE admitted by a",
+		"alice DELETE claimed, never seen to land by a",
+		"mallory UPDATE claimed, never seen to land by a",
+		"bob UPDATE admitted by a",
+		"eve UPDATE claimed, never seen to land by a",
+		"carol UPDATE claimed, never seen to land by a",
+	} {
+		if !strings.Contains(strings.Join(strings.Fields(got), " "), want) {
+			t.Errorf("the trail lacks %q:\n%s", want, got)
+		}
+	}
+}
+
 // twoReplicas are the logs of two replicas of one cluster: the guide's
 // tree, team-alpha created through replica a, its raise to 20 denied by
 // replica b, then its raise to 18 admitted by a, which freezes nothing but
@@ -55,11 +102,12 @@ func twoReplicas(t *testing.T) (string, string) {
 		a = append(a, events.QuotaUpserted(at(2), quota(aq)))
 	}
 	a = append(a,
-		events.Verdicted(at(3), "team-alpha", &events.Verdict{UID: "u1", User: "alice", Operation: "CREATE", Allowed: true, New: specOf(alpha16), Replica: "a"}),
-		events.QuotaUpserted(at(3), quota(alpha16)),
+		events.Verdicted(at(3), "team-alpha", &events.Verdict{UID: "u1", User: "alice", Operation: "CREATE", Allowed: true, New: specOf(alpha16), Replica: "a", ObjectUID: "alpha"}),
+		stored(at(3), &events.Quota{Name: "team-alpha", UID: "alpha", Generation: 1, Spec: alpha16.Spec}, 100),
 		// 5: the raise to 20, judged by b, lands nowhere.
-		events.Verdicted(at(7), "team-alpha", &events.Verdict{UID: "u3", User: "bob", Operation: "UPDATE", Allowed: true, Old: specOf(alpha16), New: specOf(alpha18), Replica: "a"}),
-		events.QuotaUpserted(at(7), &events.Quota{Name: "team-alpha", Generation: 2, Spec: alpha18.Spec}),
+		events.Verdicted(at(7), "team-alpha", &events.Verdict{UID: "u3", User: "bob", Operation: "UPDATE", Allowed: true, Old: specOf(alpha16), New: specOf(alpha18), Replica: "a",
+			ObjectUID: "alpha", Base: "100"}),
+		stored(at(7), &events.Quota{Name: "team-alpha", UID: "alpha", Generation: 2, Spec: alpha18.Spec}, 105),
 		events.Verdicted(at(9), "team-beta", &events.Verdict{UID: "u4", User: "carol", Operation: "CREATE", Allowed: true, New: specOf(aqtest.Team("team-beta", "ml-research").Obj()), Replica: "a"}),
 	)
 	b := []events.Event{
@@ -67,7 +115,8 @@ func twoReplicas(t *testing.T) (string, string) {
 		events.Verdicted(at(5), "team-alpha", &events.Verdict{UID: "u2", User: "bob", Groups: []string{"ml"}, Operation: "UPDATE", Code: 403,
 			Message: "ml-research: budget nvidia.com/gpu on a100 is 24 but its children total 28", Old: specOf(alpha16), New: specOf(alpha20), Replica: "b"}),
 		// The same request as u3, judged by b too: counted once.
-		events.Verdicted(at(7), "team-alpha", &events.Verdict{UID: "u3", User: "bob", Operation: "UPDATE", Allowed: true, Old: specOf(alpha16), New: specOf(alpha18), Replica: "b"}),
+		events.Verdicted(at(7), "team-alpha", &events.Verdict{UID: "u3", User: "bob", Operation: "UPDATE", Allowed: true, Old: specOf(alpha16), New: specOf(alpha18), Replica: "b",
+			ObjectUID: "alpha", Base: "100"}),
 	}
 	return writeLog(t, a), writeLog(t, b)
 }

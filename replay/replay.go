@@ -93,6 +93,12 @@ type CapacityChange struct {
 type amount = state.Amount
 
 // SpecChange is a write of one AcceleratorQuota seen in the log.
+// objectVersion is the life and version of an object as a log last held it.
+type objectVersion struct {
+	uid     string
+	version uint64
+}
+
 type SpecChange struct {
 	Seq   uint64    `json:"seq"`
 	Time  time.Time `json:"time"`
@@ -106,6 +112,14 @@ type SpecChange struct {
 	// a Start marker, or the log's beginning, and Synced): they were
 	// written earlier, not then.
 	Listed bool `json:"listed,omitempty"`
+	// UID and Version are the object's, Prev the version the log held
+	// before (what an update or delete was judged on), Spec the spec
+	// stored (nil on a delete): replay matches verdicts with them.
+	UID     string                        `json:"uid,omitempty"`
+	Version uint64                        `json:"version,omitempty"`
+	Prev    uint64                        `json:"prev,omitempty"`
+	PrevUID string                        `json:"-"`
+	Spec    *v1beta1.AcceleratorQuotaSpec `json:"-"`
 }
 
 // OutcomeEntry is one report of the leader's applier on a node: what its
@@ -151,6 +165,7 @@ func Run(dir string, o Options) (*Result, error) {
 	r := &Result{State: state.New()}
 	var prev map[state.Pair]state.CapacityEntry
 	specs := map[string]*v1beta1.AcceleratorQuotaSpec{}
+	versions := map[string]objectVersion{}
 	listing := true
 	rep, err := store.Read(dir, 0, func(ev events.Event) error {
 		if o.AtSeq != 0 && ev.Seq > o.AtSeq {
@@ -193,7 +208,15 @@ func Run(dir string, o Options) (*Result, error) {
 			} else {
 				specs[ev.Key] = spec
 			}
-			r.Specs = append(r.Specs, SpecChange{Seq: ev.Seq, Time: ev.Time.UTC(), Node: ev.Key, Op: string(ev.Op), Event: causeOf(), Changes: changes, Listed: listing})
+			sc := SpecChange{Seq: ev.Seq, Time: ev.Time.UTC(), Node: ev.Key, Op: string(ev.Op), Event: causeOf(), Changes: changes, Listed: listing,
+				Version: ev.Version, Prev: versions[ev.Key].version, PrevUID: versions[ev.Key].uid, Spec: spec}
+			if ev.Quota != nil {
+				sc.UID = ev.Quota.UID
+				versions[ev.Key] = objectVersion{ev.Quota.UID, ev.Version}
+			} else {
+				delete(versions, ev.Key)
+			}
+			r.Specs = append(r.Specs, sc)
 		case events.KindStart:
 			listing = true
 		case events.KindSynced:
