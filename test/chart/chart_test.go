@@ -525,49 +525,6 @@ func TestOptionalObjects(t *testing.T) {
 		t.Fatalf("the chart's CRD is not config/crd's: run make generate (-config +chart):\n%s", diff)
 	}
 
-	np := render(t, install, "quotaManager.networkPolicy.enabled=true", "quotaManager.networkPolicy.apiServerCIDRs={10.0.0.0/24}")
-	pol := np.Get("NetworkPolicy", "ome-quota-manager")
-	require.NotNil(t, pol)
-	ingress := must(unstructured.NestedSlice(pol.Object, "spec", "ingress"))
-	require.Len(t, ingress, 2)
-	require.Contains(t, toYAML(t, ingress[0]), "cidr: 10.0.0.0/24")
-	require.Contains(t, toYAML(t, ingress[0]), "port: 9443")
-	// Only the API server reaches the webhook port: no replica talks to
-	// another.
-	require.NotContains(t, toYAML(t, ingress[0]), "podSelector:")
-	require.Contains(t, toYAML(t, ingress[1]), "kubernetes.io/metadata.name: monitoring")
-	require.Contains(t, toYAML(t, ingress[1]), "kubernetes.io/metadata.name: ome", "a Prometheus in the release's namespace")
-	require.Contains(t, toYAML(t, ingress[1]), "port: 8080")
-
-	// On by default. With no address given and none to look up (helm
-	// template), the webhook port admits every source, and says so.
-	def := render(t, install).Get("NetworkPolicy", "ome-quota-manager")
-	require.NotNil(t, def, "the NetworkPolicy is on by default")
-	defIngress := must(unstructured.NestedSlice(def.Object, "spec", "ingress"))
-	require.NotContains(t, toYAML(t, defIngress[0]), "from:")
-
-	// The AdmissionLedger's CRD comes with the webhook, whoever installs the
-	// AcceleratorQuota CRD.
-	for _, set := range []string{"quotaManager.crd.install=false", "quotaManager.crd.install=true"} {
-		ledger := render(t, install, set).Get("CustomResourceDefinition", "admissionledgers.ome.io")
-		require.NotNil(t, ledger, "the ledger's CRD with %s", set)
-		data, err := os.ReadFile(filepath.Join(root, "config", "crd", "ome.io_admissionledgers.yaml"))
-		require.NoError(t, err)
-		var want map[string]any
-		require.NoError(t, yaml.Unmarshal(data, &want))
-		require.Empty(t, cmp.Diff(want, ledger.Object), "the chart's ledger CRD is not config/crd's: run make generate")
-	}
-	require.Nil(t, render(t, install, "quotaManager.webhook.enabled=false").Get("CustomResourceDefinition", "admissionledgers.ome.io"))
-
-	// The API server's client certificate, required with webhook.clientCA.
-	ca := deployment(t, render(t, install, "quotaManager.webhook.clientCA.secretName=apiserver-client-ca"))
-	require.Contains(t, ca.Spec.Template.Spec.Containers[0].Args, "--webhook-client-ca=/etc/ome-quota-manager/webhook-client-ca/ca.crt")
-	found := false
-	for _, v := range ca.Spec.Template.Spec.Volumes {
-		found = found || (v.Secret != nil && v.Secret.SecretName == "apiserver-client-ca")
-	}
-	require.True(t, found, "the client CA's Secret is not mounted")
-
 	pull := render(t, install, "imagePullSecrets[0].name=regcred", "quotaManager.image.pullPolicy=Always",
 		"quotaManager.priorityClassName=system-cluster-critical", "quotaManager.nodeSelector.pool=system",
 		"quotaManager.tolerations[0].operator=Exists")

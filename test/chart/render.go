@@ -7,6 +7,7 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+	"text/template"
 
 	"helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/chart/common"
@@ -29,6 +30,20 @@ var kubeVersion = &common.KubeVersion{Version: "v1.35.4", Major: "1", Minor: "35
 type Rendered struct {
 	Objects []*unstructured.Unstructured
 	Notes   string
+	// Manifest is the rendered text, comments included.
+	Manifest string
+}
+
+// Cluster stands for the objects Helm's lookup function finds, keyed by
+// "apiVersion kind namespace name"; what is not in it is not found, as
+// under `helm template`, where lookup finds nothing.
+type Cluster map[string]map[string]any
+
+func (c Cluster) lookup(apiVersion, kind, namespace, name string) (map[string]any, error) {
+	if o, ok := c[apiVersion+" "+kind+" "+namespace+" "+name]; ok {
+		return o, nil
+	}
+	return map[string]any{}, nil
 }
 
 // Dir is the chart's folder in this checkout.
@@ -43,6 +58,12 @@ func Dir() (string, error) {
 // Render renders the chart as `helm template ome-quota-manager <chart>
 // --namespace ns -f file... --set set...` does.
 func Render(ns string, files []string, set ...string) (*Rendered, error) {
+	return RenderIn(nil, ns, files, set...)
+}
+
+// RenderIn renders as Render does, with lookup finding the objects of c
+// (an install or upgrade against a cluster that holds them).
+func RenderIn(c Cluster, ns string, files []string, set ...string) (*Rendered, error) {
 	dir, err := Dir()
 	if err != nil {
 		return nil, err
@@ -55,7 +76,9 @@ func Render(ns string, files []string, set ...string) (*Rendered, error) {
 	if err != nil {
 		return nil, err
 	}
-	inst := action.NewInstall(action.NewConfiguration())
+	cfg := action.NewConfiguration()
+	cfg.CustomTemplateFuncs = template.FuncMap{"lookup": c.lookup}
+	inst := action.NewInstall(cfg)
 	inst.DryRunStrategy = action.DryRunClient
 	inst.Replace = true
 	inst.ReleaseName = "ome-quota-manager"
@@ -69,7 +92,7 @@ func Render(ns string, files []string, set ...string) (*Rendered, error) {
 	if !ok {
 		return nil, fmt.Errorf("unexpected release type %T", rel)
 	}
-	out := &Rendered{Notes: r.Info.Notes}
+	out := &Rendered{Notes: r.Info.Notes, Manifest: r.Manifest}
 	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(r.Manifest), 4096)
 	for {
 		var m map[string]any

@@ -98,3 +98,23 @@ serialized admissions: the manager fences it at start. */}}
 {{- define "oqm.admissionRecord" -}}
 {{ include "oqm.name" . }}-admissions
 {{- end }}
+
+{{/*
+The sources the NetworkPolicy admits to the webhook port, as a JSON list of
+CIDRs: networkPolicy.apiServerCIDRs when set; otherwise the addresses of the
+kubernetes Endpoints in namespace default, looked up at install or upgrade
+(a /32 or /128 each). Empty when neither gives one (helm template has no
+cluster to look in): the policy then admits every source on that port.
+*/}}
+{{- define "oqm.webhookSources" -}}
+{{- $cidrs := .Values.quotaManager.networkPolicy.apiServerCIDRs | default list -}}
+{{- if not $cidrs -}}
+{{- $ep := lookup "v1" "Endpoints" "default" "kubernetes" | default dict -}}
+{{- range ($ep.subsets | default list) -}}
+{{- range (.addresses | default list) -}}
+{{- $cidrs = append $cidrs (printf "%s/%s" .ip (ternary "128" "32" (contains ":" .ip))) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- toJson (uniq $cidrs) -}}
+{{- end }}
