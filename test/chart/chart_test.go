@@ -404,6 +404,9 @@ func TestRBAC(t *testing.T) {
 	require.NotContains(t, strings.Join(rules(cr.Rules), "\n"), "tokenreviews")
 	role = convert[rbacv1.Role](t, off.Get("Role", "ome-quota-manager"))
 	require.NotContains(t, strings.Join(rules(role.Rules), "\n"), "secrets")
+	// The ledger and the old record are the webhook's alone.
+	require.NotContains(t, strings.Join(rules(cr.Rules), "\n"), "admissionledgers")
+	require.NotContains(t, strings.Join(rules(role.Rules), "\n"), "configmaps")
 }
 
 // TestWebhookDisabled: the configuration and the Service go, the Secret stays
