@@ -74,14 +74,16 @@ func TestGolden(t *testing.T) {
 		{"objects-after.yaml", []string{"--at", at, "--objects"}, []string{"name: big-team"}},
 		{"objects.json", []string{"--objects", "-o", "json"}, nil},
 		{"history-team-alpha.txt", []string{"--node", "team-alpha", "--history"}, []string{
-			"UPDATE denied by trail: ml-research: budget nvidia.com/gpu on a100 is 24 but its children total 28 [nvidia.com/gpu@a100 nominal 16 -> 20]",
+			"UPDATE request denied by trail: ml-research: budget nvidia.com/gpu on a100 is 24 but its children total 28 [nvidia.com/gpu@a100 nominal 16 -> 20]",
 			// testdata/guide was recorded before schema version 5: its verdicts
 			// carry no object uid nor base, so none can be matched with the
-			// write it claims, and none names an author.
-			"UPDATE claimed, never seen to land by trail [nvidia.com/gpu@a100 nominal 12 -> 16]"}},
+			// write it claims: each is unverified and names no author, and
+			// the write after it is not flagged as unjudged.
+			"UPDATE admitted by trail, unverified (no object uid or version recorded) [nvidia.com/gpu@a100 nominal 12 -> 16]\n" +
+				"28   2026-11-30T09:09:03Z         AcceleratorQuota team-alpha written (generation 3) [nvidia.com/gpu@a100 nominal 12 -> 16]\n"}},
 		{"history-team-alpha.json", []string{"--node", "team-alpha", "--history", "-o", "json"}, nil},
 		{"history-team-beta.txt", []string{"--node", "team-beta", "--history"}, []string{
-			"[nvidia.com/gpu@a100 nominal 8 -> 6] (no admitted verdict in the logs read: written while the webhook was off"}},
+			"[nvidia.com/gpu@a100 nominal 8 -> 6] (no admitted verdict in the logs read matches it: written while the webhook was off"}},
 		{"node-big.txt", []string{"--node", "big"}, []string{"the applier brought big's Kueue objects in place",
 			"the applier holds big's Kueue objects as they are", "Ready -> CapacityExceeded"}},
 		{"history-big.txt", []string{"--node", "big", "--history"}, []string{"big Ready -> CapacityExceeded", "big-team Frozen -> Ready"}},

@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"ome.io/quota-manager/api/v1beta1"
@@ -93,12 +91,24 @@ type TrailStep struct {
 	// Node is the node the step is about: the trail's node, or another one
 	// whose transition the trail node's write caused.
 	Node string `json:"node"`
-	// A verdict's fields.
-	User      string   `json:"user,omitempty"`
-	Groups    []string `json:"groups,omitempty"`
-	Operation string   `json:"operation,omitempty"`
-	Verdict   string   `json:"verdict,omitempty"`
-	Replica   string   `json:"replica,omitempty"`
+	// User and Groups are a verdict's requesting user, as the review
+	// names them, and a write's author: the user of the one admitted
+	// verdict matched with it (see Authorship).
+	User   string   `json:"user,omitempty"`
+	Groups []string `json:"groups,omitempty"`
+	// A verdict's fields. Verdict is the webhook's answer, "admitted" or
+	// "denied".
+	Operation string `json:"operation,omitempty"`
+	Verdict   string `json:"verdict,omitempty"`
+	Replica   string `json:"replica,omitempty"`
+	// Authorship is what the log makes of a verdict: "author" (its write
+	// landed: Landed), "claimed" (admitted, but no write of the log is its
+	// own), "contested" (its write landed, Landed, but another admitted
+	// verdict claims it too), "unverified" (the log cannot tell; Note says
+	// why) or "request" (denied: it changed nothing).
+	Authorship string `json:"authorship,omitempty"`
+	Landed     uint64 `json:"landed,omitempty"`
+	Note       string `json:"note,omitempty"`
 	// Changes are a verdict's or a write's changes, old -> new.
 	Changes []string `json:"changes,omitempty"`
 	// A transition's phases; Message is a denial's or a transition's.
@@ -113,6 +123,13 @@ type TrailStep struct {
 	// log was not given.
 	Listed   bool `json:"listed,omitempty"`
 	Unjudged bool `json:"unjudged,omitempty"`
+	// ClaimedBy are, on a write that more than one admitted verdict
+	// claims, those verdicts ("alice at 12"): it has no author.
+	ClaimedBy []string `json:"claimedBy,omitempty"`
+
+	// The event behind a write or a verdict step.
+	write   *SpecChange
+	verdict *VerdictEntry
 }
 
 // Trail is a node's audit trail: who asked to change it and what the
@@ -133,16 +150,16 @@ func (r *Result) Trail(node string, logs []string) Trail {
 	tr := Trail{Node: node, Logs: logs, Steps: []TrailStep{}}
 	var own []TrailStep
 	writes := map[uint64]bool{}
-	for _, s := range r.Specs {
+	for i, s := range r.Specs {
 		if s.Node == node {
 			writes[s.Seq] = true
-			own = append(own, TrailStep{Seq: s.Seq, Time: s.Time, What: "write", Node: node, Changes: s.Changes, Event: s.Event, Listed: s.Listed})
+			own = append(own, TrailStep{Seq: s.Seq, Time: s.Time, What: "write", Node: node, Changes: s.Changes, Event: s.Event, Listed: s.Listed,
+				write: &r.Specs[i]})
 		}
 	}
-	landed := r.landings(node)
-	for _, v := range r.Verdicts {
+	for i, v := range r.Verdicts {
 		if v.Node == node {
-			own = append(own, verdictStep(v, landed))
+			own = append(own, verdictStep(&r.Verdicts[i]))
 		}
 	}
 	for _, e := range r.Timeline {
@@ -157,9 +174,9 @@ func (r *Result) Trail(node string, logs []string) Trail {
 		return cmp.Or(cmp.Compare(a.Seq, b.Seq), cmp.Compare(rank[a.What], rank[b.What]))
 	})
 	var foreign []TrailStep
-	for _, v := range r.foreign {
+	for i, v := range r.foreign {
 		if v.Node == node {
-			foreign = append(foreign, verdictStep(v, landed))
+			foreign = append(foreign, verdictStep(&r.foreign[i]))
 		}
 	}
 	for _, s := range own {
@@ -169,81 +186,34 @@ func (r *Result) Trail(node string, logs []string) Trail {
 		tr.Steps = append(tr.Steps, s)
 	}
 	tr.Steps = append(tr.Steps, foreign...)
-	// A write that changed the spec should follow an admitted verdict.
+	attribute(tr.Steps)
+	// A write that changed the spec should have an admitted verdict: one
+	// matched with it, or, in a log that cannot tell (unverified), one
+	// since the write before.
 	judged := false
 	for i := range tr.Steps {
 		switch s := &tr.Steps[i]; s.What {
 		case "verdict":
-			judged = judged || s.Verdict == verdictAdmitted
+			judged = judged || s.Authorship == authorshipUnverified
 		case "write":
-			s.Unjudged = !s.Listed && !judged && len(s.Changes) > 0
+			s.Unjudged = !s.Listed && len(s.Changes) > 0 && !judged && s.User == "" && len(s.ClaimedBy) == 0
 			judged = false
 		}
 	}
+	// Every version of an AcceleratorQuota is in the log, a status write's
+	// too: the trail keeps those that changed the spec (and every listing
+	// and deletion).
+	tr.Steps = slices.DeleteFunc(tr.Steps, func(s TrailStep) bool {
+		return s.What == "write" && s.write.Spec != nil && len(s.Changes) == 0 && !s.Listed && s.User == "" && len(s.ClaimedBy) == 0
+	})
 	return tr
 }
 
-// Verdicts of the trail. A review names its user as the author of a
-// change only when the change the log then holds is the one it admitted:
-// anyone who reaches the webhook's port can send a review naming anyone.
-const (
-	verdictAdmitted = "admitted"
-	verdictDenied   = "denied"
-	// verdictClaimed: admitted, but no write of the log is the one it
-	// admitted (or another admitted verdict claims the same write).
-	verdictClaimed = "claimed, never seen to land"
-)
-
-// landings says, for each admitted verdict of node (by log and sequence
-// number), whether exactly one write of the log is the one it admitted: a
-// CREATE's object with its uid and spec; an UPDATE's next version after its
-// base, same uid and spec; a DELETE of its base. A write claimed by two
-// verdicts is the author's of neither.
-func (r *Result) landings(node string) map[[2]uint64]bool {
-	matches := func(v VerdictEntry, s SpecChange) bool {
-		if v.ObjectUID == "" || (v.Log == 0 && s.Seq < v.Seq) {
-			return false
-		}
-		base, _ := strconv.ParseUint(v.Base, 10, 64)
-		switch v.Operation {
-		case "CREATE":
-			return s.UID == v.ObjectUID && s.Spec != nil && s.Prev == 0 && apiequality.Semantic.DeepEqual(s.Spec, v.New)
-		case "UPDATE":
-			return s.UID == v.ObjectUID && s.Spec != nil && base != 0 && s.Prev == base && apiequality.Semantic.DeepEqual(s.Spec, v.New)
-		case "DELETE":
-			return s.Spec == nil && s.PrevUID == v.ObjectUID && base != 0 && s.Prev == base
-		}
-		return false
-	}
-	claims := map[uint64][][2]uint64{}
-	for _, v := range append(slices.Clone(r.Verdicts), r.foreign...) {
-		if v.Node != node || !v.Allowed {
-			continue
-		}
-		for _, s := range r.Specs {
-			if s.Node == node && matches(v, s) {
-				claims[s.Seq] = append(claims[s.Seq], [2]uint64{uint64(v.Log), v.Seq})
-				break
-			}
-		}
-	}
-	out := map[[2]uint64]bool{}
-	for _, by := range claims {
-		if len(by) == 1 {
-			out[by[0]] = true
-		}
-	}
-	return out
-}
-
-func verdictStep(v VerdictEntry, landed map[[2]uint64]bool) TrailStep {
+func verdictStep(v *VerdictEntry) TrailStep {
 	s := TrailStep{Log: v.Log, Seq: v.Seq, Time: v.Time, What: "verdict", Node: v.Node, User: v.User, Groups: v.Groups,
-		Operation: v.Operation, Verdict: verdictAdmitted, Replica: v.Replica, Changes: v.Changes, Message: v.Message}
-	switch {
-	case !v.Allowed:
-		s.Verdict = verdictDenied
-	case !landed[[2]uint64{uint64(v.Log), v.Seq}]:
-		s.Verdict = verdictClaimed
+		Operation: v.Operation, Verdict: "admitted", Replica: v.Replica, Changes: v.Changes, Message: v.Message, verdict: v}
+	if !v.Allowed {
+		s.Verdict = "denied"
 	}
 	if len(v.Warnings) > 0 {
 		s.Message = strings.Join(v.Warnings, "; ")
@@ -263,10 +233,7 @@ func writeTrail(w io.Writer, tr Trail) error {
 		switch s.What {
 		case "verdict":
 			who = s.User
-			what = fmt.Sprintf("%s %s", s.Operation, s.Verdict)
-			if s.Replica != "" {
-				what += " by " + s.Replica
-			}
+			what = verdictText(s)
 			if s.Message != "" {
 				what += ": " + s.Message
 			}
@@ -274,6 +241,7 @@ func writeTrail(w io.Writer, tr Trail) error {
 				what += " [" + strings.Join(s.Changes, "; ") + "]"
 			}
 		case "write":
+			who = s.User // its author, when one verdict is matched with it
 			what = strings.TrimPrefix(s.Event, fmt.Sprintf("#%d ", s.Seq))
 			if len(s.Changes) > 0 {
 				what += " [" + strings.Join(s.Changes, "; ") + "]"
@@ -281,8 +249,10 @@ func writeTrail(w io.Writer, tr Trail) error {
 			switch {
 			case s.Listed:
 				what += " (listed at start)"
+			case len(s.ClaimedBy) > 0:
+				what += " (claimed by " + strings.Join(s.ClaimedBy, " and ") + ": author not established)"
 			case s.Unjudged:
-				what += " (no admitted verdict in the logs read: written while the webhook was off, or judged by a replica whose log is not given)"
+				what += " (no admitted verdict in the logs read matches it: written while the webhook was off, or judged by a replica whose log is not given)"
 			}
 		case "transition":
 			what = fmt.Sprintf("%s %s -> %s", s.Node, s.From, s.To)
@@ -296,6 +266,28 @@ func writeTrail(w io.Writer, tr Trail) error {
 		fmt.Fprintln(tw, "(SEQ N:M is event M of the N-th other log; verdicts of one admission request are counted once)")
 	}
 	return tw.Flush()
+}
+
+// verdictText is a verdict as the trail prints it: "UPDATE admitted by a,
+// landed as #12", "DELETE claimed, never landed (admitted by a)".
+func verdictText(s TrailStep) string {
+	by := ""
+	if s.Replica != "" {
+		by = " by " + s.Replica
+	}
+	switch s.Authorship {
+	case authorshipRequest:
+		return fmt.Sprintf("%s request denied%s", s.Operation, by)
+	case authorshipAuthor:
+		return fmt.Sprintf("%s admitted%s, landed as #%d", s.Operation, by, s.Landed)
+	case authorshipClaimed:
+		return fmt.Sprintf("%s claimed, never landed (admitted%s)", s.Operation, by)
+	case authorshipContested:
+		return fmt.Sprintf("%s claimed, author not established (admitted%s; #%d is claimed by another verdict too)", s.Operation, by, s.Landed)
+	case authorshipUnverified:
+		return fmt.Sprintf("%s admitted%s, unverified (%s)", s.Operation, by, s.Note)
+	}
+	return fmt.Sprintf("%s %s%s", s.Operation, s.Verdict, by)
 }
 
 // specChanges says what a write changes in a node's spec, old -> new:

@@ -92,13 +92,13 @@ type CapacityChange struct {
 
 type amount = state.Amount
 
-// SpecChange is a write of one AcceleratorQuota seen in the log.
 // objectVersion is the life and version of an object as a log last held it.
 type objectVersion struct {
 	uid     string
 	version uint64
 }
 
+// SpecChange is a write of one AcceleratorQuota seen in the log.
 type SpecChange struct {
 	Seq   uint64    `json:"seq"`
 	Time  time.Time `json:"time"`
@@ -112,9 +112,10 @@ type SpecChange struct {
 	// a Start marker, or the log's beginning, and Synced): they were
 	// written earlier, not then.
 	Listed bool `json:"listed,omitempty"`
-	// UID and Version are the object's, Prev the version the log held
-	// before (what an update or delete was judged on), Spec the spec
-	// stored (nil on a delete): replay matches verdicts with them.
+	// UID and Version are the object's, Prev and PrevUID the version and
+	// uid the log held before (what an update or delete was judged on;
+	// zero and empty when it held none), Spec the spec stored (nil on a
+	// delete): the trail matches verdicts with them (attribute).
 	UID     string                        `json:"uid,omitempty"`
 	Version uint64                        `json:"version,omitempty"`
 	Prev    uint64                        `json:"prev,omitempty"`
