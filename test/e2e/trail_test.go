@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -28,7 +29,8 @@ const saveLogEnv = "OME_E2E_SAVE_EVENT_LOG"
 // 20 denied, a Node deleted and big frozen, big repaired, then the webhook
 // turned off (the guide's way out of a wedge) and team-beta lowered. The
 // replay of the log names the user who changed team-alpha (the one kubectl
-// runs as) and shows the denial, flags team-beta's write as unjudged,
+// runs as) as the author of each write that landed, shows the denial as a
+// request, flags team-beta's write as unjudged,
 // explains the freeze by the Node deletion, and leaves the Kueue objects
 // that the API server holds.
 func TestAuditTrail(t *testing.T) {
@@ -126,19 +128,32 @@ func TestAuditTrail(t *testing.T) {
 	m.Stop()
 	require.Equal(t, 0, m.ExitCode())
 
-	// Who changed team-alpha, and the denial of its raise to 20.
+	// Who changed team-alpha, and the denial of its raise to 20. Each
+	// admitted verdict is matched with the write that landed (its uid, its
+	// base version, its spec), and that write names the user as its
+	// author. (A judgement the API server made again on a newer version,
+	// after a status write, shows as claimed beside the one that landed.)
 	trail := replayCmd(t, dir, "--node", "team-alpha", "--history")
-	for _, want := range []string{
-		user + "  UPDATE admitted by trail [nvidia.com/gpu@a100 nominal 16 -> 12]",
-		user + "  UPDATE admitted by trail [nvidia.com/gpu@a100 nominal 12 -> 16]",
-		user + "  UPDATE denied by trail: ml-research: budget nvidia.com/gpu on a100 is 24 but its children total 28 [nvidia.com/gpu@a100 nominal 16 -> 20]",
-		"AcceleratorQuota team-alpha written",
-	} {
-		require.Contains(t, trail, want, "replay --node team-alpha --history")
+	authored := func(op, changes string) {
+		t.Helper()
+		verdict := regexp.MustCompile(`(?m)^\d+\s+\S+\s+` + regexp.QuoteMeta(user) + `\s+` + op +
+			` admitted by trail, landed as #(\d+) ` + regexp.QuoteMeta("["+changes+"]") + `$`)
+		m := verdict.FindStringSubmatch(trail)
+		require.NotNil(t, m, "replay --node team-alpha --history names %s as the author of %s [%s]:\n%s", user, op, changes, trail)
+		write := regexp.MustCompile(`(?m)^` + m[1] + `\s+\S+\s+` + regexp.QuoteMeta(user) +
+			`\s+AcceleratorQuota team-alpha written \(generation \d+\) ` + regexp.QuoteMeta("["+changes+"]") + `$`)
+		require.Regexp(t, write, trail, "the write #%s names %s as its author", m[1], user)
 	}
+	authored("CREATE", "created; role ClusterQueue; parent ml-research; nvidia.com/gpu@a100 nominal 16")
+	authored("UPDATE", "nvidia.com/gpu@a100 nominal 16 -> 12")
+	authored("UPDATE", "nvidia.com/gpu@a100 nominal 12 -> 16")
+	require.Regexp(t, regexp.QuoteMeta(user)+`\s+`+regexp.QuoteMeta(
+		"UPDATE request denied by trail: ml-research: budget nvidia.com/gpu on a100 is 24 but its children total 28 [nvidia.com/gpu@a100 nominal 16 -> 20]"),
+		trail, "replay --node team-alpha --history")
+	require.NotContains(t, trail, "unverified", "a log recorded now ties each verdict to its write")
 
 	require.Contains(t, replayCmd(t, dir, "--node", "team-beta", "--history"),
-		"[nvidia.com/gpu@a100 nominal 8 -> 6] (no admitted verdict in the logs read: written while the webhook was off")
+		"[nvidia.com/gpu@a100 nominal 8 -> 6] (no admitted verdict in the logs read matches it: written while the webhook was off")
 
 	// The freeze, explained by the Node deletion, and the repair.
 	timeline := replayTimeline(t, dir)
