@@ -275,6 +275,18 @@ func TestTrailAuthorship(t *testing.T) {
 		},
 		absent: []string{"landed as", "matches it"},
 	}, {
+		name: "a log recorded before uids and versions, a status write before the change",
+		evs: []events.Event{
+			review{sec: 3, user: "alice", op: "CREATE", new: alphaSpec("16"), noIdentity: true}.event(),
+			events.QuotaUpserted(at(3), &events.Quota{Name: "team-alpha", Generation: 1, Spec: *alphaSpec("16")}),
+			review{sec: 5, user: "bob", op: "UPDATE", old: alphaSpec("16"), new: alphaSpec("12"), noIdentity: true}.event(),
+			events.QuotaUpserted(at(5), &events.Quota{Name: "team-alpha", Generation: 1, Spec: *alphaSpec("16")}),
+			events.QuotaUpserted(at(6), &events.Quota{Name: "team-alpha", Generation: 2, Spec: *alphaSpec("12")}),
+		},
+		verdicts: map[string]string{"5": "unverified", "7": "unverified"},
+		authors:  map[uint64]string{6: "", 9: ""},
+		hidden:   []uint64{8},
+	}, {
 		name: "verdicts with uids and versions, writes without",
 		evs: []events.Event{
 			review{sec: 3, user: "alice", op: "CREATE", objectUID: "alpha", new: alphaSpec("16")}.event(),

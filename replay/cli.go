@@ -36,7 +36,10 @@ Views (one at a time; the timeline by default):
                       the node's audit trail: each write's requesting user and
                       the webhook's verdict (admitted, or denied and why), the
                       change (budgets, parent, role, old -> new), the write as
-                      stored, and the transitions that followed. Every replica
+                      stored, and the transitions that followed. A user is
+                      the author of a write only when their admitted verdict
+                      matches it (same object, version and spec); others
+                      show as claimed, never landed. Every replica
                       judges writes: give each replica's folder, the first is
                       replayed and the others add their verdicts
   --why NAME          the chain from the node's state back to the input behind it

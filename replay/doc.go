@@ -5,7 +5,9 @@
 // a node's state (a frozen team back to the Node deletion that lowered the
 // high-water mark), a node's audit trail (who asked for each write, the
 // webhook's verdict, the change, and what the tree did next, merged across
-// the logs of several replicas), the state, the nodes' statuses (with
+// the logs of several replicas; a user is named as a change's author only
+// when the write their admitted verdict allowed is the one the log then
+// holds, see attribute), the state, the nodes' statuses (with
 // Materialized from the leader's recorded outcomes: StateView) and the
 // desired Kueue objects at any point, and what-if runs that replay the same
 // inputs under another configuration (the recorded outcomes as they were)

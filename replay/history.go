@@ -118,9 +118,10 @@ type TrailStep struct {
 	// Event names the write or the cause of a transition.
 	Event string `json:"event,omitempty"`
 	// Listed marks a write listed at a start rather than made then;
-	// Unjudged a write with no admitted verdict before it in the logs
-	// read: made while the webhook was off, or judged by a replica whose
-	// log was not given.
+	// Unjudged a write that changed the spec with no admitted verdict of
+	// the logs read matched with it (nor, where the log cannot tell, an
+	// unverified one since the change before): made while the webhook
+	// was off, or judged by a replica whose log was not given.
 	Listed   bool `json:"listed,omitempty"`
 	Unjudged bool `json:"unjudged,omitempty"`
 	// ClaimedBy are, on a write that more than one admitted verdict
@@ -189,15 +190,17 @@ func (r *Result) Trail(node string, logs []string) Trail {
 	attribute(tr.Steps)
 	// A write that changed the spec should have an admitted verdict: one
 	// matched with it, or, in a log that cannot tell (unverified), one
-	// since the write before.
+	// since the change before.
 	judged := false
 	for i := range tr.Steps {
 		switch s := &tr.Steps[i]; s.What {
 		case "verdict":
 			judged = judged || s.Authorship == authorshipUnverified
 		case "write":
-			s.Unjudged = !s.Listed && len(s.Changes) > 0 && !judged && s.User == "" && len(s.ClaimedBy) == 0
-			judged = false
+			if len(s.Changes) > 0 {
+				s.Unjudged = !s.Listed && !judged && s.User == "" && len(s.ClaimedBy) == 0
+				judged = false
+			}
 		}
 	}
 	// Every version of an AcceleratorQuota is in the log, a status write's
