@@ -1,0 +1,29 @@
+package v1beta1
+
+// Limits of an AcceleratorQuota's spec that its CRD's schema enforces
+// (config/crd/ome.io_acceleratorquotas.yaml), for code that must hold them
+// before the API server has, such as the webhook reading a review. A
+// kubebuilder marker cannot name a constant: each constant names the
+// marker in types.go that states the same number, and a test of the webhook
+// (TestCRDLimits) checks the generated CRD against them. Lengths count
+// characters, as the schema's maxLength does.
+const (
+	// MaxBudgets is +kubebuilder:validation:MaxItems=16 on
+	// AcceleratorQuotaSpec.Budgets.
+	MaxBudgets = 16
+	// MaxPerCluster is +kubebuilder:validation:MaxItems=256 on
+	// Budget.PerCluster.
+	MaxPerCluster = 256
+	// MaxResourceNameLength is +kubebuilder:validation:MaxLength=253 on
+	// Budget.ResourceName.
+	MaxResourceNameLength = 253
+	// MaxResourceFlavorLength is +kubebuilder:validation:MaxLength=253 on
+	// Budget.ResourceFlavor.
+	MaxResourceFlavorLength = 253
+	// MaxClusterNameLength is +kubebuilder:validation:MaxLength=253 on
+	// ClusterShare.ClusterName.
+	MaxClusterNameLength = 253
+	// MaxParentNameLength is +kubebuilder:validation:MaxLength=63 on
+	// ParentReference.Name.
+	MaxParentNameLength = 63
+)
