@@ -1,20 +1,27 @@
 package webhook
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	admissionv1 "k8s.io/api/admission/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
 
 	"ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/api/v1beta1/aqtest"
+	"ome.io/quota-manager/events"
 )
 
 var aqKind = metav1.GroupVersionKind{Group: "ome.io", Version: "v1beta1", Kind: "AcceleratorQuota"}
@@ -335,4 +342,245 @@ func stored(aq *v1beta1.AcceleratorQuota) *v1beta1.AcceleratorQuota {
 			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:budgets":{},"f:conditions":{"k:{\"type\":\"Degraded\"}":{".":{},"f:lastTransitionTime":{},"f:message":{},"f:observedGeneration":{},"f:reason":{},"f:status":{},"f:type":{}},"k:{\"type\":\"Materialized\"}":{".":{},"f:lastTransitionTime":{},"f:message":{},"f:observedGeneration":{},"f:reason":{},"f:status":{},"f:type":{}},"k:{\"type\":\"Ready\"}":{".":{},"f:lastTransitionTime":{},"f:message":{},"f:observedGeneration":{},"f:reason":{},"f:status":{},"f:type":{}}},"f:observedGeneration":{},"f:summary":{"f:admitted":{},"f:nominal":{}}}}`)}},
 	}
 	return aq
+}
+
+// TestCRDLimits checks that the limits the webhook holds (v1beta1's
+// constants) are the CRD's: the kubebuilder markers in types.go cannot name
+// the constants, so the generated schema is read back.
+func TestCRDLimits(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "config", "crd", "ome.io_acceleratorquotas.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crd apiextensionsv1.CustomResourceDefinition
+	if err := yaml.Unmarshal(data, &crd); err != nil {
+		t.Fatal(err)
+	}
+	if len(crd.Spec.Versions) != 1 || crd.Spec.Versions[0].Schema == nil {
+		t.Fatalf("want one version with a schema, got %d", len(crd.Spec.Versions))
+	}
+	spec := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
+	budget := spec.Properties["budgets"].Items.Schema
+	share := budget.Properties["perCluster"].Items.Schema
+	for _, c := range []struct {
+		path string
+		crd  *int64
+		want int
+	}{
+		{"spec.budgets maxItems", spec.Properties["budgets"].MaxItems, v1beta1.MaxBudgets},
+		{"spec.budgets[].perCluster maxItems", budget.Properties["perCluster"].MaxItems, v1beta1.MaxPerCluster},
+		{"spec.budgets[].resourceName maxLength", ptrOf(budget.Properties["resourceName"].MaxLength), v1beta1.MaxResourceNameLength},
+		{"spec.budgets[].resourceFlavor maxLength", ptrOf(budget.Properties["resourceFlavor"].MaxLength), v1beta1.MaxResourceFlavorLength},
+		{"spec.budgets[].perCluster[].clusterName maxLength", ptrOf(share.Properties["clusterName"].MaxLength), v1beta1.MaxClusterNameLength},
+		{"spec.parentRef.name maxLength", ptrOf(spec.Properties["parentRef"].Properties["name"].MaxLength), v1beta1.MaxParentNameLength},
+	} {
+		if c.crd == nil || *c.crd != int64(c.want) {
+			t.Errorf("%s: the CRD says %v, the webhook holds %d: make the marker in api/v1beta1/types.go and the constant in api/v1beta1/limits.go agree, and regenerate the CRD", c.path, deref(c.crd), c.want)
+		}
+	}
+}
+
+func ptrOf(p *int64) *int64 { return p }
+
+func deref(p *int64) any {
+	if p == nil {
+		return "nothing"
+	}
+	return *p
+}
+
+// createWith is a review of a CREATE of team-x with spec (raw JSON).
+func createWith(spec string) []byte {
+	return hugeReview("CREATE", spec, "")
+}
+
+// budgetsJSON is n budgets on flavors of their own, as JSON elements.
+func budgetsJSON(n int) string {
+	var out []string
+	for i := range n {
+		out = append(out, fmt.Sprintf(`{"resourceName":"nvidia.com/gpu","resourceFlavor":"f%d","nominal":"1"}`, i))
+	}
+	return strings.Join(out, ",")
+}
+
+// TestReviewHoldsTheCRDsLimits checks that a spec that breaks the CRD's
+// limits is refused with a message that says what, the limit and what to
+// do, before any judgement (the Judge fails the test), and that a spec at
+// the limits is judged.
+func TestReviewHoldsTheCRDsLimits(t *testing.T) {
+	long := func(n int) string { return strings.Repeat("a", n) }
+	one := func(field, value string) string {
+		b := map[string]string{"resourceName": `"nvidia.com/gpu"`, "resourceFlavor": `"a100"`, "nominal": `"1"`}
+		b[field] = value
+		return fmt.Sprintf(`{"role":"ClusterQueue","parentRef":{"name":"root"},"budgets":[{"resourceName":%s,"resourceFlavor":%s,"nominal":%s}]}`,
+			b["resourceName"], b["resourceFlavor"], b["nominal"])
+	}
+	shares := func(n int, name string) string {
+		var out []string
+		for i := range n {
+			out = append(out, fmt.Sprintf(`{"clusterName":"c%d%s","nominal":"1"}`, i, name))
+		}
+		return `{"role":"ClusterQueue","parentRef":{"name":"root"},"budgets":[{"resourceName":"nvidia.com/gpu","resourceFlavor":"a100","nominal":"1","perCluster":[` + strings.Join(out, ",") + `]}]}`
+	}
+	refused := map[string]struct{ spec, msg string }{
+		"17 budgets": {`{"role":"ClusterQueue","parentRef":{"name":"root"},"budgets":[` + budgetsJSON(17) + `]}`,
+			"request.object: spec.budgets has more than 16 budgets, the most the CRD allows (maxItems): keep at most 16, one per resourceName and resourceFlavor"},
+		"17 budgets under an escaped key":            {`{"role":"ClusterQueue","bud\u0067ets":[` + budgetsJSON(17) + `]}`, "spec.budgets has more than 16 budgets"},
+		"17 budgets hidden by a later key":           {`{"role":"ClusterQueue","budgets":[` + budgetsJSON(17) + `],"budgets":[]}`, "spec.budgets has more than 16 budgets"},
+		"17 budgets in a spec hidden by a later one": {`{"budgets":[` + budgetsJSON(17) + `]},"spec":{"role":"ClusterQueue"}`, "spec.budgets has more than 16 budgets"},
+		"257 perCluster entries": {shares(257, ""),
+			"request.object: spec.budgets[0].perCluster has more than 256 entries, the most the CRD allows (maxItems): keep at most 256, one per clusterName"},
+		"a clusterName of 254": {shares(3, long(252)), "request.object: spec.budgets[0].perCluster[0].clusterName is 254 characters long, more than the 253 the CRD allows (maxLength): shorten it"},
+		"a resourceName of 254": {one("resourceName", `"`+long(254)+`"`),
+			"request.object: spec.budgets[0].resourceName is 254 characters long, more than the 253 the CRD allows (maxLength): shorten it"},
+		"a resourceName of 254 escaped": {one("resourceName", `"`+strings.Repeat(`\u00e9`, 254)+`"`), "spec.budgets[0].resourceName is 254 characters long"},
+		"a resourceFlavor of 254":       {one("resourceFlavor", `"`+long(254)+`"`), "spec.budgets[0].resourceFlavor is 254 characters long, more than the 253"},
+		"a parentRef name of 64": {`{"role":"ClusterQueue","parentRef":{"name":"` + long(64) + `"},"budgets":[` + budgetsJSON(1) + `]}`,
+			"request.object: spec.parentRef.name is 64 characters long, more than the 63 the CRD allows (maxLength): shorten it"},
+	}
+	for name, tc := range refused {
+		t.Run(name, func(t *testing.T) {
+			body := createWith(tc.spec)
+			if name == "17 budgets in a spec hidden by a later one" {
+				body = bytes.Replace(body, []byte(`"spec":`), []byte(`"spec":{"role":"Cohort"},"spec":`), 1)
+			}
+			r := &Reviewer{
+				Judge:  func(context.Context, Write) (Verdict, error) { t.Fatal("judged"); return Verdict{}, nil },
+				Synced: func() bool { t.Fatal("Synced asked"); return false },
+			}
+			got := summarize(r.Review(context.Background(), body))
+			if !strings.Contains(got.Message, tc.msg) {
+				t.Errorf("message %q does not contain %q", got.Message, tc.msg)
+			}
+			got.Message = ""
+			if d := cmp.Diff(reviewWant{HTTPStatus: 200, UID: "u-huge", Code: 400, Verdict: VerdictMalformed}, got); d != "" {
+				t.Errorf("Review (-want +got):\n%s", d)
+			}
+		})
+	}
+	// Specs within the limits, or that the typed decoding refuses.
+	notRefused := map[string]string{
+		"16 budgets":                  `{"role":"ClusterQueue","parentRef":{"name":"root"},"budgets":[` + budgetsJSON(16) + `]}`,
+		"256 perCluster entries":      shares(256, ""),
+		"a resourceName of 253":       one("resourceName", `"`+long(253)+`"`),
+		"253 characters of two bytes": one("resourceFlavor", `"`+strings.Repeat("é", 253)+`"`),
+		"253 escaped characters":      one("resourceFlavor", `"`+strings.Repeat(`\u00e9`, 253)+`"`),
+		"a parentRef name of 63":      `{"role":"ClusterQueue","parentRef":{"name":"` + long(63) + `"},"budgets":[` + budgetsJSON(1) + `]}`,
+		"budgets that are not a list": `{"role":"ClusterQueue","budgets":{"a":1}}`,
+		"a name that is not a string": one("resourceName", `[1,2,"`+long(300)+`"]`),
+	}
+	for name, spec := range notRefused {
+		t.Run(name, func(t *testing.T) {
+			calls := 0
+			r := &Reviewer{
+				Judge:  func(context.Context, Write) (Verdict, error) { calls++; return Verdict{Allowed: true}, nil },
+				Synced: func() bool { return true },
+			}
+			res := r.Review(context.Background(), createWith(spec))
+			if msg := res.Review.Response.Result; msg != nil && strings.Contains(msg.Message, "CRD allows") {
+				t.Fatalf("refused: %s", msg.Message)
+			}
+			if calls == 0 && res.Review.Response.Allowed {
+				t.Fatal("allowed without a judgement")
+			}
+			if within := !strings.HasPrefix(name, "budgets that") && !strings.HasPrefix(name, "a name that"); within && calls != 1 {
+				t.Fatalf("judged %d times, want once: %+v", calls, res.Review.Response.Result)
+			}
+		})
+	}
+}
+
+// TestHugeReviewNeverReachesTheState checks the forged reviews of
+// MaxRequestBytes that break the CRD's limits (50,000 budgets, and the
+// like) are refused with a 400 and never reach the Judge or the state,
+// and that the same counters move for a small valid review, so that they
+// can.
+func TestHugeReviewNeverReachesTheState(t *testing.T) {
+	var judged, synced int
+	judge := StaticJudge(func() *Inputs { return guideInputs() })
+	r := &Reviewer{
+		Judge: func(ctx context.Context, w Write) (Verdict, error) {
+			judged++
+			return judge(ctx, w)
+		},
+		Synced: func() bool { synced++; return true },
+	}
+	for name, tc := range hugeReviews(t) {
+		start := time.Now()
+		got := summarize(r.Review(context.Background(), tc.body))
+		took := time.Since(start)
+		if !strings.HasPrefix(got.Message, tc.msg) || got.Code != 400 || got.Verdict != VerdictMalformed || got.UID != "u-huge" {
+			t.Errorf("%s: want a 400 starting %q, got %+v", name, tc.msg, got)
+		}
+		if judged != 0 || synced != 0 {
+			t.Fatalf("%s: the Judge was called %d times and Synced %d times", name, judged, synced)
+		}
+		t.Logf("%s: %d bytes refused in %v", name, len(tc.body), took)
+	}
+	small := reviewOf(t, admissionv1.Create, "team-x", aqtest.Team("team-x", "root").Budget(gpu, "a100", "1").Obj(), nil, false)
+	if got := summarize(r.Review(context.Background(), small)); !got.Allowed {
+		t.Fatalf("the small review was not allowed: %+v", got)
+	}
+	if judged != 1 || synced != 1 {
+		t.Errorf("for the small review, the Judge was called %d times and Synced %d times, want 1 and 1", judged, synced)
+	}
+}
+
+// TestReviewRatchetsTheCRDsLimits checks that an update that leaves a spec
+// which breaks the CRD's limits unchanged (a label, a finalizer) is let
+// through unjudged, as the API server's validation lets it, and that an
+// old object that breaks them is neither judged on nor kept for the audit
+// record.
+func TestReviewRatchetsTheCRDsLimits(t *testing.T) {
+	var writes []Write
+	var audits []*events.Verdict
+	r := &Reviewer{
+		Judge: func(_ context.Context, w Write) (Verdict, error) {
+			writes = append(writes, w)
+			return Verdict{Allowed: true}, nil
+		},
+		Synced:    func() bool { return true },
+		OnVerdict: func(_ context.Context, _ string, v *events.Verdict) { audits = append(audits, v) },
+	}
+	huge := hugeSpec(20, 0)
+	if res := r.Review(context.Background(), hugeReview("UPDATE", huge, huge)); !res.Review.Response.Allowed || len(writes) != 0 {
+		t.Fatalf("an unchanged spec: allowed %v, judged %d times", res.Review.Response.Allowed, len(writes))
+	}
+	if res := r.Review(context.Background(), hugeReview("UPDATE", hugeSpec(21, 0), huge)); res.Review.Response.Allowed || len(writes) != 0 {
+		t.Fatalf("a changed spec: allowed %v, judged %d times", res.Review.Response.Allowed, len(writes))
+	}
+	small := hugeSpec(1, 0)
+	for _, op := range []string{"UPDATE", "DELETE"} {
+		writes, audits = nil, nil
+		if res := r.Review(context.Background(), hugeReview(op, small, huge)); !res.Review.Response.Allowed || len(writes) != 1 || len(audits) != 1 {
+			t.Fatalf("%s from a spec that breaks the limits: allowed %v, judged %d times, %d audits", op, res.Review.Response.Allowed, len(writes), len(audits))
+		}
+		if w := writes[0]; w.Old != nil || w.Generation != 0 && op == "UPDATE" || w.Base != "7" {
+			t.Errorf("%s: judged with old %v, generation %d, base %q; want no old spec, and base 7", op, w.Old, w.Generation, w.Base)
+		}
+		if audits[0].Old != nil {
+			t.Errorf("%s: the audit record holds the old spec of %d budgets", op, len(audits[0].Old.Budgets))
+		}
+	}
+}
+
+// TestOperationLabels checks that an operation that is not CREATE, UPDATE
+// or DELETE is labelled "other" in the verdicts metric, whether it is
+// judged (Review) or refused unjudged (Refuse).
+func TestOperationLabels(t *testing.T) {
+	review := func(op string) []byte {
+		return []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"ome.io","version":"v1beta1","kind":"AcceleratorQuota"},"operation":"` + op + `","name":"team-alpha"}}`)
+	}
+	r := guideReviewer()
+	for op, want := range map[string]string{
+		"DELETE": "DELETE", "CREATE": "CREATE", "UPDATE": "UPDATE",
+		"CONNECT": "other", "delete": "other", "": "other", strings.Repeat("X", 1000): "other", "\\u0000": "other",
+	} {
+		if got := r.Review(context.Background(), review(op)).Operation; got != want {
+			t.Errorf("Review of operation %.20q: label %q, want %q", op, got, want)
+		}
+		if got := r.Refuse(review(op), "busy").Operation; got != want {
+			t.Errorf("Refuse of operation %.20q: label %q, want %q", op, got, want)
+		}
+	}
 }
