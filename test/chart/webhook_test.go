@@ -77,16 +77,29 @@ func cidrs(r networkingv1.NetworkPolicyIngressRule) []string {
 	return out
 }
 
-// The kubernetes Endpoints of a cluster with two API servers, one of them
-// on IPv6.
-var apiServers = Cluster{"v1 Endpoints default kubernetes": {
-	"apiVersion": "v1", "kind": "Endpoints",
-	"metadata": map[string]any{"name": "kubernetes", "namespace": "default"},
-	"subsets": []any{map[string]any{
-		"addresses": []any{map[string]any{"ip": "192.0.2.10"}, map[string]any{"ip": "2001:db8::10"}},
-		"ports":     []any{map[string]any{"name": "https", "port": int64(6443), "protocol": "TCP"}},
-	}},
-}}
+// Two API servers as the kubernetes EndpointSlice lists them, and two,
+// one of them on IPv6, as the (deprecated) Endpoints do.
+var (
+	apiServerSlice = map[string]any{
+		"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
+		"metadata": map[string]any{"name": "kubernetes", "namespace": "default"},
+		"endpoints": []any{
+			map[string]any{"addresses": []any{"192.0.2.10"}, "conditions": map[string]any{"ready": true}},
+			map[string]any{"addresses": []any{"192.0.2.11"}, "conditions": map[string]any{"ready": true}},
+		},
+	}
+	apiServerEndpoints = map[string]any{
+		"apiVersion": "v1", "kind": "Endpoints",
+		"metadata": map[string]any{"name": "kubernetes", "namespace": "default"},
+		"subsets": []any{map[string]any{
+			"addresses": []any{map[string]any{"ip": "192.0.2.20"}, map[string]any{"ip": "2001:db8::20"}},
+			"ports":     []any{map[string]any{"name": "https", "port": int64(6443), "protocol": "TCP"}},
+		}},
+	}
+	sliceKey     = "discovery.k8s.io/v1 EndpointSlice default kubernetes"
+	endpointsKey = "v1 Endpoints default kubernetes"
+	apiServers   = Cluster{sliceKey: apiServerSlice, endpointsKey: apiServerEndpoints}
+)
 
 // TestNetworkPolicy: on by default; the webhook port admits only the API
 // server (the values' CIDRs, else the kubernetes Endpoints' addresses),
@@ -121,13 +134,21 @@ func TestNetworkPolicy(t *testing.T) {
 		require.Contains(t, r.Manifest, fallback)
 		require.Contains(t, r.Notes, notes)
 	})
-	t.Run("default, the kubernetes Endpoints' addresses", func(t *testing.T) {
+	t.Run("default, the kubernetes EndpointSlice's addresses", func(t *testing.T) {
 		r, err := RenderIn(apiServers, "ome", install)
 		require.NoError(t, err)
 		rules := check(t, networkPolicy(t, r))
-		require.Equal(t, []string{"192.0.2.10/32", "2001:db8::10/128"}, cidrs(rules[9443]))
+		require.Equal(t, []string{"192.0.2.10/32", "192.0.2.11/32"}, cidrs(rules[9443]))
 		require.Len(t, rules[9443].From, 2, "only the API servers: no replica calls another")
 		require.NotContains(t, r.Manifest, fallback)
+		require.NotContains(t, r.Notes, "admits every source")
+	})
+	t.Run("default, no EndpointSlice: the kubernetes Endpoints' addresses", func(t *testing.T) {
+		r, err := RenderIn(Cluster{endpointsKey: apiServerEndpoints}, "ome", install)
+		require.NoError(t, err)
+		rules := check(t, networkPolicy(t, r))
+		require.Equal(t, []string{"192.0.2.20/32", "2001:db8::20/128"}, cidrs(rules[9443]))
+		require.Len(t, rules[9443].From, 2)
 		require.NotContains(t, r.Notes, "admits every source")
 	})
 	t.Run("apiServerCIDRs win over the Endpoints", func(t *testing.T) {

@@ -101,19 +101,31 @@ serialized admissions: the manager fences it at start. */}}
 
 {{/*
 The sources the NetworkPolicy admits to the webhook port, as a JSON list of
-CIDRs: networkPolicy.apiServerCIDRs when set; otherwise the addresses of the
-kubernetes Endpoints in namespace default, looked up at install or upgrade
-(a /32 or /128 each). Empty when neither gives one (helm template has no
+CIDRs: networkPolicy.apiServerCIDRs when set; otherwise the API server's
+own addresses, looked up at install and upgrade (a /32 or /128 each) in the
+kubernetes EndpointSlice of namespace default, or, on a cluster without it,
+in the kubernetes Endpoints (v1 Endpoints are deprecated: reading them makes
+helm print a warning). Empty when none is found (helm template has no
 cluster to look in): the policy then admits every source on that port.
 */}}
 {{- define "oqm.webhookSources" -}}
 {{- $cidrs := .Values.quotaManager.networkPolicy.apiServerCIDRs | default list -}}
 {{- if not $cidrs -}}
+{{- $ips := list -}}
+{{- $slice := lookup "discovery.k8s.io/v1" "EndpointSlice" "default" "kubernetes" | default dict -}}
+{{- range ($slice.endpoints | default list) -}}
+{{- $ips = concat $ips (.addresses | default list) -}}
+{{- end -}}
+{{- if not $slice -}}
 {{- $ep := lookup "v1" "Endpoints" "default" "kubernetes" | default dict -}}
 {{- range ($ep.subsets | default list) -}}
 {{- range (.addresses | default list) -}}
-{{- $cidrs = append $cidrs (printf "%s/%s" .ip (ternary "128" "32" (contains ":" .ip))) -}}
+{{- $ips = append $ips .ip -}}
 {{- end -}}
+{{- end -}}
+{{- end -}}
+{{- range $ips -}}
+{{- $cidrs = append $cidrs (printf "%s/%s" . (ternary "128" "32" (contains ":" .))) -}}
 {{- end -}}
 {{- end -}}
 {{- toJson (uniq $cidrs) -}}
