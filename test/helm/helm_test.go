@@ -104,6 +104,9 @@ func TestGuideHelmCommands(t *testing.T) {
 		out := w.helm(t, installClientSide)
 		require.Contains(t, out, "STATUS: deployed")
 		require.Contains(t, out, "NOTE: this release does not install the AcceleratorQuota CRD")
+		// The NetworkPolicy's lookup reads the EndpointSlice, not the
+		// deprecated Endpoints, which would print a warning.
+		require.NotContains(t, out, "Endpoints is deprecated")
 		require.Equal(t, "Update", applyOperation(ctx, t))
 		allAccepted(t, w)
 		require.True(t, vwcExists(ctx, t))
@@ -169,10 +172,26 @@ func TestGuideHelmCommands(t *testing.T) {
 		allAccepted(t, w)
 	})
 
-	t.Run("upgrade: the optional NetworkPolicy is accepted", func(t *testing.T) {
-		w.helm(t, upgrade+" --set quotaManager.networkPolicy.enabled=true --set quotaManager.networkPolicy.apiServerCIDRs={10.0.0.0/24}")
+	t.Run("the NetworkPolicy admits the API server's addresses to the webhook port", func(t *testing.T) {
+		// Helm's lookup found them at install, in the kubernetes
+		// EndpointSlice: the Endpoints list the same.
+		want := apiServerCIDRs(ctx, t)
+		require.NotEmpty(t, want)
+		require.Equal(t, want, webhookSources(ctx, t))
+		require.NotContains(t, w.helm(t, "helm get notes ome-quota-manager -n ome"), "admits every source")
+	})
+
+	t.Run("upgrade: apiServerCIDRs replace the Endpoints' addresses", func(t *testing.T) {
+		out := w.helm(t, upgrade+" --set quotaManager.networkPolicy.apiServerCIDRs={10.0.0.0/24}")
+		require.Contains(t, out, `Release "ome-quota-manager" has been upgraded.`)
+		require.Equal(t, []string{"10.0.0.0/24"}, webhookSources(ctx, t))
+		allAccepted(t, w)
+	})
+
+	t.Run("upgrade: the NetworkPolicy off", func(t *testing.T) {
+		w.helm(t, upgrade+" --set quotaManager.networkPolicy.enabled=false")
 		_, err := cluster.Kube.NetworkingV1().NetworkPolicies(ns).Get(ctx, "ome-quota-manager", metav1.GetOptions{})
-		require.NoError(t, err)
+		require.True(t, apierrors.IsNotFound(err), "%v", err)
 		allAccepted(t, w)
 	})
 
@@ -184,8 +203,7 @@ func TestGuideHelmCommands(t *testing.T) {
 
 	t.Run("upgrade back to the guide's values", func(t *testing.T) {
 		w.helm(t, upgrade)
-		_, err := cluster.Kube.NetworkingV1().NetworkPolicies(ns).Get(ctx, "ome-quota-manager", metav1.GetOptions{})
-		require.True(t, apierrors.IsNotFound(err), "%v", err)
+		require.Equal(t, apiServerCIDRs(ctx, t), webhookSources(ctx, t), "the NetworkPolicy is on by default")
 		require.Contains(t, w.helm(t, "helm status ome-quota-manager -n ome"), "STATUS: deployed")
 		allAccepted(t, w)
 	})
@@ -239,9 +257,6 @@ func container(ctx context.Context, t *testing.T) (args, env []string) {
 			env = append(env, e.Name+"="+ns)
 		case e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name":
 			env = append(env, e.Name+"=ome-quota-manager-pod")
-		case e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "status.podIP":
-			// Every process here listens on loopback.
-			env = append(env, e.Name+"=127.0.0.1")
 		case e.ValueFrom == nil:
 			env = append(env, e.Name+"="+e.Value)
 		default:
@@ -376,6 +391,17 @@ team-beta     ClusterQueue   ml-research   True    True`)
 		require.True(t, strings.HasSuffix(strings.TrimSpace(stderr), denialEnd), stderr)
 	})
 
+	t.Run("the first judged write creates the AdmissionLedger the chart's CRD serves", func(t *testing.T) {
+		crd := mustKubectl(t, "", "get", "crd", "admissionledgers.ome.io", "-o", `jsonpath={.metadata.annotations.meta\.helm\.sh/release-name}`)
+		require.Equal(t, "ome-quota-manager", crd, "the release owns the ledger's CRD")
+		testutil.Eventually(t, time.Minute, func() string {
+			if _, _, err := kubectl(t, "", "get", "admissionledgers", "ome-quota-manager"); err != nil {
+				return "no AdmissionLedger ome-quota-manager yet"
+			}
+			return ""
+		})
+	})
+
 	t.Run("admission answers a server dry run", func(t *testing.T) {
 		out := mustKubectl(t, readSample(t, "quota-tree.yaml"), "apply", "-f", "-", "--dry-run=server")
 		require.Equal(t, "acceleratorquota.ome.io/ml-research unchanged (server dry run)\n"+
@@ -421,6 +447,19 @@ team-beta     ClusterQueue   ml-research   True    True`)
 			{[]string{"update", "validatingwebhookconfigurations/" + vwcName}, "yes"},
 			{[]string{"update", "validatingwebhookconfigurations/another"}, "no"},
 			{[]string{"delete", "validatingwebhookconfigurations/" + vwcName}, "no"},
+			{[]string{"get", "admissionledgers/ome-quota-manager"}, "yes"},
+			{[]string{"update", "admissionledgers/ome-quota-manager"}, "yes"},
+			{[]string{"create", "admissionledgers"}, "yes"},
+			{[]string{"delete", "admissionledgers/ome-quota-manager"}, "no"},
+			{[]string{"patch", "admissionledgers/ome-quota-manager"}, "no"},
+			// The record of versions before the ledger: read and fenced,
+			// nothing else, and no other ConfigMap.
+			{[]string{"get", "configmaps/ome-quota-manager-admissions", "-n", ns}, "yes"},
+			{[]string{"update", "configmaps/ome-quota-manager-admissions", "-n", ns}, "yes"},
+			{[]string{"watch", "configmaps/ome-quota-manager-admissions", "-n", ns}, "no"},
+			{[]string{"delete", "configmaps/ome-quota-manager-admissions", "-n", ns}, "no"},
+			{[]string{"create", "configmaps", "-n", ns}, "no"},
+			{[]string{"get", "configmaps/another", "-n", ns}, "no"},
 			{[]string{"update", "leases/ome-quota-manager", "-n", ns}, "yes"},
 			{[]string{"update", "leases/another", "-n", ns}, "no"},
 			{[]string{"patch", "nodes"}, "no"},
@@ -504,3 +543,43 @@ subjects:
     kind: Group
     name: quota-admins
 `
+
+// apiServerCIDRs returns the addresses of the kubernetes Endpoints as the
+// chart turns them into ipBlocks.
+func apiServerCIDRs(ctx context.Context, t *testing.T) []string {
+	t.Helper()
+	ep, err := cluster.Kube.CoreV1().Endpoints("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+	require.NoError(t, err)
+	var out []string
+	for _, s := range ep.Subsets {
+		for _, a := range s.Addresses {
+			if strings.Contains(a.IP, ":") {
+				out = append(out, a.IP+"/128")
+			} else {
+				out = append(out, a.IP+"/32")
+			}
+		}
+	}
+	return out
+}
+
+// webhookSources returns the CIDRs the installed NetworkPolicy admits to
+// the webhook port; it fails when the port admits every source.
+func webhookSources(ctx context.Context, t *testing.T) []string {
+	t.Helper()
+	np, err := cluster.Kube.NetworkingV1().NetworkPolicies(ns).Get(ctx, "ome-quota-manager", metav1.GetOptions{})
+	require.NoError(t, err)
+	for _, r := range np.Spec.Ingress {
+		if len(r.Ports) == 1 && r.Ports[0].Port.IntValue() == 9443 {
+			require.NotEmpty(t, r.From, "the webhook port admits every source")
+			var out []string
+			for _, p := range r.From {
+				require.NotNil(t, p.IPBlock, "only ipBlocks reach the webhook port: %+v", p)
+				out = append(out, p.IPBlock.CIDR)
+			}
+			return out
+		}
+	}
+	t.Fatal("no rule for the webhook port")
+	return nil
+}
