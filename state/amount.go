@@ -154,8 +154,8 @@ func exactString(q *resource.Quantity) string {
 // stable sort of the budgets themselves would be n log² n), then one move of
 // each budget.
 func sortBudgets(b []Budget) {
-	less := func(x, y Budget) int { return x.Pair.Compare(y.Pair) }
-	if slices.IsSortedFunc(b, less) {
+	byPair := func(x, y Budget) int { return x.Pair.Compare(y.Pair) }
+	if slices.IsSortedFunc(b, byPair) {
 		return
 	}
 	// Up to the CRD's 16 budgets, the positions and the copy live on the
@@ -171,7 +171,7 @@ func sortBudgets(b []Budget) {
 		order[i] = i
 	}
 	slices.SortFunc(order, func(i, j int) int {
-		if c := less(b[i], b[j]); c != 0 {
+		if c := byPair(b[i], b[j]); c != 0 {
 			return c
 		}
 		return cmp.Compare(i, j)
