@@ -144,7 +144,8 @@ func TestAuditTrail(t *testing.T) {
 			`\s+AcceleratorQuota team-alpha written \(generation \d+\) ` + regexp.QuoteMeta("["+changes+"]") + `$`)
 		require.Regexp(t, write, trail, "the write #%s names %s as its author", m[1], user)
 	}
-	authored("CREATE", "created; role ClusterQueue; parent ml-research; nvidia.com/gpu@a100 nominal 16")
+	// team-alpha may exist before this manager starts (the package's other
+	// tests write the guide's tree), so only its updates are checked.
 	authored("UPDATE", "nvidia.com/gpu@a100 nominal 16 -> 12")
 	authored("UPDATE", "nvidia.com/gpu@a100 nominal 12 -> 16")
 	require.Regexp(t, regexp.QuoteMeta(user)+`\s+`+regexp.QuoteMeta(
