@@ -109,11 +109,26 @@ func (l *Ledger) Judge(ctx context.Context, w Write) (v Verdict, err error) {
 	if err != nil {
 		return Verdict{}, err
 	}
+	fresh := false
 	for range maxAttempts {
 		j, err := l.judgeOn(ctx, start, led, w, base)
 		if err != nil {
 			outcome = "unavailable"
 			return Verdict{}, err
+		}
+		if !j.verdict.Allowed && !fresh {
+			// A denial stands only against the ledger as it is now: the
+			// cached one may lack a reservation made a moment ago on
+			// another replica (a parent created just before its child).
+			fresh = true
+			cur, err := l.read(ctx, true)
+			if err != nil {
+				return Verdict{}, err
+			}
+			if cur.ResourceVersion != led.ResourceVersion {
+				led = cur
+				continue
+			}
 		}
 		if !j.verdict.Allowed || w.DryRun || j.already {
 			if j.verdict.Allowed {
@@ -133,6 +148,7 @@ func (l *Ledger) Judge(ctx context.Context, w Write) (v Verdict, err error) {
 			if led, err = l.read(ctx, true); err != nil {
 				return Verdict{}, err
 			}
+			fresh = true
 			continue
 		}
 		if err != nil {

@@ -251,6 +251,8 @@ func TestForgedRequests(t *testing.T) {
 		}
 	}
 	require.Contains(t, string(out), "alice", "the forged reviews are not in the trail at all: the check above proves nothing")
-	// A replica on the same port again, for the clean-up's deletes.
+	// A replica on the same port again, for the clean-up's deletes (before
+	// its own clean-up stops it).
 	startReplica(t, "forged-after", port)
+	deleteByPrefix(t, aqs, "forge")
 }
