@@ -1,6 +1,7 @@
 package state
 
 import (
+	"maps"
 	"math/rand/v2"
 	"testing"
 
@@ -90,7 +91,7 @@ func TestUnrelatedReservationsChangeNoVerdict(t *testing.T) {
 			}
 			checked++
 			tree := s.Tree()
-			with := maps2(tree)
+			with := cloneTree(tree)
 			if r.Spec == nil {
 				delete(with, r.Node)
 			} else {
@@ -102,7 +103,7 @@ func TestUnrelatedReservationsChangeNoVerdict(t *testing.T) {
 				t.Fatalf("run %d: %s and the unrelated %s: judged alone %+v, after it %+v\nstate:\n%s", run, w, e, alone, both, s.Dump())
 			}
 			wspec := specOfWrite(w)
-			withW := maps2(tree)
+			withW := cloneTree(tree)
 			if wspec == nil {
 				delete(withW, w.Key)
 			} else {
@@ -121,12 +122,11 @@ func TestUnrelatedReservationsChangeNoVerdict(t *testing.T) {
 	}
 }
 
-func maps2(t Tree) Tree {
-	out := make(Tree, len(t))
-	for k, v := range t {
-		out[k] = v
+func cloneTree(t Tree) Tree {
+	if t == nil {
+		return Tree{}
 	}
-	return out
+	return maps.Clone(t)
 }
 
 // Two teams that each fit their Cohort alone and not together: with the

@@ -22,6 +22,7 @@ import (
 	typed "ome.io/quota-manager/api/client/clientset/versioned/typed/api/v1beta1"
 	"ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/events"
+	"ome.io/quota-manager/events/sources"
 	"ome.io/quota-manager/metrics"
 	"ome.io/quota-manager/state"
 )
@@ -419,10 +420,8 @@ func (l *Ledger) Run(ctx context.Context) {
 	inf.Run(ctx.Done())
 }
 
-func parseVersion(rv string) uint64 {
-	n, _ := strconv.ParseUint(rv, 10, 64)
-	return n
-}
+// parseVersion reads a resourceVersion as the informers' events do.
+func parseVersion(rv string) uint64 { return sources.ResourceVersion(rv) }
 
 // RecordFormat is the format of the admission record (a ConfigMap) in which
 // the versions before the ledger serialized their admissions; they refuse
