@@ -30,7 +30,7 @@ func testServer(t *testing.T) *Server {
 	if err := o.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{opts: o, reviewer: guideReviewer(), certs: NewCerts(nil, o), metrics: metrics.New(), inFlight: make(chan struct{}, 4), large: make(chan struct{}, 1)}
+	s := &Server{opts: o, reviewer: guideReviewer(), certs: NewCerts(nil, o), metrics: metrics.New(), inFlight: make(chan struct{}, 4), large: largeSlot()}
 	b, err := issue(nil, nil, time.Now(), time.Hour, time.Hour, o.dnsNames, o.ips)
 	if err != nil {
 		t.Fatal(err)
