@@ -17,6 +17,7 @@ import (
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
 
+	"ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/api/v1beta1/aqtest"
 	"ome.io/quota-manager/metrics"
 )
@@ -233,7 +234,7 @@ func BenchmarkCheckObjectLimits(b *testing.B) {
 			b.SetBytes(int64(len(raw)))
 			b.ReportAllocs()
 			for b.Loop() {
-				if err := checkObjectLimits(raw); (err != nil) != tc.refused {
+				if err := v1beta1.CheckObjectLimits(raw); (err != nil) != tc.refused {
 					b.Fatal(err)
 				}
 			}

@@ -27,7 +27,7 @@
 // message saying what is wrong, with the caller's strings clipped; a
 // request body over MaxRequestBytes gets HTTP 413. Review never panics;
 // FuzzReview checks it. Amounts are checked for size before they are parsed
-// (see checkAmounts).
+// (v1beta1.CheckSpecLimits).
 //
 // An update that changes nothing the rules read (state.SameShape: a label,
 // a finalizer) is admitted at once. Every other write goes to the Ledger

@@ -100,7 +100,7 @@ func FuzzReview(f *testing.F) {
 	})
 }
 
-// FuzzSpecLimits checks the walk of checkSpecLimits against the typed
+// FuzzSpecLimits checks the walk of v1beta1.CheckSpecLimits against the typed
 // decoding: whatever a spec decodes to, if it breaks the CRD's limits, the
 // walk of its bytes refuses it.
 func FuzzSpecLimits(f *testing.F) {
@@ -119,7 +119,7 @@ func FuzzSpecLimits(f *testing.F) {
 		if !json.Valid(raw) {
 			return
 		}
-		err := checkSpecLimits(raw)
+		err := v1beta1.CheckSpecLimits(raw)
 		var spec v1beta1.AcceleratorQuotaSpec
 		if kjson.Unmarshal(raw, &spec) != nil {
 			return

@@ -7,9 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -169,8 +167,9 @@ func (r *Reviewer) judge(ctx context.Context, req *admissionv1.AdmissionRequest)
 		// decoding of them all, and never reaches the Judge. A spec that
 		// breaks them is let through only unchanged, as the API server's
 		// validation ratchets: the path below allows it without reading it.
-		if err := checkObjectLimits(req.Object.Raw); err != nil {
-			if req.Operation != admissionv1.Update || !sameSpec(req.Object.Raw, req.OldObject.Raw) {
+		if err := v1beta1.CheckObjectLimits(req.Object.Raw); err != nil {
+			spec := v1beta1.RawSpec(req.Object.Raw)
+			if req.Operation != admissionv1.Update || len(spec) == 0 || !bytes.Equal(spec, v1beta1.RawSpec(req.OldObject.Raw)) {
 				return malformed("request.object: %v", err)
 			}
 		}
@@ -213,7 +212,7 @@ func (r *Reviewer) judge(ctx context.Context, req *admissionv1.AdmissionRequest)
 			// finalizers, fields no rule reads) cannot change a verdict:
 			// it is neither judged nor serialized.
 			oldSpec, err := old.quotaSpec()
-			if errors.Is(err, errLimits) {
+			if errors.Is(err, v1beta1.ErrLimits) {
 				// Not read for the audit record either.
 				req.OldObject.Raw = nil
 			}
@@ -232,7 +231,7 @@ func (r *Reviewer) judge(ctx context.Context, req *admissionv1.AdmissionRequest)
 		}
 		if old, err := readObject(req.OldObject.Raw); err == nil {
 			w.Generation, w.ObjectUID, w.Base = old.Metadata.Generation, old.Metadata.UID, old.Metadata.ResourceVersion
-			if checkSpecLimits(old.Spec) != nil {
+			if v1beta1.CheckSpecLimits(old.Spec) != nil {
 				// The delete is judged, but an old spec that breaks the
 				// CRD's limits is not decoded for the audit record.
 				req.OldObject.Raw = nil
@@ -309,16 +308,13 @@ func readObject(raw []byte) (*rawObject, error) {
 }
 
 // quotaSpec checks that o is an AcceleratorQuota and decodes its spec,
-// refusing a spec that breaks the CRD's limits (an error that is errLimits)
+// refusing a spec that breaks the CRD's limits (an error that is v1beta1.ErrLimits)
 // before it is decoded, and amounts outside the bounds before they are
 // parsed.
 func (o *rawObject) quotaSpec() (*v1beta1.AcceleratorQuotaSpec, error) {
 	spec := &v1beta1.AcceleratorQuotaSpec{}
 	if len(o.Spec) > 0 {
-		if err := checkSpecLimits(o.Spec); err != nil {
-			return nil, err
-		}
-		if err := checkAmounts(o.Spec); err != nil {
+		if err := v1beta1.CheckSpecLimits(o.Spec); err != nil {
 			return nil, err
 		}
 		if err := json.Unmarshal(o.Spec, spec); err != nil {
@@ -329,78 +325,6 @@ func (o *rawObject) quotaSpec() (*v1beta1.AcceleratorQuotaSpec, error) {
 		return nil, fmt.Errorf("it is a %s %s, not an %s AcceleratorQuota", clip(o.APIVersion), clip(o.Kind), v1beta1.SchemeGroupVersion)
 	}
 	return spec, nil
-}
-
-// Bounds of an amount that can be parsed and compared quickly. The CRD's
-// pattern lets any quantity through, 1e-999999999 included, and the API
-// server does not parse it; parsing that one rounds it to nano units
-// through a number of a billion digits, and comparing 9e999999999 with
-// another quantity builds one too.
-const (
-	maxAmountLen = 64
-	maxExponent  = 30
-)
-
-// rawSpec is an AcceleratorQuota's spec with its amounts left unparsed.
-type rawSpec struct {
-	Budgets []struct {
-		ResourceName   string             `json:"resourceName"`
-		ResourceFlavor string             `json:"resourceFlavor"`
-		Nominal        stdjson.RawMessage `json:"nominal"`
-		BorrowingLimit stdjson.RawMessage `json:"borrowingLimit"`
-		LendingLimit   stdjson.RawMessage `json:"lendingLimit"`
-		PerCluster     []struct {
-			ClusterName string             `json:"clusterName"`
-			Nominal     stdjson.RawMessage `json:"nominal"`
-		} `json:"perCluster"`
-	} `json:"budgets"`
-}
-
-// checkAmounts refuses, before they are parsed, amounts outside the
-// bounds in a raw spec. It decodes with the same case-sensitive rules as
-// the typed decoding, so that both read the same keys.
-func checkAmounts(raw []byte) error {
-	var rs rawSpec
-	if err := json.Unmarshal(raw, &rs); err != nil {
-		return nil // the typed decoding says what is wrong
-	}
-	for _, b := range rs.Budgets {
-		fields := []struct {
-			name string
-			v    stdjson.RawMessage
-		}{{"nominal", b.Nominal}, {"borrowingLimit", b.BorrowingLimit}, {"lendingLimit", b.LendingLimit}}
-		for _, c := range b.PerCluster {
-			fields = append(fields, struct {
-				name string
-				v    stdjson.RawMessage
-			}{"perCluster " + c.ClusterName + " nominal", c.Nominal})
-		}
-		for _, f := range fields {
-			if !saneAmount(f.v) {
-				return fmt.Errorf("budget %s on %s: %s is too long or its exponent too large to be an amount (at most %d characters, exponent within ±%d): write one such as 8, 500m or 1k",
-					b.ResourceName, b.ResourceFlavor, f.name, maxAmountLen, maxExponent)
-			}
-		}
-	}
-	return nil
-}
-
-// saneAmount reports whether a raw JSON amount, a string or a number, is
-// short and has a small decimal exponent ("1E" alone is the suffix exa).
-func saneAmount(v stdjson.RawMessage) bool {
-	t := strings.Trim(strings.TrimSpace(string(v)), `"`)
-	if len(t) > maxAmountLen {
-		return false
-	}
-	i := strings.IndexAny(t, "eE")
-	if i < 0 || i == len(t)-1 {
-		return true
-	}
-	exp, err := strconv.Atoi(t[i+1:])
-	if err != nil {
-		return true // not a number: ParseQuantity refuses it
-	}
-	return exp >= -maxExponent && exp <= maxExponent
 }
 
 func describeKind(k metav1.GroupVersionKind) string {
@@ -460,300 +384,4 @@ func badStatus(uid types.UID, code int, msg string) Result {
 	res.HTTPStatus = code
 	res.Operation, res.Verdict = "other", VerdictMalformed
 	return res
-}
-
-// The CRD's limits on a spec (v1beta1.MaxBudgets and the rest) are checked
-// on the raw bytes of an object, before anything of it is decoded and
-// before any judgement: a forged review of MaxRequestBytes can carry 50,000
-// budgets, or a name of 3 MiB, which the API server's own validation would
-// have refused. The check walks the JSON (valid already: the review decoded)
-// without decoding it, stops at the first element past a limit, and reads
-// every member that the typed decoding reads (the same key, exact case,
-// escapes decoded) wherever it occurs, duplicates included: it refuses
-// whatever the typed decoding could see, and maybe more, never less.
-
-// errLimits is what every error of a spec that breaks the CRD's limits is.
-var errLimits = errors.New("the spec breaks the CRD's limits")
-
-type limitError struct{ msg string }
-
-func (e *limitError) Error() string        { return e.msg }
-func (e *limitError) Is(target error) bool { return target == errLimits }
-
-func limitErr(format string, args ...any) error {
-	return &limitError{fmt.Sprintf(format, args...)}
-}
-
-// checkObjectLimits refuses an object (raw JSON) whose spec breaks the
-// CRD's limits.
-func checkObjectLimits(raw []byte) error {
-	return eachMember(raw, func(key, val []byte) error {
-		if string(key) == "spec" {
-			return checkSpecLimits(val)
-		}
-		return nil
-	})
-}
-
-// checkSpecLimits refuses a spec (raw JSON) that breaks the CRD's limits.
-func checkSpecLimits(raw []byte) error {
-	return eachMember(raw, func(key, val []byte) error {
-		switch string(key) {
-		case "budgets":
-			if n := countElements(val, v1beta1.MaxBudgets+1); n > v1beta1.MaxBudgets {
-				return limitErr("spec.budgets has more than %d budgets, the most the CRD allows (maxItems): keep at most %d, one per resourceName and resourceFlavor",
-					v1beta1.MaxBudgets, v1beta1.MaxBudgets)
-			}
-			i := 0
-			return eachElement(val, func(b []byte) error {
-				defer func() { i++ }()
-				return checkBudgetLimits(i, b)
-			})
-		case "parentRef":
-			return eachMember(val, func(key, val []byte) error {
-				if string(key) == "name" {
-					if n := longer(val, v1beta1.MaxParentNameLength); n > 0 {
-						return tooLong("spec.parentRef.name", n, v1beta1.MaxParentNameLength)
-					}
-				}
-				return nil
-			})
-		}
-		return nil
-	})
-}
-
-// checkBudgetLimits refuses budget i of a spec (raw JSON) when it breaks
-// the CRD's limits.
-func checkBudgetLimits(i int, raw []byte) error {
-	field := func(name string) string { return fmt.Sprintf("spec.budgets[%d].%s", i, name) }
-	return eachMember(raw, func(key, val []byte) error {
-		switch string(key) {
-		case "resourceName":
-			if n := longer(val, v1beta1.MaxResourceNameLength); n > 0 {
-				return tooLong(field("resourceName"), n, v1beta1.MaxResourceNameLength)
-			}
-		case "resourceFlavor":
-			if n := longer(val, v1beta1.MaxResourceFlavorLength); n > 0 {
-				return tooLong(field("resourceFlavor"), n, v1beta1.MaxResourceFlavorLength)
-			}
-		case "perCluster":
-			if n := countElements(val, v1beta1.MaxPerCluster+1); n > v1beta1.MaxPerCluster {
-				return limitErr("%s has more than %d entries, the most the CRD allows (maxItems): keep at most %d, one per clusterName",
-					field("perCluster"), v1beta1.MaxPerCluster, v1beta1.MaxPerCluster)
-			}
-			j := 0
-			return eachElement(val, func(c []byte) error {
-				defer func() { j++ }()
-				return eachMember(c, func(key, val []byte) error {
-					if string(key) != "clusterName" {
-						return nil
-					}
-					if n := longer(val, v1beta1.MaxClusterNameLength); n > 0 {
-						return tooLong(field(fmt.Sprintf("perCluster[%d].clusterName", j)), n, v1beta1.MaxClusterNameLength)
-					}
-					return nil
-				})
-			})
-		}
-		return nil
-	})
-}
-
-func tooLong(path string, n, max int) error {
-	return limitErr("%s is %d characters long, more than the %d the CRD allows (maxLength): shorten it", path, n, max)
-}
-
-// longer is the number of characters of the JSON string v starts with, as
-// the typed decoding reads it, when there are more than max; 0 when there
-// are not, or v starts with anything else, which is the typed decoding's to
-// refuse. A character takes at least one byte of the raw string, so only a
-// long one is counted.
-func longer(v []byte, max int) int {
-	if len(v) == 0 || v[0] != '"' {
-		return 0
-	}
-	raw := v[:skipString(v, 0)]
-	if len(raw) < 2 || len(raw)-2 <= max {
-		return 0
-	}
-	if n := runes(raw); n > max {
-		return n
-	}
-	return 0
-}
-
-// runes counts the characters of a raw JSON string (quotes included).
-func runes(raw []byte) int {
-	if body := raw[1 : len(raw)-1]; bytes.IndexByte(body, '\\') < 0 {
-		return utf8.RuneCount(body) // an invalid byte decodes to one U+FFFD
-	}
-	var s string
-	if stdjson.Unmarshal(raw, &s) != nil {
-		return 0
-	}
-	return utf8.RuneCountInString(s)
-}
-
-// sameSpec reports whether two objects (raw JSON) have specs that are the
-// same byte for byte.
-func sameSpec(a, b []byte) bool {
-	sa := lastSpec(a)
-	return len(sa) > 0 && bytes.Equal(sa, lastSpec(b))
-}
-
-// lastSpec is the value of an object's last "spec" member (raw JSON), the
-// one the typed decoding keeps; nil when there is none.
-func lastSpec(raw []byte) []byte {
-	var spec []byte
-	_ = eachMember(raw, func(key, val []byte) error {
-		if string(key) == "spec" {
-			spec = val[:skipValue(val, 0)]
-		}
-		return nil
-	})
-	return spec
-}
-
-// eachMember calls f with the key (escapes decoded) of each member of the
-// JSON object that v starts with, and the rest of v from the member's
-// value on, in turn, until f returns an error, which it returns. v is
-// valid JSON; a v that does not start with an object has no members. The
-// key is only valid during the call. The value's end is found after f
-// returns: a check that stops early never walks the rest of it.
-func eachMember(v []byte, f func(key, val []byte) error) error {
-	i := skipSpace(v, 0)
-	if i >= len(v) || v[i] != '{' {
-		return nil
-	}
-	for i = skipSpace(v, i+1); i < len(v) && v[i] == '"'; i = skipSpace(v, i+1) {
-		end := skipString(v, i)
-		key := v[i+1 : max(end-1, i+1)]
-		if bytes.IndexByte(key, '\\') >= 0 {
-			var s string
-			if stdjson.Unmarshal(v[i:end], &s) != nil {
-				return nil
-			}
-			key = []byte(s)
-		}
-		if i = skipSpace(v, end); i >= len(v) || v[i] != ':' {
-			return nil
-		}
-		start := skipSpace(v, i+1)
-		if err := f(key, v[start:]); err != nil {
-			return err
-		}
-		if end = skipValue(v, start); end <= start {
-			return nil
-		}
-		if i = skipSpace(v, end); i >= len(v) || v[i] != ',' {
-			return nil
-		}
-	}
-	return nil
-}
-
-// eachElement calls f with the rest of v from each element of the JSON
-// array that v starts with in turn, until f returns an error, which it
-// returns. v is valid JSON; a v that does not start with an array has no
-// elements.
-func eachElement(v []byte, f func(elem []byte) error) error {
-	i := skipSpace(v, 0)
-	if i >= len(v) || v[i] != '[' {
-		return nil
-	}
-	for i = skipSpace(v, i+1); i < len(v) && v[i] != ']'; i = skipSpace(v, i+1) {
-		if err := f(v[i:]); err != nil {
-			return err
-		}
-		end := skipValue(v, i)
-		if end <= i {
-			return nil
-		}
-		if i = skipSpace(v, end); i >= len(v) || v[i] != ',' {
-			return nil
-		}
-	}
-	return nil
-}
-
-// errEnough stops a count.
-var errEnough = errors.New("enough")
-
-// countElements counts the elements of the JSON array v, up to limit.
-func countElements(v []byte, limit int) int {
-	n := 0
-	_ = eachElement(v, func([]byte) error {
-		if n++; n >= limit {
-			return errEnough
-		}
-		return nil
-	})
-	return n
-}
-
-func skipSpace(v []byte, i int) int {
-	for i < len(v) && (v[i] == ' ' || v[i] == '\t' || v[i] == '\n' || v[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipString returns the end of the JSON string that starts at v[i] (a
-// quote): the index after its closing quote, len(v) when there is none.
-func skipString(v []byte, i int) int {
-	for i++; i < len(v); i++ {
-		j := bytes.IndexByte(v[i:], '"')
-		if j < 0 {
-			return len(v)
-		}
-		i += j
-		// The quote closes the string unless an odd number of
-		// backslashes precede it.
-		k := i
-		for k > 0 && v[k-1] == '\\' {
-			k--
-		}
-		if (i-k)%2 == 0 {
-			return i + 1
-		}
-	}
-	return len(v)
-}
-
-// skipValue returns the end of the JSON value that starts at v[i]: the
-// index after it, i when there is none.
-func skipValue(v []byte, i int) int {
-	if i >= len(v) {
-		return i
-	}
-	switch v[i] {
-	case '"':
-		return skipString(v, i)
-	case '{', '[':
-		depth := 0
-		for i < len(v) {
-			switch v[i] {
-			case '"':
-				i = skipString(v, i)
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return i + 1
-				}
-			}
-			i++
-		}
-		return len(v)
-	case ',', ':', '}', ']':
-		return i
-	default: // a number, true, false or null
-		j := i
-		for j < len(v) && !strings.ContainsRune(",}] \t\n\r", rune(v[j])) {
-			j++
-		}
-		return j
-	}
 }
