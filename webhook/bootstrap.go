@@ -6,14 +6,18 @@ import (
 	"crypto/x509"
 	"fmt"
 	"maps"
+	"net"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/spf13/pflag"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	admissionlisters "k8s.io/client-go/listers/admissionregistration/v1"
@@ -376,4 +380,115 @@ func notOurs(kind, name, fix string) error {
 	return fmt.Errorf("webhook: %s %s lacks the label %s=%s, and the quota manager only writes objects that carry it, "+
 		"so it cannot put the webhook's certificate there: add the label (%s), or recreate the object from the chart, which sets it",
 		kind, name, v1beta1.ManagedByLabel, v1beta1.ManagedByValue, fix)
+}
+
+// Names fixed by the product (DECISIONS.md, Names).
+const (
+	// DefaultConfigName is the ValidatingWebhookConfiguration the chart ships.
+	DefaultConfigName = "ome-quota-manager.ome.io"
+	// DefaultCertSecret is the Secret that holds the CA and the serving
+	// certificate. The manager fills it; it never creates it.
+	DefaultCertSecret = "ome/ome-quota-manager-webhook-cert"
+	// DefaultService is the Service in front of the replicas' webhook port.
+	DefaultService = "ome/ome-quota-manager-webhook"
+)
+
+// Secret keys. ca.key is kept so that any replica can issue the next
+// serving certificate under the same CA.
+const (
+	KeyCACert  = "ca.crt"
+	KeyCAKey   = "ca.key"
+	KeyTLSCert = "tls.crt"
+	KeyTLSKey  = "tls.key"
+)
+
+// CertOptions are the flags of the certificate keeper and of TLS.
+type CertOptions struct {
+	// CertSecret is the Secret, as namespace/name (--webhook-cert-secret).
+	CertSecret string
+	// ConfigName is the ValidatingWebhookConfiguration that gets the CA
+	// bundle (--webhook-config-name).
+	ConfigName string
+	// Service, as namespace/name, gives the certificate's DNS names
+	// (--webhook-service).
+	Service string
+	// CertHosts are extra DNS names and IP addresses for the certificate
+	// (--webhook-cert-hosts).
+	CertHosts []string
+	// ClientCA is a PEM file of CAs; set, the webhook serves only clients
+	// with a certificate one of them signed (--webhook-client-ca).
+	ClientCA string
+
+	// CALifetime and ServingLifetime are how long new certificates are
+	// valid. A certificate is renewed once less than a third of its own
+	// lifetime is left.
+	CALifetime      time.Duration
+	ServingLifetime time.Duration
+	// CheckInterval is how often the certificates' age is checked, besides
+	// every change of the Secret or the webhook configuration.
+	CheckInterval time.Duration
+
+	// Parsed forms, filled by validate.
+	secretNS, secretName   string
+	serviceNS, serviceName string
+	dnsNames               []string
+	ips                    []net.IP
+}
+
+func defaultCertOptions() CertOptions {
+	return CertOptions{
+		CertSecret:      DefaultCertSecret,
+		ConfigName:      DefaultConfigName,
+		Service:         DefaultService,
+		CALifetime:      10 * 365 * 24 * time.Hour,
+		ServingLifetime: 365 * 24 * time.Hour,
+		CheckInterval:   time.Hour,
+	}
+}
+
+func (o *CertOptions) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.CertSecret, "webhook-cert-secret", o.CertSecret, "Secret (namespace/name; a bare name means $POD_NAMESPACE) that holds the webhook's CA and serving certificate; it must exist: the manager fills it but never creates it")
+	fs.StringVar(&o.ClientCA, "webhook-client-ca", o.ClientCA, "PEM file of the CA that signs the API server's client certificate for webhooks (its admission configuration's kubeConfigFile); set, the webhook refuses every TLS client without such a certificate")
+	fs.StringVar(&o.ConfigName, "webhook-config-name", o.ConfigName, "ValidatingWebhookConfiguration into whose webhooks the CA bundle is injected")
+	fs.StringVar(&o.Service, "webhook-service", o.Service, "Service (namespace/name; a bare name means $POD_NAMESPACE) in front of the webhook: its DNS names go into the serving certificate")
+	fs.StringSliceVar(&o.CertHosts, "webhook-cert-hosts", o.CertHosts, "extra DNS names and IP addresses for the serving certificate, e.g. 127.0.0.1 when the API server calls the webhook on loopback")
+}
+
+func (o *CertOptions) validate() error {
+	var err error
+	if o.secretNS, o.secretName, err = namespacedName("--webhook-cert-secret", o.CertSecret); err != nil {
+		return err
+	}
+	if o.serviceNS, o.serviceName, err = namespacedName("--webhook-service", o.Service); err != nil {
+		return err
+	}
+	if errs := validation.IsDNS1123Label(o.serviceName); len(errs) > 0 {
+		return fmt.Errorf("--webhook-service: %q is not a Service name: %s", o.serviceName, strings.Join(errs, "; "))
+	}
+	if errs := validation.IsDNS1123Subdomain(o.ConfigName); len(errs) > 0 {
+		return fmt.Errorf("--webhook-config-name: %q is not an object name: %s", o.ConfigName, strings.Join(errs, "; "))
+	}
+	svc := o.serviceName + "." + o.serviceNS
+	o.dnsNames = []string{svc + ".svc", o.serviceName, svc, svc + ".svc.cluster.local"}
+	o.ips = nil
+	for _, h := range o.CertHosts {
+		h = strings.TrimSpace(h)
+		if ip := net.ParseIP(h); ip != nil {
+			o.ips = append(o.ips, ip)
+			continue
+		}
+		if errs := validation.IsDNS1123Subdomain(h); len(errs) > 0 {
+			return fmt.Errorf("--webhook-cert-hosts: %q is neither an IP address nor a DNS name: %s", h, strings.Join(errs, "; "))
+		}
+		o.dnsNames = append(o.dnsNames, h)
+	}
+	if o.CALifetime <= 0 || o.ServingLifetime <= 0 || o.CheckInterval <= 0 {
+		return fmt.Errorf("the webhook's certificate lifetimes and check interval must be positive")
+	}
+	if o.ClientCA != "" {
+		if _, err := o.clientCAs(); err != nil {
+			return err
+		}
+	}
+	return nil
 }

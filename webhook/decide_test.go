@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"context"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -12,6 +13,28 @@ import (
 )
 
 const gpu = "nvidia.com/gpu"
+
+// Inputs are a whole tree and what else the rule book reads, for judging a
+// write from scratch (Decide) in tests.
+type Inputs struct {
+	Tree    state.Tree
+	Marks   map[state.Pair]state.Amount
+	Flavors map[string]bool
+	Config  events.Config
+}
+
+// Decide judges writing spec to node name, or deleting it when spec is nil,
+// on a whole tree with the core's rule book (state.Admit), from scratch, as
+// the webhook judges on the manager's state (state.State.Admit).
+func Decide(in *Inputs, name string, spec *v1beta1.AcceleratorQuotaSpec) Verdict {
+	return verdictOf(state.Admit(in.Tree, in.Marks, in.Flavors, in.Config, name, spec))
+}
+
+// StaticJudge judges every write from scratch on the tree that in returns
+// (Decide): for tests and tools that hold a whole tree.
+func StaticJudge(in func() *Inputs) func(context.Context, Write) (Verdict, error) {
+	return func(_ context.Context, w Write) (Verdict, error) { return Decide(in(), w.Name, w.Spec), nil }
+}
 
 // guideInputs is the guide's cluster: root, the guide's tree, flavor a100
 // with a high-water mark of 32 GPUs, and the default depth limit of 5.

@@ -75,12 +75,6 @@ type Write struct {
 	DryRun    bool
 }
 
-// StaticJudge judges every write from scratch on the tree that in returns
-// (Decide): for tests and tools that hold a whole tree.
-func StaticJudge(in func() *Inputs) func(context.Context, Write) (Verdict, error) {
-	return func(_ context.Context, w Write) (Verdict, error) { return Decide(in(), w.Name, w.Spec), nil }
-}
-
 // Result is the answer to one HTTP request.
 type Result struct {
 	Review *admissionv1.AdmissionReview
@@ -144,20 +138,22 @@ func opLabel(op admissionv1.Operation) string {
 
 func (r *Reviewer) judge(ctx context.Context, req *admissionv1.AdmissionRequest) Result {
 	op := opLabel(req.Operation)
-	malformed := func(format string, args ...any) Result {
-		res := answer(Verdict{Code: http.StatusBadRequest, Message: fmt.Sprintf(format, args...)})
-		res.Operation, res.Verdict = op, VerdictMalformed
+	labeled := func(v Verdict, verdict string) Result {
+		res := answer(v)
+		res.Operation, res.Verdict = op, verdict
 		return res
 	}
+	malformed := func(format string, args ...any) Result {
+		return labeled(Verdict{Code: http.StatusBadRequest, Message: fmt.Sprintf(format, args...)}, VerdictMalformed)
+	}
+	allowed := labeled(Verdict{Allowed: true}, VerdictAllowed)
 	if req.Kind.Group != v1beta1.GroupName || req.Kind.Kind != "AcceleratorQuota" {
 		return malformed("this webhook judges %s AcceleratorQuotas, not %s: fix the rules of the ValidatingWebhookConfiguration",
 			v1beta1.GroupName, describeKind(req.Kind))
 	}
 	if req.SubResource != "" {
 		// A subresource (status) cannot change the tree.
-		res := answer(Verdict{Allowed: true})
-		res.Operation, res.Verdict = op, VerdictAllowed
-		return res
+		return allowed
 	}
 	w := Write{Op: req.Operation, UID: req.UID, DryRun: req.DryRun != nil && *req.DryRun}
 	switch req.Operation {
@@ -188,9 +184,7 @@ func (r *Reviewer) judge(ctx context.Context, req *admissionv1.AdmissionRequest)
 			// The API server encodes both objects alike: a spec that
 			// reads the same byte for byte (a label, a finalizer) needs
 			// no decoding at all.
-			res := answer(Verdict{Allowed: true})
-			res.Operation, res.Verdict = op, VerdictAllowed
-			return res
+			return allowed
 		}
 		spec, err := obj.quotaSpec()
 		if err != nil {
@@ -217,9 +211,7 @@ func (r *Reviewer) judge(ctx context.Context, req *admissionv1.AdmissionRequest)
 				req.OldObject.Raw = nil
 			}
 			if err == nil && state.SameShape(w.Name, oldSpec, spec) {
-				res := answer(Verdict{Allowed: true})
-				res.Operation, res.Verdict = op, VerdictAllowed
-				return res
+				return allowed
 			}
 			if err == nil {
 				w.Generation, w.Old = old.Metadata.Generation, oldSpec
@@ -243,9 +235,7 @@ func (r *Reviewer) judge(ctx context.Context, req *admissionv1.AdmissionRequest)
 	name := w.Name
 
 	unavailable := func(msg string) Result {
-		res := answer(Verdict{Code: http.StatusServiceUnavailable, Message: msg})
-		res.Operation, res.Verdict = op, VerdictUnavailable
-		return res
+		return labeled(Verdict{Code: http.StatusServiceUnavailable, Message: msg}, VerdictUnavailable)
 	}
 	if name != v1beta1.RootName && r.Synced != nil && !r.Synced() {
 		cause := errors.New("it is loading the cluster's flavors and capacity: retry in a few seconds")
@@ -265,17 +255,13 @@ func (r *Reviewer) judge(ctx context.Context, req *admissionv1.AdmissionRequest)
 	if r.OnVerdict != nil && !w.DryRun {
 		r.OnVerdict(ctx, w.Name, auditOf(req, w, v))
 	}
-	res := answer(v)
-	res.Operation = op
 	switch {
 	case !v.Allowed:
-		res.Verdict = VerdictDenied
+		return labeled(v, VerdictDenied)
 	case len(v.Warnings) > 0:
-		res.Verdict = VerdictWarned
-	default:
-		res.Verdict = VerdictAllowed
+		return labeled(v, VerdictWarned)
 	}
-	return res
+	return labeled(v, VerdictAllowed)
 }
 
 // rawObject is what a review reads of an object the API server sends:

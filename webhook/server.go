@@ -34,13 +34,15 @@ const MaxRequestBytes = 3 << 20
 
 // StateReader is the manager's view of its state (*manager.Manager).
 type StateReader interface {
-	// View runs f with the current state under the reducer's lock.
-	View(f func(*state.State))
-	// Observe runs f like View and returns a channel that is closed once
-	// the next event has been applied.
+	// Observe runs f with the current state under the reducer's lock and
+	// returns a channel that is closed once the next event has been applied.
 	Observe(f func(*state.State)) <-chan struct{}
-	// Synced reports whether the state holds the cluster's objects.
+	// Synced reports whether the state holds the cluster's objects, and
+	// NotReady why the replica is not ready (nil when it is).
 	Synced() bool
+	NotReady() error
+	// OnVerdict records the audit record of a verdict in the event stream.
+	OnVerdict(ctx context.Context, node string, v *events.Verdict)
 }
 
 // Server is the webhook of one replica: the HTTPS server and the keeper
@@ -54,7 +56,6 @@ type Server struct {
 	inFlight chan struct{} // a slot per review judged at once
 	large    chan []byte   // the one slot for a body over largeBody bytes, with its buffer
 	kube     kubernetes.Interface
-	state    StateReader
 
 	listening atomic.Bool
 
@@ -82,15 +83,7 @@ func New(opts *Options, cfg *rest.Config, st StateReader, m *metrics.Metrics) (*
 	}
 	l := &Ledger{Client: quotas.OmeV1beta1().AdmissionLedgers(), Name: opts.Ledger, State: st, Identity: id,
 		Expiry: opts.ReservationExpiry, Patience: opts.Patience, Now: clockOf(), Metrics: m}
-	reviewer := &Reviewer{Judge: l.Judge, Synced: st.Synced}
-	if nr, ok := st.(interface{ NotReady() error }); ok {
-		reviewer.NotReady = nr.NotReady
-	}
-	if vr, ok := st.(interface {
-		OnVerdict(context.Context, string, *events.Verdict)
-	}); ok {
-		reviewer.OnVerdict = vr.OnVerdict
-	}
+	reviewer := &Reviewer{Judge: l.Judge, Synced: st.Synced, NotReady: st.NotReady, OnVerdict: st.OnVerdict}
 	return &Server{
 		opts:     opts,
 		reviewer: reviewer,
@@ -100,7 +93,6 @@ func New(opts *Options, cfg *rest.Config, st StateReader, m *metrics.Metrics) (*
 		inFlight: make(chan struct{}, opts.MaxInFlight),
 		large:    largeSlot(),
 		kube:     kube,
-		state:    st,
 	}, nil
 }
 
@@ -191,18 +183,7 @@ func (s *Server) serveReview(w http.ResponseWriter, r *http.Request) {
 	var res Result
 	switch {
 	case s.certs.Serving() != nil:
-		// A connection made while there was a certificate outlives it:
-		// refuse on it too, and close it, so that writes fail closed. The
-		// refusal is an AdmissionReview with the cause and the fix: a bare
-		// 503 reaches kubectl as "the server is currently unable to
-		// handle the request".
-		w.Header().Set("Connection", "close")
-		cause := s.certs.Serving()
-		res = badStatus("", http.StatusServiceUnavailable, cause.Error())
-		if body, err := readBody(w, r, nil); err == nil {
-			res = s.reviewer.Refuse(body, notReady(cause))
-		}
-		res.Verdict = VerdictUnavailable
+		res = s.refuseUncertified(w, r)
 	case r.Method != http.MethodPost:
 		res = badStatus("", http.StatusMethodNotAllowed, fmt.Sprintf("method %s: POST an AdmissionReview", r.Method))
 	case !isJSON(r.Header.Get("Content-Type")):

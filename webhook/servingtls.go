@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -129,4 +130,33 @@ func (s *Server) probe() error {
 		return errors.New("webhook: the serving certificate is being replaced")
 	}
 	return nil
+}
+
+// clientCAs reads --webhook-client-ca.
+func (o *CertOptions) clientCAs() (*x509.CertPool, error) {
+	pem, err := os.ReadFile(o.ClientCA)
+	if err != nil {
+		return nil, fmt.Errorf("--webhook-client-ca: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("--webhook-client-ca=%s holds no PEM certificate: give the CA that signs the API server's webhook client certificate", o.ClientCA)
+	}
+	return pool, nil
+}
+
+// refuseUncertified answers a review that arrives while there is no
+// certificate to serve, on a connection made while there was one: it is
+// refused with the cause and the fix (a bare 503 reaches kubectl as "the
+// server is currently unable to handle the request"), and the connection
+// is closed, so that writes fail closed.
+func (s *Server) refuseUncertified(w http.ResponseWriter, r *http.Request) Result {
+	w.Header().Set("Connection", "close")
+	cause := s.certs.Serving()
+	res := badStatus("", http.StatusServiceUnavailable, cause.Error())
+	if body, err := readBody(w, r, nil); err == nil {
+		res = s.reviewer.Refuse(body, notReady(cause))
+	}
+	res.Verdict = VerdictUnavailable
+	return res
 }
