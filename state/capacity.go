@@ -52,9 +52,6 @@ type entry struct {
 	allocatable Amount
 	mark        Amount
 	observedAt  time.Time
-	// seeded is a mark read back from root's status that no node of this
-	// run has confirmed yet: no node has listed the pair's resource since.
-	seeded bool
 }
 
 func amounts(in map[string]resource.Quantity) map[string]Amount {
@@ -275,18 +272,12 @@ func (s *State) measurePair(p Pair) {
 		s.entries[p] = e
 	}
 	mark := e.mark
-	switch {
-	case t.carriers > 0:
+	if t.carriers > 0 {
 		mark = nextMark(e.mark, t.installed, s.cfg.HysteresisPercent)
-		e.seeded = false
-	case e.seeded:
-		// A mark read back at start for a pair that nothing installed
-		// backs: the pair is measured (its flavor exists and its resource
-		// is counted) at zero, which is below any band, so the mark falls
-		// to zero. Only a pool that loses its last node while this run
-		// watches keeps its mark.
-		mark, e.seeded = 0, false
 	}
+	// A pair that no node lists is not measured at zero: it is not
+	// measured, so it keeps its mark, whether this run saw its last node
+	// go or read the mark back from root's status at start.
 	if t.allocatable == e.allocatable && mark == e.mark {
 		return
 	}
@@ -326,7 +317,6 @@ func (s *State) seed(stored []v1beta1.CapacityStatus) {
 			allocatable: AmountOf(c.Allocatable),
 			mark:        AmountOf(c.HighWaterMark),
 			observedAt:  c.ObservedAt.Time,
-			seeded:      true,
 		}
 	}
 	for p, e := range s.entries {

@@ -94,10 +94,9 @@
 //     0: that is a reading). A pair no Node lists keeps its mark, at
 //     allocatable 0; its entry is dropped only when that mark is 0 and the
 //     pair is no longer a measured resource on an existing flavor. A mark
-//     read back from root's status is kept that way only once a Node of
-//     this run has listed the pair: a measured pair that no Node lists at
-//     the first measurement has zero installed, below any band, and its
-//     read-back mark falls to 0.
+//     read back from root's status is kept the same way: a pool scaled to
+//     zero while the manager was down keeps its mark through the restart,
+//     whatever the band.
 //   - observedAt is per entry, in whole seconds: an entry whose figures
 //     change is stamped at the event's time, and a measurement restamps
 //     every entry (kept ones included) whose stamp is a report interval
