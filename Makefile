@@ -4,7 +4,7 @@ SHELL := /bin/bash
 GO ?= go
 PKGS := ./...
 
-.PHONY: all test demo tools generate lint fuzz bench image plugin perf
+.PHONY: all test demo tools generate lint fuzz bench image plugin plugin-krew perf
 
 all: lint test
 
@@ -61,9 +61,14 @@ generate:
 	  --listers-package $(CLIENT_PKG)/listers ./api/v1beta1
 	$(GO) run ./hack/observability
 
-## plugin: bin/kubectl-ome, and krew archives with dist/ome.yaml (VERSION=v1.2.3 to name a release).
+## plugin: bin/kubectl-ome for this machine.
 plugin:
 	@hack/plugin.sh
+
+## plugin-krew: bin/kubectl-ome, and krew archives for four platforms with
+## dist/ome.yaml (VERSION=v1.2.3 to name a release).
+plugin-krew:
+	@hack/plugin.sh krew
 
 ## lint: gofmt and go vet.
 lint:

@@ -12,7 +12,7 @@ import (
 // TestKrewManifest checks plugins/ome.yaml against krew's conventions: the
 // file is named after the plugin, the version is a v-prefixed semver once
 // rendered, and every platform names its os and arch, an archive of this
-// binary for them, and a checksum that `make plugin` fills in.
+// binary for them, and a checksum that `make plugin-krew` fills in.
 func TestKrewManifest(t *testing.T) {
 	data, err := os.ReadFile("../../plugins/ome.yaml")
 	require.NoError(t, err)
@@ -51,7 +51,7 @@ func TestKrewManifest(t *testing.T) {
 		require.NotEmpty(t, os)
 		require.NotEmpty(t, arch)
 		require.True(t, strings.HasSuffix(p.URI, "/v1.2.3/kubectl-ome_"+os+"_"+arch+".tar.gz"), p.URI)
-		require.Equal(t, "SHA256_"+strings.ToUpper(os+"_"+arch), p.SHA256, "make plugin fills in the checksum")
+		require.Equal(t, "SHA256_"+strings.ToUpper(os+"_"+arch), p.SHA256, "make plugin-krew fills in the checksum")
 		require.Equal(t, "kubectl-ome", p.Bin)
 	}
 }
