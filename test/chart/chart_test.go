@@ -538,6 +538,13 @@ func TestOptionalObjects(t *testing.T) {
 	require.Equal(t, map[string]string{"pool": "system"}, pod.NodeSelector)
 	require.Equal(t, corev1.TolerationOpExists, pod.Tolerations[0].Operator)
 
+	// The guide's private registry path sets OME's global.imagePullSecrets:
+	// it is honoured, first, and a name set in both places is used once.
+	global := deployment(t, render(t, install, "global.imagePullSecrets[0].name=ome-registry",
+		"global.imagePullSecrets[1].name=regcred", "imagePullSecrets[0].name=regcred", "imagePullSecrets[1].name=mirror")).Spec.Template.Spec
+	require.Equal(t, []corev1.LocalObjectReference{{Name: "ome-registry"}, {Name: "regcred"}, {Name: "mirror"}}, global.ImagePullSecrets)
+	require.Empty(t, deployment(t, render(t, install)).Spec.Template.Spec.ImagePullSecrets)
+
 	nohub := render(t, nil, "quotaManager.mode=workload")
 	require.Equal(t, "ome-quota-manager:dev", deployment(t, nohub).Spec.Template.Spec.Containers[0].Image)
 }
