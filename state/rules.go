@@ -212,13 +212,29 @@ func CheckParent(dst []Violation, f *Facts, _ Env) []Violation {
 		return append(dst, Violation{f.Name, ReasonParentMissing, "parentRef", msg})
 	case ReasonParentCycle:
 		return append(dst, Violation{f.Name, ReasonParentCycle, "parentRef", fmt.Sprintf(
-			"spec.parentRef leads back to this node (%s -> %s): point one of them at a node under root",
-			strings.Join(p.Cycle, " -> "), f.Name)})
+			"spec.parentRef leads back to this node (%s): point one of them at a node under root",
+			loopPath(p.Cycle, f.Name))})
 	case ReasonUnreachable:
 		return append(dst, Violation{f.Name, ReasonUnreachable, "", fmt.Sprintf(
 			"ancestor %s is %s, so this node cannot reach root: fix %s's spec.parentRef", p.Via, p.ViaReason, p.Via)})
 	}
 	return dst
+}
+
+// maxPath bounds the names a loop's message lists: a loop of any length
+// names its first and last few nodes and counts the rest, so that every
+// member's message stays far below the CRD's bound on a condition message.
+const maxPath = 8
+
+// loopPath is a loop that starts at a node, and ends back at it (self).
+func loopPath(loop []string, self string) string {
+	names := append(slices.Clip(loop), self)
+	if len(names) > maxPath {
+		keep := maxPath / 2
+		rest := fmt.Sprintf("... %d more ...", len(names)-2*keep)
+		names = append(append(slices.Clone(names[:keep]), rest), names[len(names)-keep:]...)
+	}
+	return strings.Join(names, " -> ")
 }
 
 // CheckKind is NodeKindInvalid: an unknown role; root that is not a Cohort

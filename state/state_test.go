@@ -1,6 +1,7 @@
 package state
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -221,5 +222,37 @@ func TestUnattributed(t *testing.T) {
 	}
 	if diff := cmp.Diff([]Unattributed{{"", "google.com/tpu", 4000}, {"", "nvidia.com/gpu", 8000}}, s.UnattributedTotals()); diff != "" {
 		t.Errorf("totals (-want +got):\n%s", diff)
+	}
+}
+
+// TestMessagesAreBounded: a loop of 500 long names, and a team whose 16
+// budgets all name missing flavors, get messages that name a few and
+// count the rest, far below the CRD's 32,768 bytes for a condition message.
+func TestMessagesAreBounded(t *testing.T) {
+	s := guideState(t)
+	const n = 500
+	name := func(i int) string { return fmt.Sprintf("loop-%03d-%s", i, strings.Repeat("x", 54)) }
+	var evs []events.Event
+	for i := range n {
+		evs = append(evs, quota(name(i), spec(v1beta1.RoleCohort, under(name((i+1)%n)))))
+	}
+	applyAll(s, evs...)
+	for _, i := range []int{0, 1, n - 1} {
+		st, _ := s.NodeStatus(name(i))
+		if st.Reason != ReasonParentCycle || len(st.Message) > 1024 || !strings.Contains(st.Message, "... 493 more ...") ||
+			!strings.HasPrefix(st.Message, "spec.parentRef leads back to this node ("+name(i)+" -> "+name((i+1)%n)) ||
+			!strings.Contains(st.Message, name((i+n-1)%n)+" -> "+name(i)+")") {
+			t.Errorf("%s: %s (%d bytes): %s", name(i), st.Reason, len(st.Message), st.Message)
+		}
+	}
+
+	var opts []specOpt
+	for i := range v1beta1.MaxBudgets {
+		opts = append(opts, budget("nvidia.com/gpu", fmt.Sprintf("missing-%02d", i), "1"))
+	}
+	applyAll(s, quota("wide", spec(v1beta1.RoleClusterQueue, append(opts, under("root"))...)))
+	st, _ := s.NodeStatus("wide")
+	if got := strings.Count(st.Message, "; "); got != MaxListed || !strings.HasSuffix(st.Message, "; and 6 more") {
+		t.Errorf("wide: %d parts: %s", got+1, st.Message)
 	}
 }

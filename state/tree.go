@@ -2,6 +2,7 @@ package state
 
 import (
 	"container/heap"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -351,15 +352,23 @@ func primary(v []Violation) Reason {
 
 // settled is the phase, reason and message that a node's violations and
 // frozen cause give it. With several violations of its primary reason, the
-// message lists them all.
+// message lists them, at most MaxListed, and counts the rest.
 func (m *member) settled() (Phase, Reason, string) {
 	if len(m.viols) > 0 {
 		r := m.viols[0].Reason
 		var msgs []string
+		more := 0
 		for _, v := range m.viols {
-			if v.Reason == r {
+			switch {
+			case v.Reason != r:
+			case len(msgs) == MaxListed:
+				more++
+			default:
 				msgs = append(msgs, v.Message)
 			}
+		}
+		if more > 0 {
+			msgs = append(msgs, fmt.Sprintf("and %d more", more))
 		}
 		return Phase(r), r, strings.Join(msgs, "; ")
 	}
