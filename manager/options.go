@@ -86,7 +86,7 @@ func DefaultOptions() *Options {
 		ResyncInterval:     10 * time.Minute,
 		MaxTreeDepth:       events.DefaultMaxTreeDepth,
 		MetricsAddr:        ":8080",
-		MetricsSecure:      true,
+		MetricsSecure:      false,
 		HealthAddr:         ":8081",
 		ApplyWorkers:       16,
 		KubeAPIQPS:         100,
@@ -115,7 +115,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.ResyncInterval, "resync-interval", o.ResyncInterval, "measure at least this often, and compare every node with its Kueue objects at least this often even when nothing it reads changed")
 	fs.IntVar(&o.MaxTreeDepth, "max-tree-depth", o.MaxTreeDepth, "deepest a node may sit below root, in edges; 0 turns the check off")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "address of the Prometheus /metrics endpoint; 0 turns it off")
-	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure, "serve /metrics over HTTPS, to scrapers whose bearer token the API server authenticates (TokenReview) and allows to get the non-resource URL /metrics (SubjectAccessReview); false serves plain HTTP to anyone, for local use")
+	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure, "serve /metrics over HTTPS, to scrapers whose bearer token the API server authenticates (TokenReview) and allows to get the non-resource URL /metrics (SubjectAccessReview); false (the default) serves plain HTTP to anyone who reaches the port")
 	fs.StringVar(&o.MetricsCertDir, "metrics-cert-dir", o.MetricsCertDir, "folder holding tls.crt and tls.key for the metrics endpoint, reloaded when they change; empty means a self-signed certificate made in memory at start")
 	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "serve Go's profiles (/debug/pprof/) on the metrics endpoint, behind its authentication when --metrics-secure; off by default")
 	fs.StringVar(&o.HealthAddr, "health-probe-bind-address", o.HealthAddr, "address of /healthz and /readyz; 0 turns them off")

@@ -91,7 +91,7 @@ var installArgs = []string{
 	"--resync-interval=10m",
 	"--max-tree-depth=5",
 	"--metrics-bind-address=:8080",
-	"--metrics-secure=true",
+	"--metrics-secure=false",
 	"--health-probe-bind-address=:8081",
 	"--kube-api-qps=100",
 	"--kube-api-burst=200",
@@ -298,7 +298,7 @@ func TestInstallObjects(t *testing.T) {
 	}
 	require.Equal(t, map[string]int32{"metrics": 8080, "health": 8081, "webhook": 9443}, ports)
 	require.Equal(t, map[string]string{"prometheus.io/scrape": "true", "prometheus.io/port": "8080", "prometheus.io/path": "/metrics",
-		"prometheus.io/scheme": "https"}, d.Spec.Template.Annotations)
+		"prometheus.io/scheme": "http"}, d.Spec.Template.Annotations)
 
 	sa := convert[corev1.ServiceAccount](t, r.Get("ServiceAccount", "ome-quota-manager"))
 	require.False(t, *sa.AutomountServiceAccountToken)
@@ -334,7 +334,8 @@ func TestInstallObjects(t *testing.T) {
 
 	require.Contains(t, r.Notes, "this release does not install the AcceleratorQuota CRD")
 	require.Contains(t, r.Notes, "quotaManager.crd.install=true")
-	require.Contains(t, r.Notes, "ClusterRole\nome-quota-manager-metrics-reader")
+	require.NotContains(t, r.Notes, "metrics-reader", "plain HTTP metrics need no role")
+	require.Contains(t, render(t, install, "quotaManager.metrics.secure=true").Notes, "ClusterRole\nome-quota-manager-metrics-reader")
 }
 
 // rules returns a role's rules as "group resource[/name]: verbs" lines.
@@ -376,8 +377,6 @@ func TestRBAC(t *testing.T) {
 		"kueue.x-k8s.io localqueues: list,watch,create,patch,delete",
 		"ome.io admissionledgers: get,list,watch,create,update",
 		"admissionregistration.k8s.io validatingwebhookconfigurations/ome-quota-manager.ome.io: get,list,watch,update",
-		"authentication.k8s.io tokenreviews: create",
-		"authorization.k8s.io subjectaccessreviews: create",
 	}, rules(cr.Rules))
 	role := convert[rbacv1.Role](t, r.Get("Role", "ome-quota-manager"))
 	require.Equal(t, "ome", role.Namespace)
@@ -397,6 +396,11 @@ func TestRBAC(t *testing.T) {
 	require.Equal(t, []string{"ome.io acceleratorquotas: get,list,watch", "ome.io acceleratorquotas/status: get,list,watch"}, rules(viewer.Rules))
 	reader := convert[rbacv1.ClusterRole](t, r.Get("ClusterRole", "ome-quota-manager-metrics-reader"))
 	require.Equal(t, []string{"/metrics: get"}, rules(reader.Rules))
+
+	// The secure metrics mode reviews its scrapers' tokens.
+	secure := convert[rbacv1.ClusterRole](t, render(t, install, "quotaManager.metrics.secure=true").Get("ClusterRole", "ome-quota-manager"))
+	require.Equal(t, append(rules(cr.Rules), "authentication.k8s.io tokenreviews: create", "authorization.k8s.io subjectaccessreviews: create"),
+		rules(secure.Rules))
 
 	off := render(t, webhookDisabled, "quotaManager.metrics.secure=false")
 	cr = convert[rbacv1.ClusterRole](t, off.Get("ClusterRole", "ome-quota-manager"))
@@ -423,7 +427,7 @@ func TestWebhookDisabled(t *testing.T) {
 }
 
 func TestServiceMonitor(t *testing.T) {
-	r := render(t, serviceMonitor)
+	r := render(t, serviceMonitor, "quotaManager.metrics.secure=true")
 	sm := r.Get("ServiceMonitor", "ome-quota-manager")
 	require.NotNil(t, sm)
 	require.Equal(t, "prometheus", sm.GetLabels()["release"])
@@ -444,7 +448,7 @@ func TestServiceMonitor(t *testing.T) {
 	// Scrape annotations only while the ServiceMonitor is off.
 	require.Empty(t, deployment(t, r).Spec.Template.Annotations)
 
-	plain := render(t, serviceMonitor, "quotaManager.metrics.secure=false")
+	plain := render(t, serviceMonitor)
 	e = must(unstructured.NestedSlice(plain.Get("ServiceMonitor", "ome-quota-manager").Object, "spec", "endpoints"))[0].(map[string]any)
 	require.Equal(t, "http", e["scheme"])
 	require.NotContains(t, e, "bearerTokenFile")

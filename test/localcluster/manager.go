@@ -41,14 +41,13 @@ type Manager struct {
 }
 
 // ManagerArgs are the flags StartManager passes before the caller's own:
-// the cluster's kubeconfig, loopback ports, plain HTTP metrics (which
-// Metric scrapes), and the Lease in namespace ome.
+// the cluster's kubeconfig, loopback ports, and the Lease in namespace
+// ome. Metrics are left at the default, plain HTTP, which Metric scrapes.
 func (c *Cluster) managerArgs(name string, metrics, health int) []string {
 	return []string{
 		"--mode=workload",
 		"--kubeconfig=" + c.Kubeconfig,
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metrics),
-		"--metrics-secure=false",
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", health),
 		"--leader-election-namespace=ome",
 		"--leader-election-identity=" + name,

@@ -52,6 +52,15 @@ type Prometheus struct {
 // dir, scraping each target (host:port, plain HTTP /metrics) every
 // interval, and waits until it is ready.
 func StartPrometheus(ctx context.Context, binDir, dir string, interval time.Duration, targets ...string) (*Prometheus, error) {
+	return StartPrometheusScraping(ctx, binDir, dir, interval, fmt.Sprintf(`  - job_name: ome-quota-manager
+    static_configs:
+      - targets: ['%s']
+`, strings.Join(targets, "', '")))
+}
+
+// StartPrometheusScraping is StartPrometheus with the scrape_configs given
+// as YAML (the list's items, indented by two spaces).
+func StartPrometheusScraping(ctx context.Context, binDir, dir string, interval time.Duration, scrapeConfigs string) (*Prometheus, error) {
 	port, err := FreePort()
 	if err != nil {
 		return nil, err
@@ -60,10 +69,7 @@ func StartPrometheus(ctx context.Context, binDir, dir string, interval time.Dura
   scrape_interval: %s
   evaluation_interval: %s
 scrape_configs:
-  - job_name: ome-quota-manager
-    static_configs:
-      - targets: ['%s']
-`, interval, interval, strings.Join(targets, "', '"))
+%s`, interval, interval, scrapeConfigs)
 	cfgFile := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
 		return nil, err
