@@ -61,8 +61,15 @@ func AppendMarshal(dst []byte, ev Event) ([]byte, error) {
 		dst = append(dst, `,"quota":`...)
 		dst, err = appendQuota(dst, ev.Quota)
 	case ev.Failure != nil:
-		dst = append(dst, `,"failure":{"reason":`...)
-		dst = append(appendString(dst, ev.Failure.Reason), '}')
+		dst = append(dst, `,"failure":{`...)
+		sep := ""
+		if ev.Failure.Source != "" {
+			dst, sep = appendString(append(dst, `"source":`...), ev.Failure.Source), ","
+		}
+		if ev.Failure.Reason != "" {
+			dst = appendString(append(dst, sep+`"reason":`...), ev.Failure.Reason)
+		}
+		dst = append(dst, '}')
 	default:
 		// At most one payload is set (Validate): encode it as a field.
 		for _, p := range []struct {

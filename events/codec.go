@@ -30,7 +30,10 @@ import (
 //     AcceleratorQuota's uid, and a Verdict's objectUID and base, which the
 //     webhook and replay's trail read. Older lines read as before, without
 //     them.
-const SchemaVersion = 5
+//   - 6: adds a failure's source and the MeasureRecovered kind: a failing
+//     informer's list or watch, from its first error to its recovery.
+//     Older lines read as before; a line of theirs cannot carry either.
+const SchemaVersion = 6
 
 // oldestVersion is the oldest schema version this build reads.
 const oldestVersion = 1
@@ -113,7 +116,8 @@ func unmarshal(line []byte) (Event, int, error) {
 			return Event{}, 0, err
 		}
 	}
-	if (v < 3 && w.Event.Kind == KindVerdict) || (v < 4 && (w.Event.Kind == KindOutcome || w.Event.Kind == KindLeadership)) {
+	if (v < 3 && w.Event.Kind == KindVerdict) || (v < 4 && (w.Event.Kind == KindOutcome || w.Event.Kind == KindLeadership)) ||
+		(v < 6 && (w.Event.Kind == KindMeasureRecovered || (w.Event.Failure != nil && w.Event.Failure.Source != ""))) {
 		return Event{}, 0, fmt.Errorf("event #%d has kind %s, which schema version %d did not have: the log is corrupt", w.Event.Seq, w.Event.Kind, v)
 	}
 	return w.Event, v, nil

@@ -42,6 +42,8 @@ func sampleEvents() []Event {
 		Deleted(t0, KindNode, "a100-1"),
 		Tick(t0),
 		MeasureFailed(t0, "nodes is forbidden"),
+		SourceFailed(t0, "nodes", "nodes is forbidden: User \"x\" cannot watch resource \"nodes\""),
+		SourceRecovered(t0, "nodes"),
 		ConfigChanged(t0, Config{MeasuredResources: []string{"nvidia.com/gpu"}, DeviceClassMappings: []DeviceClassMapping{
 			{Name: "nvidia.com/gpu", DeviceClassNames: []string{"gpu.nvidia.com"}},
 			{Name: "gpu.memory", DeviceClassNames: []string{"gpu.nvidia.com", "mig.nvidia.com"}, Sources: []MappingSource{{Type: SourceCounter,
@@ -131,7 +133,7 @@ func TestEncodingIsPinned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"v":5,"seq":7,"time":"2026-10-05T09:41:12Z","kind":"Node","op":"upsert","key":"n1","node":{"name":"n1","labels":{"a":"1","b":"2"},"capacity":{"nvidia.com/gpu":"8"},"ready":true,"unschedulable":true}}`
+	want := `{"v":6,"seq":7,"time":"2026-10-05T09:41:12Z","kind":"Node","op":"upsert","key":"n1","node":{"name":"n1","labels":{"a":"1","b":"2"},"capacity":{"nvidia.com/gpu":"8"},"ready":true,"unschedulable":true}}`
 	if string(b) != want {
 		t.Errorf("got  %s\nwant %s", b, want)
 	}
@@ -144,8 +146,8 @@ func TestDecodeRefuses(t *testing.T) {
 		want    string
 	}{
 		"newer version": {
-			line: `{"v":6,"seq":1,"kind":"Tick","time":"2026-10-05T09:41:12Z","shiny":true}`, version: 6,
-			want: "schema version 6, newer than 5, the newest this build reads: read the log with the ome-quota-manager version that wrote it, or a newer one",
+			line: `{"v":7,"seq":1,"kind":"Tick","time":"2026-10-05T09:41:12Z","shiny":true}`, version: 7,
+			want: "schema version 7, newer than 6, the newest this build reads: read the log with the ome-quota-manager version that wrote it, or a newer one",
 		},
 		"verdict in version 2":    {line: `{"v":2,"seq":1,"kind":"Verdict","key":"a","verdict":{"uid":"u","user":"x","operation":"CREATE","allowed":true},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 2 did not have"},
 		"outcome in version 3":    {line: `{"v":3,"seq":1,"kind":"Outcome","key":"a","outcome":{"kind":"Applied"},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 3 did not have"},
@@ -216,7 +218,7 @@ func TestDecodeUpgradesVersion1(t *testing.T) {
 	if err := NewEncoder(&b).Encode(Event{Seq: 2, Time: time.Date(2026, 10, 5, 9, 41, 13, 0, time.UTC), Kind: KindSynced}); err != nil {
 		t.Fatal(err)
 	}
-	if want := `{"v":5,"seq":2,"time":"2026-10-05T09:41:13Z","kind":"Synced"}` + "\n"; b.String() != want {
+	if want := `{"v":6,"seq":2,"time":"2026-10-05T09:41:13Z","kind":"Synced"}` + "\n"; b.String() != want {
 		t.Errorf("encoded %q, want %q", b.String(), want)
 	}
 }

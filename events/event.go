@@ -24,6 +24,9 @@ const (
 	KindTick             Kind = "Tick"
 	KindConfig           Kind = "Config"
 	KindMeasureFailed    Kind = "MeasureFailed"
+	// KindMeasureRecovered ends the failure of a source that a
+	// MeasureFailed with that source began.
+	KindMeasureRecovered Kind = "MeasureRecovered"
 	KindSynced           Kind = "Synced"
 	// KindStart marks a start of the manager in a recorded log: which build
 	// ran, with which flags. The state does not read it.
@@ -144,9 +147,13 @@ type Usage struct {
 }
 
 // Failure says why a measurement failed. A failed measurement refreshes
-// nothing, so the observedAt stamps on root grow old and show it.
+// nothing, so the observedAt stamps on root grow old and show it. With a
+// Source (the informer whose list or watch fails: nodes, resourceslices,
+// deviceclasses), the failure lasts until a MeasureRecovered of that
+// source, and no stamp is refreshed meanwhile.
 type Failure struct {
-	Reason string `json:"reason"`
+	Source string `json:"source,omitempty"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // Start is the payload of a start marker.
@@ -256,6 +263,17 @@ func ConfigChanged(t time.Time, c Config) Event {
 // server refused.
 func MeasureFailed(t time.Time, reason string) Event {
 	return Event{Time: t, Kind: KindMeasureFailed, Failure: &Failure{Reason: reason}}
+}
+
+// SourceFailed is the start of a lasting failure of source's list or
+// watch, and SourceRecovered its end.
+func SourceFailed(t time.Time, source, reason string) Event {
+	return Event{Time: t, Kind: KindMeasureFailed, Failure: &Failure{Source: source, Reason: reason}}
+}
+
+// SourceRecovered ends source's failure (SourceFailed).
+func SourceRecovered(t time.Time, source string) Event {
+	return Event{Time: t, Kind: KindMeasureRecovered, Failure: &Failure{Source: source}}
 }
 
 // IsObject reports whether events of kind k are about an object (and so
@@ -369,7 +387,7 @@ func (e *Event) Validate() error {
 		return e.validateOutcome(count, first)
 	case KindLeadership:
 		return e.validateLeadership(count, first)
-	case KindTick, KindSynced, KindConfig, KindMeasureFailed, KindStart:
+	case KindTick, KindSynced, KindConfig, KindMeasureFailed, KindMeasureRecovered, KindStart:
 		if e.Op != "" || e.Key != "" {
 			return fmt.Errorf("%s event #%d has an op or a key: only object events carry them", e.Kind, e.Seq)
 		}
@@ -382,6 +400,8 @@ func (e *Event) Validate() error {
 			return fmt.Errorf("config event #%d must carry exactly one payload, %q", e.Seq, "config")
 		case e.Kind == KindMeasureFailed && (count != 1 || first != "failure"):
 			return fmt.Errorf("measure-failed event #%d must carry exactly one payload, %q", e.Seq, "failure")
+		case e.Kind == KindMeasureRecovered && (count != 1 || first != "failure" || e.Failure.Source == ""):
+			return fmt.Errorf("measure-recovered event #%d must carry exactly one payload, %q, naming its source", e.Seq, "failure")
 		case e.Kind == KindStart && (count != 1 || first != "start"):
 			return fmt.Errorf("start event #%d must carry exactly one payload, %q", e.Seq, "start")
 		case e.Kind == KindConfig:

@@ -138,6 +138,18 @@ func (m *Manager) startDRA(ctx context.Context, h *sources.Handlers) ([]cache.Re
 		}
 	}
 	r := m.inf.core.Resource().V1()
+	if err := m.health.watch(ctx, "deviceclasses", r.DeviceClasses().Informer(), func(ctx context.Context) error {
+		_, err := m.kube.ResourceV1().DeviceClasses().List(ctx, probeList)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	if err := m.health.watch(ctx, "resourceslices", r.ResourceSlices().Informer(), func(ctx context.Context) error {
+		_, err := m.kube.ResourceV1().ResourceSlices().List(ctx, probeList)
+		return err
+	}); err != nil {
+		return nil, err
+	}
 	classes, err := r.DeviceClasses().Informer().AddEventHandler(h.DeviceClasses())
 	if err != nil {
 		return nil, err

@@ -20,6 +20,9 @@ func (m *Manager) metricsSnapshot() metrics.Snapshot {
 		cfg := st.Config()
 		s.EnrolledNamespaces = len(cfg.EnrolledNamespaces)
 		s.ReportInterval = cfg.ReportInterval.Duration
+		for src := range st.FailingSources() {
+			s.FailingSources = append(s.FailingSources, src)
+		}
 		for _, nv := range st.Nodes() {
 			role := string(nv.Spec.Role)
 			s.Nodes = append(s.Nodes, metrics.Node{Quota: nv.Name, Role: role, Reason: string(nv.Reason), Ready: nv.Ready()})

@@ -49,6 +49,8 @@ type Manager struct {
 	kueue kueueclient.Interface
 	aqs   aqtyped.AcceleratorQuotaInterface
 	inf   *informerSet
+	// health publishes the capacity informers' failures (sources_health.go).
+	health *sourceHealth
 
 	stream *events.Stream
 	// log records every event (--event-log) through rec, which encodes and
@@ -245,6 +247,13 @@ func (m *Manager) Run(ctx context.Context) error {
 		}
 		regs = append(regs, reg)
 	}
+	m.health = newSourceHealth(m.stream, time.Now)
+	if err := m.health.watch(ctx, "nodes", m.inf.core.Core().V1().Nodes().Informer(), func(ctx context.Context) error {
+		_, err := m.kube.CoreV1().Nodes().List(ctx, probeList)
+		return err
+	}); err != nil {
+		return err
+	}
 	draRegs, derr := m.startDRA(ctx, handlers)
 	if derr != nil {
 		return derr
@@ -263,6 +272,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		return nil
 	}
 	m.inf.start(ctx.Done())
+	go m.health.run(ctx, m.opts.probeInterval())
 	m.setStartup("loading the cluster: the informer caches have not synced yet")
 	log.Info("waiting for informer caches")
 	if err := m.inf.waitForSync(ctx.Done()); err != nil {

@@ -69,6 +69,8 @@ var (
 		Help: "When the pair was last measured (root's observedAt), in Unix seconds."}
 	mCapacityReportInterval = Spec{Name: "ome_quota_capacity_report_interval_seconds", Type: Gauge, Source: scrape,
 		Help: "The configured --capacity-report-interval; 0 when the refresh of observedAt is off."}
+	mCapacityFailing = Spec{Name: "ome_quota_capacity_source_failing", Type: Gauge, Labels: []string{"source"}, Source: scrape,
+		Help: "1 while an informer that capacity is measured from (nodes, deviceclasses, resourceslices) cannot list or watch; root's observedAt stamps stop meanwhile."}
 	mCapacityNodes = Spec{Name: "ome_quota_capacity_nodes", Type: Gauge, Labels: []string{"state"}, Source: scrape,
 		Help: "Kubernetes Nodes by how capacity counts them: schedulable, cordoned, not_ready."}
 	mUnattributed = Spec{Name: "ome_quota_capacity_unattributed", Type: Gauge, Labels: []string{"resource", "reason"}, Source: scrape,

@@ -25,7 +25,9 @@ type Snapshot struct {
 	DRAUnbudgeted      map[string]int
 	EnrolledNamespaces int
 	ReportInterval     time.Duration
-	StreamDepth        int
+	// FailingSources are the capacity informers that cannot list or watch.
+	FailingSources []string
+	StreamDepth    int
 }
 
 // Budget is one budget of one tree node. Usage is set for teams only.
@@ -61,7 +63,7 @@ type Unattributed struct {
 var stateSpecs = []Spec{
 	mBudgetNominal, mBudgetAdmitted, mBudgetReserved, mBudgetBorrowed, mNodeReady, mNodes,
 	mCapacityAllocatable, mCapacityInstalled, mCapacityMark, mCapacityObserved, mCapacityReportInterval,
-	mCapacityNodes, mUnattributed, mUnattributedNodes, mDRAUnbudgeted, mEnrolled, mStreamDepth,
+	mCapacityFailing, mCapacityNodes, mUnattributed, mUnattributedNodes, mDRAUnbudgeted, mEnrolled, mStreamDepth,
 }
 
 // stateCollector turns a Snapshot into gauges at scrape time. Nothing is
@@ -129,6 +131,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	g(mCapacityReportInterval, s.ReportInterval.Seconds())
+	for _, src := range s.FailingSources {
+		g(mCapacityFailing, 1, src)
+	}
 	g(mCapacityNodes, float64(s.Schedulable), "schedulable")
 	g(mCapacityNodes, float64(s.Cordoned), "cordoned")
 	g(mCapacityNodes, float64(s.NotReady), "not_ready")

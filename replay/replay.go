@@ -330,7 +330,12 @@ func describe(ev events.Event) string {
 		c := ev.Config
 		return fmt.Sprintf("#%d configuration (maxTreeDepth=%d hysteresisPercent=%d)", ev.Seq, c.MaxTreeDepth, c.HysteresisPercent)
 	case events.KindMeasureFailed:
+		if ev.Failure.Source != "" {
+			return fmt.Sprintf("#%d the %s informer fails, so no stamp is refreshed: %s", ev.Seq, ev.Failure.Source, ev.Failure.Reason)
+		}
 		return fmt.Sprintf("#%d measurement failed: %s", ev.Seq, ev.Failure.Reason)
+	case events.KindMeasureRecovered:
+		return fmt.Sprintf("#%d the %s informer recovered", ev.Seq, ev.Failure.Source)
 	case events.KindVerdict:
 		v := ev.Verdict
 		answer := "admitted"

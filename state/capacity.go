@@ -1,6 +1,7 @@
 package state
 
 import (
+	"maps"
 	"math/bits"
 	"slices"
 	"time"
@@ -255,7 +256,10 @@ func (s *State) measure() {
 			e.allocatable, e.observedAt = 0, s.now
 		}
 	}
-	if every := s.cfg.ReportInterval.Duration; every > 0 {
+	if every := s.cfg.ReportInterval.Duration; every > 0 && len(s.failing) == 0 {
+		// A source that fails leaves the informers' view as it was: the
+		// stamps are not refreshed from it, so that they grow old and
+		// show it.
 		for _, e := range s.entries {
 			if s.now.Sub(e.observedAt) >= every {
 				e.observedAt = s.now
@@ -430,6 +434,9 @@ func (s *State) Synced() bool { return s.synced }
 // LastMeasureFailure is when the last measurement failed and why; a zero
 // time when none has.
 func (s *State) LastMeasureFailure() (time.Time, string) { return s.failedAt, s.failure }
+
+// FailingSources are the sources whose list or watch fails, with why.
+func (s *State) FailingSources() map[string]string { return maps.Clone(s.failing) }
 
 // Unattributed is capacity on a node that matches no ResourceFlavor
 // (NoMatchingFlavor): installed amounts of a measured resource, which no

@@ -88,7 +88,7 @@ func (s *State) noteChanges(k events.Kind) {
 		s.changedAll = true
 		s.revAll = s.seq
 	case events.KindNode, events.KindResourceFlavor, events.KindDeviceClass, events.KindResourceSlice,
-		events.KindTick, events.KindMeasureFailed:
+		events.KindTick, events.KindMeasureFailed, events.KindMeasureRecovered:
 		s.changedNode(v1beta1.RootName)
 	}
 }

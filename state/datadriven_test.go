@@ -232,6 +232,8 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 //	     (attribute values read as int, bool or string)
 //	config mapping=NAME=CLASS,CLASS[;counter=COUNTER;driver=D[;cel=CEL]]   (repeatable; mappings=none clears)
 //	delete aq|node|flavor|cq|class|slice NAME
+//	fail [source=SOURCE] REASON...
+//	recover SOURCE
 //	synced
 //	tick
 //	fail REASON...
@@ -247,7 +249,12 @@ func (h *harness) parseEvent(f []string) (events.Event, error) {
 	case "tick":
 		return events.Tick(now), nil
 	case "fail":
+		if len(f) > 1 && strings.HasPrefix(f[1], "source=") {
+			return events.SourceFailed(now, strings.TrimPrefix(f[1], "source="), strings.Join(f[2:], " ")), nil
+		}
 		return events.MeasureFailed(now, strings.Join(f[1:], " ")), nil
+	case "recover":
+		return events.SourceRecovered(now, f[1]), nil
 	case "config":
 		for _, arg := range f[1:] {
 			k, v := kv(arg)

@@ -78,6 +78,9 @@ func (s *State) Dump() string {
 	if !s.failedAt.IsZero() || s.failure != "" {
 		w("measure failed at %s: %s", stamp(s.failedAt), s.failure)
 	}
+	for _, src := range sortedKeys(s.failing) {
+		w("failing %s: %s", src, s.failing[src])
+	}
 	for _, q := range sortedKeys(s.usage) {
 		for _, u := range s.usage[q] {
 			w("usage %s %s@%s admitted=%s reserved=%s borrowed=%s", q, u.Resource, u.Flavor,

@@ -36,12 +36,15 @@ type State struct {
 	dra          draState                     // DRA DeviceClasses, ResourceSlices and their contributions
 
 	// Root's capacity status.
-	synced      bool
-	entries     map[Pair]*entry
-	rootSeen    bool
-	reported    []v1beta1.CapacityStatus // root's status.capacity as last seen, normalized
-	failedAt    time.Time
-	failure     string
+	synced   bool
+	entries  map[Pair]*entry
+	rootSeen bool
+	reported []v1beta1.CapacityStatus // root's status.capacity as last seen, normalized
+	failedAt time.Time
+	failure  string
+	// failing are the sources (informers) whose list or watch fails, with
+	// why: while any does, no observedAt stamp is refreshed.
+	failing     map[string]string
 	usage       map[string][]events.Usage // managed ClusterQueue -> usage
 	transitions []Transition              // of the event being applied
 
@@ -203,6 +206,14 @@ func (s *State) Apply(ev events.Event) []Transition {
 		}
 	case events.KindMeasureFailed:
 		s.failedAt, s.failure = s.now, ev.Failure.Reason
+		if src := ev.Failure.Source; src != "" {
+			if s.failing == nil {
+				s.failing = map[string]string{}
+			}
+			s.failing[src] = ev.Failure.Reason
+		}
+	case events.KindMeasureRecovered:
+		delete(s.failing, ev.Failure.Source)
 	case events.KindOutcome:
 		s.setOutcome(ev.Key, *ev.Outcome)
 	case events.KindLeadership:
@@ -466,6 +477,7 @@ func (s *State) Clone() *State {
 		c.entries[k] = &ce
 	}
 	c.reported = slices.Clone(s.reported)
+	c.failing = maps.Clone(s.failing)
 	c.usage = maps.Clone(s.usage) // usage slices are never modified in place
 	c.transitions = nil
 	c.changed, c.changedAll = nil, false

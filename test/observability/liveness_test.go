@@ -1,0 +1,199 @@
+package observability
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	v1beta1 "ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/test/localcluster"
+	"ome.io/quota-manager/test/testutil"
+)
+
+// TestRevokedNodeRightsStopTheStamps follows the guide's "Check that
+// capacity reporting is alive": a manager whose right to read Nodes is
+// revoked while it runs stops refreshing root's observedAt within one
+// report interval, says so (ome_quota_capacity_source_failing and its
+// log), and the stale-reporting alert, with its real expression, fires in
+// the real Prometheus; restoring the right resumes the stamps.
+func TestRevokedNodeRightsStopTheStamps(t *testing.T) {
+	ctx := context.Background()
+	for i := 1; i <= 2; i++ {
+		_, err := localcluster.ApplyNode(ctx, cluster.Kube, localcluster.GPUNode(fmt.Sprintf("gpu-node-%d", i), 8))
+		require.NoError(t, err)
+	}
+	if _, err := cluster.Kueue.KueueV1beta2().ResourceFlavors().Create(ctx, localcluster.A100Flavor(), metav1.CreateOptions{}); !apierrors.IsAlreadyExists(err) {
+		require.NoError(t, err)
+	}
+
+	// The manager runs as a ServiceAccount with every right it uses, the
+	// right on Nodes in a binding of its own.
+	const sa = "liveness"
+	_, err := cluster.Kube.CoreV1().ServiceAccounts("ome").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "ome", Name: sa}}
+	roles := map[string][]rbacv1.PolicyRule{
+		"liveness-all-but-nodes": {
+			{APIGroups: []string{"ome.io", "kueue.x-k8s.io", "resource.k8s.io", "coordination.k8s.io", "admissionregistration.k8s.io"}, Resources: []string{"*"}, Verbs: []string{"*"}},
+			{APIGroups: []string{""}, Resources: []string{"events", "namespaces", "configmaps"}, Verbs: []string{"*"}},
+		},
+		"liveness-nodes": {{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}}},
+	}
+	bind := func(name string) {
+		t.Helper()
+		_, err := cluster.Kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name}, Subjects: subject}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	for name, rules := range roles {
+		_, err := cluster.Kube.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		bind(name)
+		t.Cleanup(func() {
+			_ = cluster.Kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
+			_ = cluster.Kube.RbacV1().ClusterRoles().Delete(context.Background(), name, metav1.DeleteOptions{})
+		})
+	}
+	hour := int64(3600)
+	tr, err := cluster.Kube.CoreV1().ServiceAccounts("ome").CreateToken(ctx, sa, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &hour}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["local"] = &clientcmdapi.Cluster{Server: cluster.Config.Host, CertificateAuthorityData: cluster.Config.CAData}
+	cfg.AuthInfos["sa"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	cfg.Contexts["sa"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "sa"}
+	cfg.CurrentContext = "sa"
+	dir := t.TempDir()
+	kubeconfig := filepath.Join(dir, "sa.kubeconfig")
+	require.NoError(t, clientcmd.WriteToFile(*cfg, kubeconfig))
+
+	const interval = 4 * time.Second
+	m, err := cluster.StartManager(ctx, managerBin, "liveness", t.TempDir(), "--webhook=false", "--kubeconfig="+kubeconfig,
+		"--capacity-report-interval="+interval.String(), "-v=1")
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		m.Stop()
+		if t.Failed() {
+			t.Logf("--- manager log (last lines) ---\n%s", m.Tail(30))
+		}
+	})
+
+	// The stale-reporting alert, its expression as shipped, held 1 s
+	// instead of 2 m.
+	rules, err := os.ReadFile(rulesFile)
+	require.NoError(t, err)
+	held := strings.Replace(string(rules), "for: 2m", "for: 1s", 1)
+	require.NotEqual(t, string(rules), held, "the stale-reporting alert holds for 2m")
+	rulesPath := filepath.Join(dir, "alerts.yaml")
+	require.NoError(t, os.WriteFile(rulesPath, []byte(held), 0o600))
+	prom, err := localcluster.StartPrometheusScraping(ctx, promDir, dir, time.Second, fmt.Sprintf(`  - job_name: ome-quota-manager
+    static_configs:
+      - targets: ['127.0.0.1:%d']
+rule_files:
+  - %s
+`, m.MetricsPort, rulesPath))
+	require.NoError(t, err)
+	t.Cleanup(prom.Stop)
+
+	stamp := func() time.Time {
+		root, err := aqs.Get(ctx, v1beta1.RootName, metav1.GetOptions{})
+		require.NoError(t, err)
+		for _, c := range root.Status.Capacity {
+			if c.ResourceName == "nvidia.com/gpu" && c.ResourceFlavor == "a100" {
+				return c.ObservedAt.Time
+			}
+		}
+		return time.Time{}
+	}
+	moves := func(what string) {
+		t.Helper()
+		first := stamp()
+		testutil.Eventually(t, 3*interval+5*time.Second, func() string {
+			if s := stamp(); !s.After(first) {
+				return fmt.Sprintf("%s: observedAt stays %s", what, s)
+			}
+			return ""
+		})
+	}
+	moves("with the right")
+
+	require.NoError(t, cluster.Kube.RbacV1().ClusterRoleBindings().Delete(ctx, "liveness-nodes", metav1.DeleteOptions{}))
+	revoked := time.Now()
+	testutil.Eventually(t, 30*time.Second, func() string {
+		if v, err := m.Metric(ctx, "ome_quota_capacity_source_failing", `source="nodes"`); err != nil || v != 1 {
+			return fmt.Sprintf("ome_quota_capacity_source_failing{source=\"nodes\"} = %v, %v", v, err)
+		}
+		return ""
+	})
+	// No stamp later than one report interval after the revocation, for
+	// three intervals.
+	last := stamp()
+	require.False(t, last.After(revoked.Add(interval)), "observedAt %s moved more than one interval after the revocation at %s", last, revoked)
+	time.Sleep(3 * interval)
+	require.Equal(t, last, stamp(), "observedAt moved while the manager cannot read Nodes")
+	testutil.Eventually(t, 30*time.Second, func() string {
+		if !firing(t, prom, "OmeQuotaCapacityReportingStale") {
+			return "the stale-reporting alert does not fire"
+		}
+		return ""
+	})
+	require.Contains(t, readFile(t, m.Log), "a capacity source fails")
+
+	bind("liveness-nodes")
+	moves("with the right restored")
+	testutil.Eventually(t, 30*time.Second, func() string {
+		if v, err := m.Metric(ctx, "ome_quota_capacity_source_failing", `source="nodes"`); err != nil || v != 0 {
+			return fmt.Sprintf("ome_quota_capacity_source_failing{source=\"nodes\"} = %v, %v", v, err)
+		}
+		return ""
+	})
+	require.Contains(t, readFile(t, m.Log), "a capacity source recovered")
+}
+
+// firing reports whether Prometheus holds alert name as firing.
+func firing(t *testing.T, prom *localcluster.Prometheus, name string) bool {
+	t.Helper()
+	resp, err := http.Get(prom.URL + "/api/v1/alerts")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	var r struct {
+		Data struct {
+			Alerts []struct {
+				Labels map[string]string `json:"labels"`
+				State  string            `json:"state"`
+			} `json:"alerts"`
+		} `json:"data"`
+	}
+	require.NoError(t, json.Unmarshal(body, &r), "%s", body)
+	for _, a := range r.Data.Alerts {
+		if a.Labels["alertname"] == name && a.State == "firing" {
+			return true
+		}
+	}
+	return false
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return string(b)
+}
