@@ -134,7 +134,7 @@ func (m *Manager) startDRA(ctx context.Context, h *sources.Handlers) ([]cache.Re
 		"resourceslices": func() error { _, err := m.kube.ResourceV1().ResourceSlices().List(ctx, one); return err },
 	} {
 		if err := list(); err != nil {
-			return nil, fmt.Errorf("listing %s.resource.k8s.io: %w: grant the manager get, list and watch on deviceclasses and resourceslices in resource.k8s.io, or run with --dra=false", what, err)
+			return nil, fmt.Errorf("listing %s.resource.k8s.io: %w: grant the manager list and watch on deviceclasses and resourceslices in resource.k8s.io, or run with --dra=false", what, err)
 		}
 	}
 	r := m.inf.core.Resource().V1()

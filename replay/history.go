@@ -198,7 +198,7 @@ func (r *Result) Trail(node string, logs []string) Trail {
 			judged = judged || s.Authorship == authorshipUnverified
 		case "write":
 			if len(s.Changes) > 0 {
-				s.Unjudged = !s.Listed && !judged && s.User == "" && len(s.ClaimedBy) == 0
+				s.Unjudged = !s.Listed && !s.write.Unruled && !judged && s.User == "" && len(s.ClaimedBy) == 0
 				judged = false
 			}
 		}

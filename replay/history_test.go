@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+
 	"ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/api/v1beta1/aqtest"
 	"ome.io/quota-manager/events"
@@ -143,6 +145,27 @@ func TestTrailFlagsUnjudgedWrites(t *testing.T) {
 		t.Errorf("writes %+v: want the first listed, the second unjudged", writes)
 	}
 	if text := run(t, dir, "--node", "team-beta", "--history"); !strings.Contains(text, "(listed at start)") || !strings.Contains(text, "written while the webhook was off") {
+		t.Errorf("history:\n%s", text)
+	}
+}
+
+// A change of nothing the rules read (a borrowingLimit's amount) is
+// admitted by the webhook without judging: it is not flagged as unjudged.
+func TestTrailDoesNotFlagWritesTheRulesDoNotRead(t *testing.T) {
+	lend4 := aqtest.Team("team-beta", "root").Budget("nvidia.com/gpu", "a100", "8").Obj()
+	four, six := resource.MustParse("4"), resource.MustParse("6")
+	lend4.Spec.Budgets[0].BorrowingLimit = &four
+	lend6 := lend4.DeepCopy()
+	lend6.Spec.Budgets[0].BorrowingLimit = &six
+	dir := writeLog(t, []events.Event{
+		events.ConfigChanged(t0, events.DefaultConfig()),
+		events.QuotaUpserted(t0, quota(aqtest.Root().Obj())),
+		events.QuotaUpserted(t0, quota(lend4)),
+		events.Synced(t0),
+		events.QuotaUpserted(t0.Add(time.Minute), &events.Quota{Name: "team-beta", Generation: 2, Spec: lend6.Spec}),
+	})
+	text := run(t, dir, "--node", "team-beta", "--history")
+	if !strings.Contains(text, "borrowingLimit 4 -> 6") || strings.Contains(text, "written while the webhook was off") {
 		t.Errorf("history:\n%s", text)
 	}
 }

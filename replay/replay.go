@@ -112,6 +112,10 @@ type SpecChange struct {
 	// a Start marker, or the log's beginning, and Synced): they were
 	// written earlier, not then.
 	Listed bool `json:"listed,omitempty"`
+	// Unruled is set on an update that changed nothing the rules read
+	// (state.SameShape, such as a borrowingLimit's amount): the webhook
+	// admits it without judging, so no verdict is expected.
+	Unruled bool `json:"-"`
 	// UID and Version are the object's, Prev and PrevUID the version and
 	// uid the log held before (what an update or delete was judged on;
 	// zero and empty when it held none), Spec the spec stored (nil on a
@@ -201,15 +205,17 @@ func Run(dir string, o Options) (*Result, error) {
 				spec = &ev.Quota.Spec
 			}
 			var changes []string
+			unruled := false
 			if old, ok := specs[ev.Key]; ok || spec != nil {
 				changes = specChanges(old, spec)
+				unruled = old != nil && spec != nil && state.SameShape(ev.Key, old, spec)
 			}
 			if spec == nil {
 				delete(specs, ev.Key)
 			} else {
 				specs[ev.Key] = spec
 			}
-			sc := SpecChange{Seq: ev.Seq, Time: ev.Time.UTC(), Node: ev.Key, Op: string(ev.Op), Event: causeOf(), Changes: changes, Listed: listing,
+			sc := SpecChange{Seq: ev.Seq, Time: ev.Time.UTC(), Node: ev.Key, Op: string(ev.Op), Event: causeOf(), Changes: changes, Listed: listing, Unruled: unruled,
 				Version: ev.Version, Prev: versions[ev.Key].version, PrevUID: versions[ev.Key].uid, Spec: spec}
 			if ev.Quota != nil {
 				sc.UID = ev.Quota.UID

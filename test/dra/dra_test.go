@@ -474,5 +474,5 @@ func TestDRAForbidden(t *testing.T) {
 		t.Fatalf("the manager did not stop:\n%s", m.Tail(20))
 	}
 	require.Equal(t, 1, m.ExitCode())
-	require.Contains(t, m.Tail(5), "grant the manager get, list and watch on deviceclasses and resourceslices in resource.k8s.io, or run with --dra=false")
+	require.Contains(t, m.Tail(5), "grant the manager list and watch on deviceclasses and resourceslices in resource.k8s.io, or run with --dra=false")
 }
