@@ -6,10 +6,6 @@ import (
 	"ome.io/quota-manager/state"
 )
 
-// reasonNoMatchingFlavor is the one reason capacity is unattributed today:
-// its node matches no ResourceFlavor.
-const reasonNoMatchingFlavor = "NoMatchingFlavor"
-
 // metricsSnapshot copies the state's figures for a scrape, under the
 // reducer's lock (View), so one scrape reads one consistent state. It
 // copies plain numbers only; the cost is O(tree nodes + budgets + pairs +
@@ -45,22 +41,26 @@ func (m *Manager) metricsSnapshot() metrics.Snapshot {
 		}
 		for _, c := range st.Capacity() {
 			s.Capacity = append(s.Capacity, metrics.Capacity{Resource: c.Resource, Flavor: c.Flavor,
-				Allocatable: c.Allocatable.Float(), Installed: c.Installed.Float(), HighWater: c.HighWaterMark.Float(), ObservedAt: c.ObservedAt})
+				Allocatable: c.Allocatable.Float(), Installed: c.Installed.Float(), Unavailable: c.Unavailable.Float(),
+				HighWater: c.HighWaterMark.Float(), ObservedAt: c.ObservedAt})
 		}
 		s.Schedulable, s.Cordoned, s.NotReady = st.MachineCounts()
-		perResource := map[string]float64{}
-		nodes := map[string]struct{}{}
+		perResource := map[[2]string]float64{}
+		nodes := map[string]map[string]struct{}{state.ReasonNoMatchingFlavor: {}, state.ReasonAmbiguousFlavor: {}}
 		for _, u := range append(st.Unattributed(), st.UnattributedDRA()...) {
-			perResource[u.Resource] += u.Amount.Float()
-			nodes[u.Node] = struct{}{}
+			perResource[[2]string{u.Resource, u.Reason}] += u.Amount.Float()
+			nodes[u.Reason][u.Node] = struct{}{}
 		}
-		for r, a := range perResource {
-			s.Unattributed = append(s.Unattributed, metrics.Unattributed{Resource: r, Reason: reasonNoMatchingFlavor, Amount: a})
+		for k, a := range perResource {
+			s.Unattributed = append(s.Unattributed, metrics.Unattributed{Resource: k[0], Reason: k[1], Amount: a})
 		}
-		// The count is there at 0 too: an alert reads it, and a series
+		// The counts are there at 0 too: an alert reads them, and a series
 		// that exists only while there is a problem cannot be told from a
 		// missing scrape.
-		s.UnattributedNodes = map[string]int{reasonNoMatchingFlavor: len(nodes)}
+		s.UnattributedNodes = map[string]int{}
+		for reason, n := range nodes {
+			s.UnattributedNodes[reason] = len(n)
+		}
 		for _, u := range st.Unbudgeted() {
 			if s.DRAUnbudgeted == nil {
 				s.DRAUnbudgeted = map[string]int{}

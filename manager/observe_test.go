@@ -88,7 +88,12 @@ ome_quota_capacity_nodes{state="schedulable"} 3
 ome_quota_capacity_unattributed{reason="NoMatchingFlavor",resource="nvidia.com/gpu"} 2
 # HELP ome_quota_capacity_unattributed_nodes Nodes carrying unattributed capacity, per reason.
 # TYPE ome_quota_capacity_unattributed_nodes gauge
+ome_quota_capacity_unattributed_nodes{reason="AmbiguousFlavor"} 0
 ome_quota_capacity_unattributed_nodes{reason="NoMatchingFlavor"} 1
+# HELP ome_quota_capacity_unavailable Accelerators on cordoned or NotReady nodes, per resource and flavor: installed, so in the mark, but not allocatable.
+# TYPE ome_quota_capacity_unavailable gauge
+ome_quota_capacity_unavailable{flavor="a100",resource="google.com/tpu"} 0
+ome_quota_capacity_unavailable{flavor="a100",resource="nvidia.com/gpu"} 16
 # HELP ome_quota_capacity_high_water_mark The damped peak of installed capacity that budgets are checked against.
 # TYPE ome_quota_capacity_high_water_mark gauge
 ome_quota_capacity_high_water_mark{flavor="a100",resource="google.com/tpu"} 0
@@ -103,7 +108,7 @@ ome_quota_enrolled_namespaces 1
 # HELP ome_quota_capacity_report_interval_seconds The configured --capacity-report-interval; 0 when the refresh of observedAt is off.
 # TYPE ome_quota_capacity_report_interval_seconds gauge
 ome_quota_capacity_report_interval_seconds 60
-`), "ome_quota_capacity_nodes", "ome_quota_capacity_unattributed", "ome_quota_capacity_unattributed_nodes",
+`), "ome_quota_capacity_nodes", "ome_quota_capacity_unattributed", "ome_quota_capacity_unattributed_nodes", "ome_quota_capacity_unavailable",
 		"ome_quota_capacity_high_water_mark", "ome_quota_capacity_allocatable", "ome_quota_enrolled_namespaces",
 		"ome_quota_capacity_report_interval_seconds"))
 	n, err := testutil.GatherAndCount(reg, "ome_quota_node_ready")

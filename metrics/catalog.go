@@ -63,6 +63,8 @@ var (
 		Help: "Accelerators on Ready, uncordoned nodes, per resource and flavor."}
 	mCapacityInstalled = Spec{Name: "ome_quota_capacity_installed", Type: Gauge, Labels: pairLabels, Source: scrape,
 		Help: "Accelerators on every node, cordoned and NotReady included, per resource and flavor."}
+	mCapacityUnavailable = Spec{Name: "ome_quota_capacity_unavailable", Type: Gauge, Labels: pairLabels, Source: scrape,
+		Help: "Accelerators on cordoned or NotReady nodes, per resource and flavor: installed, so in the mark, but not allocatable."}
 	mCapacityMark = Spec{Name: "ome_quota_capacity_high_water_mark", Type: Gauge, Labels: pairLabels, Source: scrape,
 		Help: "The damped peak of installed capacity that budgets are checked against."}
 	mCapacityObserved = Spec{Name: "ome_quota_capacity_observed_timestamp_seconds", Type: Gauge, Labels: pairLabels, Source: scrape,

@@ -50,6 +50,8 @@ type Node struct {
 type Capacity struct {
 	Resource, Flavor                  string
 	Allocatable, Installed, HighWater float64
+	// Unavailable is the installed capacity on cordoned or NotReady nodes.
+	Unavailable float64
 	ObservedAt                        time.Time
 }
 
@@ -62,7 +64,7 @@ type Unattributed struct {
 // stateSpecs are the gauges the collector reads from a Snapshot.
 var stateSpecs = []Spec{
 	mBudgetNominal, mBudgetAdmitted, mBudgetReserved, mBudgetBorrowed, mNodeReady, mNodes,
-	mCapacityAllocatable, mCapacityInstalled, mCapacityMark, mCapacityObserved, mCapacityReportInterval,
+	mCapacityAllocatable, mCapacityInstalled, mCapacityUnavailable, mCapacityMark, mCapacityObserved, mCapacityReportInterval,
 	mCapacityFailing, mCapacityNodes, mUnattributed, mUnattributedNodes, mDRAUnbudgeted, mEnrolled, mStreamDepth,
 }
 
@@ -125,6 +127,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, p := range s.Capacity {
 		g(mCapacityAllocatable, p.Allocatable, p.Resource, p.Flavor)
 		g(mCapacityInstalled, p.Installed, p.Resource, p.Flavor)
+		g(mCapacityUnavailable, p.Unavailable, p.Resource, p.Flavor)
 		g(mCapacityMark, p.HighWater, p.Resource, p.Flavor)
 		if !p.ObservedAt.IsZero() {
 			g(mCapacityObserved, float64(p.ObservedAt.UnixMilli())/1000, p.Resource, p.Flavor)

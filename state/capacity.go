@@ -19,6 +19,46 @@ import (
 type machine struct {
 	rec     *events.Node
 	flavors []string // the ResourceFlavors it matches, sorted
+	// flavor is the one it counts toward, the most specific of flavors;
+	// "" when it counts toward none, for reason.
+	flavor, reason string
+}
+
+// Reasons capacity is unattributed.
+const (
+	ReasonNoMatchingFlavor = "NoMatchingFlavor"
+	ReasonAmbiguousFlavor  = "AmbiguousFlavor"
+)
+
+// attribute picks the flavor m counts toward: the most specific of the
+// flavors it matches, the one whose nodeLabels include every other's (and
+// more). A node that matches none, or whose matches have no single most
+// specific one (two with the same labels, or neither including the other),
+// counts toward none. O(matches^2 x labels).
+func (s *State) attribute(m *machine) {
+	m.flavor, m.reason = "", ""
+	switch len(m.flavors) {
+	case 0:
+		m.reason = ReasonNoMatchingFlavor
+		return
+	case 1:
+		m.flavor = m.flavors[0]
+		return
+	}
+	for _, f := range m.flavors {
+		most := true
+		for _, g := range m.flavors {
+			if g != f && !(len(s.flavors[g]) < len(s.flavors[f]) && matches(s.flavors[g], s.flavors[f])) {
+				most = false
+				break
+			}
+		}
+		if most {
+			m.flavor = f
+			return
+		}
+	}
+	m.reason = ReasonAmbiguousFlavor
 }
 
 // counts reports whether the node's allocatable counts: Ready, not cordoned.
@@ -45,6 +85,7 @@ func amountIn(l map[string]resource.Quantity, r string) (Amount, bool) {
 type tally struct {
 	installed   Amount // status.capacity, every matching node
 	allocatable Amount // status.allocatable, Ready uncordoned matching nodes
+	unavailable Amount // status.capacity of the cordoned or NotReady ones
 	carriers    int    // matching nodes that list the resource at all
 }
 
@@ -79,6 +120,7 @@ func (s *State) upsertNode(n *events.Node) {
 		}
 	}
 	slices.Sort(m.flavors)
+	s.attribute(m)
 	s.machines[n.Name] = m
 	s.contribute(n.Name, m, +1)
 	s.draNodeContribute(n.Name, +1)
@@ -112,9 +154,10 @@ func matches(want, labels map[string]string) bool {
 	return true
 }
 
-// contribute adds (sign +1) or removes (-1) a node's amounts to the tallies
-// of the flavors it matches, or to the unattributed amounts when it matches
-// none.
+// contribute adds (sign +1) or removes (-1) a node's amounts to the tally
+// of the flavor it counts toward (attribute), or to the unattributed
+// amounts when it counts toward none. A cordoned or NotReady node's
+// capacity is installed but unavailable.
 func (s *State) contribute(name string, m *machine, sign Amount) {
 	stray := false
 	for _, r := range s.cfg.MeasuredResources {
@@ -123,7 +166,7 @@ func (s *State) contribute(name string, m *machine, sign Amount) {
 		if !hasC && !hasA {
 			continue
 		}
-		if len(m.flavors) == 0 {
+		if m.flavor == "" {
 			if c > 0 {
 				stray = true
 				s.unattributed[r] += sign * c
@@ -133,15 +176,14 @@ func (s *State) contribute(name string, m *machine, sign Amount) {
 			}
 			continue
 		}
+		t := s.tallies[Pair{r, m.flavor}]
 		if !m.counts() {
 			a = 0
+			t.unavailable += sign * c
 		}
-		for _, f := range m.flavors {
-			t := s.tallies[Pair{r, f}]
-			t.installed += sign * c
-			t.allocatable += sign * a
-			t.carriers += int(sign)
-		}
+		t.installed += sign * c
+		t.allocatable += sign * a
+		t.carriers += int(sign)
 	}
 	if stray {
 		if sign > 0 {
@@ -166,26 +208,34 @@ func (s *State) setFlavor(name string, labels map[string]string, exists bool) {
 			s.tallies[Pair{r, name}] = &tally{}
 		}
 	}
+	// Every node that matches the flavor before or after may count toward
+	// another flavor now: which one is most specific reads its labels.
+	var touched []string
 	for node, m := range s.machines {
-		i, was := slices.BinarySearch(m.flavors, name)
-		now := exists && matches(labels, m.rec.Labels)
-		if was == now {
-			continue
+		_, was := slices.BinarySearch(m.flavors, name)
+		if was || (exists && matches(labels, m.rec.Labels)) {
+			touched = append(touched, node)
+			s.draNodeContribute(node, -1)
+			s.contribute(node, m, -1)
 		}
-		s.draNodeContribute(node, -1)
-		s.contribute(node, m, -1)
-		if now {
-			m.flavors = slices.Insert(slices.Clone(m.flavors), i, name)
-		} else {
-			m.flavors = slices.Delete(slices.Clone(m.flavors), i, i+1)
-		}
-		s.contribute(node, m, +1)
-		s.draNodeContribute(node, +1)
 	}
 	if exists {
 		s.flavors[name] = labels
 	} else {
 		delete(s.flavors, name)
+	}
+	for _, node := range touched {
+		m := s.machines[node]
+		i, was := slices.BinarySearch(m.flavors, name)
+		now := exists && matches(labels, m.rec.Labels)
+		if now && !was {
+			m.flavors = slices.Insert(slices.Clone(m.flavors), i, name)
+		} else if was && !now {
+			m.flavors = slices.Delete(slices.Clone(m.flavors), i, i+1)
+		}
+		s.attribute(m)
+		s.contribute(node, m, +1)
+		s.draNodeContribute(node, +1)
 	}
 	s.rematchGlobals()
 	if exists {
@@ -226,6 +276,7 @@ func (s *State) recount() {
 		}
 	}
 	for name, m := range s.machines {
+		s.attribute(m)
 		s.contribute(name, m, +1)
 	}
 	s.recountDRA()
@@ -362,8 +413,9 @@ type CapacityEntry struct {
 	Pair
 	// Allocatable sums the pair over Ready, uncordoned nodes.
 	Allocatable Amount
-	// Installed sums it over every node, cordoned and NotReady included.
-	Installed Amount
+	// Installed sums it over every node, cordoned and NotReady included,
+	// and Unavailable over the cordoned and NotReady ones alone.
+	Installed, Unavailable Amount
 	// HighWaterMark is the damped peak of Installed that budgets are
 	// checked against.
 	HighWaterMark Amount
@@ -380,7 +432,7 @@ func (s *State) Capacity() []CapacityEntry {
 	for p, e := range s.entries {
 		ce := CapacityEntry{Pair: p, Allocatable: e.allocatable, HighWaterMark: e.mark, ObservedAt: e.observedAt}
 		if t := s.tallies[p]; t != nil {
-			ce.Installed, ce.Measured = t.installed, t.carriers > 0
+			ce.Installed, ce.Unavailable, ce.Measured = t.installed, t.unavailable, t.carriers > 0
 		}
 		out = append(out, ce)
 	}
@@ -438,12 +490,13 @@ func (s *State) LastMeasureFailure() (time.Time, string) { return s.failedAt, s.
 // FailingSources are the sources whose list or watch fails, with why.
 func (s *State) FailingSources() map[string]string { return maps.Clone(s.failing) }
 
-// Unattributed is capacity on a node that matches no ResourceFlavor
-// (NoMatchingFlavor): installed amounts of a measured resource, which no
-// budget can use.
+// Unattributed is capacity on a node that counts toward no ResourceFlavor:
+// installed amounts of a measured resource, which no budget can use, and
+// why (ReasonNoMatchingFlavor, ReasonAmbiguousFlavor).
 type Unattributed struct {
 	Node     string
 	Resource string
+	Reason   string
 	Amount   Amount
 }
 
@@ -454,7 +507,7 @@ func (s *State) Unattributed() []Unattributed {
 		m := s.machines[node]
 		for _, r := range s.cfg.MeasuredResources {
 			if c, _ := m.capacity(r); c > 0 {
-				out = append(out, Unattributed{Node: node, Resource: r, Amount: c})
+				out = append(out, Unattributed{Node: node, Resource: r, Reason: m.reason, Amount: c})
 			}
 		}
 	}

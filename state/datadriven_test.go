@@ -150,9 +150,15 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		for _, e := range h.s.Capacity() {
 			fmt.Fprintf(&b, "%s %s %s\n", e.Resource, e.Flavor, stamp(e.ObservedAt))
 		}
+	case "unavailable":
+		for _, e := range h.s.Capacity() {
+			if e.Unavailable > 0 {
+				fmt.Fprintf(&b, "%s %s unavailable=%s installed=%s allocatable=%s\n", e.Resource, e.Flavor, e.Unavailable, e.Installed, e.Allocatable)
+			}
+		}
 	case "unattributed":
 		for _, u := range h.s.Unattributed() {
-			fmt.Fprintf(&b, "NoMatchingFlavor node=%s %s=%s\n", u.Node, u.Resource, u.Amount)
+			fmt.Fprintf(&b, "%s node=%s %s=%s\n", u.Reason, u.Node, u.Resource, u.Amount)
 		}
 		for _, u := range h.s.UnattributedTotals() {
 			fmt.Fprintf(&b, "total %s=%s\n", u.Resource, u.Amount)

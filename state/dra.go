@@ -386,7 +386,7 @@ func (s *State) applyPool(p *draPool, next poolContrib) {
 }
 
 // draNodeContribute adds (+1) or removes (-1) the DRA devices of a node to
-// the tallies of the flavors the node matches. The double-count rule: for
+// the tally of the flavor the node counts toward (attribute). The double-count rule: for
 // a logical name that is also a measured resource of the Node's status,
 // the node counts the larger of its status figure and its DRA devices, so
 // a GPU published both ways counts once. Devices on a node with no Node
@@ -399,7 +399,7 @@ func (s *State) draNodeContribute(node string, sign Amount) {
 	m := s.machines[node]
 	for r, e := range amts {
 		a := e.amount
-		if m == nil || len(m.flavors) == 0 {
+		if m == nil || m.flavor == "" {
 			s.draStray(node, r, sign*a)
 			continue
 		}
@@ -410,15 +410,15 @@ func (s *State) draNodeContribute(node string, sign Amount) {
 		}
 		installed := max(0, a-nodeCap)
 		var alloc Amount
+		t := s.tallies[Pair{r, m.flavor}]
 		if m.counts() {
 			alloc = max(0, a-nodeAlloc)
+		} else {
+			t.unavailable += sign * installed
 		}
-		for _, f := range m.flavors {
-			t := s.tallies[Pair{r, f}]
-			t.installed += sign * installed
-			t.allocatable += sign * alloc
-			t.carriers += int(sign)
-		}
+		t.installed += sign * installed
+		t.allocatable += sign * alloc
+		t.carriers += int(sign)
 	}
 }
 
@@ -696,7 +696,11 @@ func (s *State) UnattributedDRA() []Unattributed {
 	var out []Unattributed
 	for _, h := range sortedKeys(s.dra.strays) {
 		for _, r := range sortedKeys(s.dra.strays[h]) {
-			out = append(out, Unattributed{Node: h, Resource: r, Amount: s.dra.strays[h][r]})
+			reason := ReasonNoMatchingFlavor
+			if m := s.machines[h]; m != nil && m.reason != "" {
+				reason = m.reason
+			}
+			out = append(out, Unattributed{Node: h, Resource: r, Reason: reason, Amount: s.dra.strays[h][r]})
 		}
 	}
 	return out

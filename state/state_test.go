@@ -214,13 +214,13 @@ func TestUnattributed(t *testing.T) {
 		events.NodeUpserted(t0, &events.Node{Name: "odd-1", Capacity: gpu, Ready: true}),
 	)
 	want := []Unattributed{
-		{"odd-1", "google.com/tpu", 2000}, {"odd-1", "nvidia.com/gpu", 4000},
-		{"odd-2", "google.com/tpu", 2000}, {"odd-2", "nvidia.com/gpu", 4000},
+		{"odd-1", "google.com/tpu", ReasonNoMatchingFlavor, 2000}, {"odd-1", "nvidia.com/gpu", ReasonNoMatchingFlavor, 4000},
+		{"odd-2", "google.com/tpu", ReasonNoMatchingFlavor, 2000}, {"odd-2", "nvidia.com/gpu", ReasonNoMatchingFlavor, 4000},
 	}
 	if diff := cmp.Diff(want, s.Unattributed()); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]Unattributed{{"", "google.com/tpu", 4000}, {"", "nvidia.com/gpu", 8000}}, s.UnattributedTotals()); diff != "" {
+	if diff := cmp.Diff([]Unattributed{{Resource: "google.com/tpu", Amount: 4000}, {Resource: "nvidia.com/gpu", Amount: 8000}}, s.UnattributedTotals()); diff != "" {
 		t.Errorf("totals (-want +got):\n%s", diff)
 	}
 }
