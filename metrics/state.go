@@ -52,7 +52,7 @@ type Capacity struct {
 	Allocatable, Installed, HighWater float64
 	// Unavailable is the installed capacity on cordoned or NotReady nodes.
 	Unavailable float64
-	ObservedAt                        time.Time
+	ObservedAt  time.Time
 }
 
 // Unattributed is capacity of one resource that no flavor's budget can use.
