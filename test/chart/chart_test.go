@@ -271,6 +271,7 @@ func TestInstallObjects(t *testing.T) {
 		"PodDisruptionBudget/ome-quota-manager", "ValidatingWebhookConfiguration/ome-quota-manager.ome.io",
 		"FlowSchema/ome-quota-manager", "PriorityLevelConfiguration/ome-quota-manager",
 		"NetworkPolicy/ome-quota-manager", "CustomResourceDefinition/admissionledgers.ome.io",
+		"Lease/ome-quota-manager",
 	}, r.Kinds())
 
 	d := deployment(t, r)
@@ -621,4 +622,21 @@ func TestEventLogAndDRA(t *testing.T) {
 			require.NotContains(t, rule, "resource.k8s.io")
 		}
 	})
+}
+
+// TestLeaseIsTheReleases: the chart renders the leader-election Lease, so
+// that helm uninstall removes it, and still does for a Lease of this
+// release; a Lease the manager of an earlier chart created, which Helm
+// could not adopt, is left out rather than failing the upgrade.
+func TestLeaseIsTheReleases(t *testing.T) {
+	const key = "coordination.k8s.io/v1 Lease ome ome-quota-manager"
+	owned := Cluster{key: {"metadata": map[string]any{"name": "ome-quota-manager",
+		"annotations": map[string]any{"meta.helm.sh/release-name": "ome-quota-manager"}}}}
+	r, err := RenderIn(owned, "ome", install)
+	require.NoError(t, err)
+	require.NotNil(t, r.Get("Lease", "ome-quota-manager"))
+	foreign := Cluster{key: {"metadata": map[string]any{"name": "ome-quota-manager"}}}
+	r, err = RenderIn(foreign, "ome", install)
+	require.NoError(t, err)
+	require.Nil(t, r.Get("Lease", "ome-quota-manager"))
 }

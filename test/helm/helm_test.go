@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
@@ -219,6 +221,30 @@ func TestGuideHelmCommands(t *testing.T) {
 		s, err := cluster.Kube.CoreV1().Secrets(ns).Get(ctx, secret, metav1.GetOptions{})
 		require.NoError(t, err)
 		require.NotEmpty(t, s.Data["tls.crt"], "the kept Secret holds what the manager wrote")
+	})
+
+	// The guide's last step: four objects remain (the ResourceFlavor is the
+	// admin's, so only deleting it shows it), and once they are deleted
+	// nothing the product created is left.
+	t.Run("the guide's clean-up leaves exactly its four objects", func(t *testing.T) {
+		testutil.Eventually(t, 30*time.Second, func() string {
+			want := []string{"AcceleratorQuota /root", "Cohort /root", "Secret " + ns + "/" + secret}
+			if got := leftovers(ctx, t); !slices.Equal(got, want) {
+				return fmt.Sprintf("after helm uninstall: %v, want %v", got, want)
+			}
+			return ""
+		})
+		mustKubectl(t, "", "patch", "aq", "root", "--type=merge", "-p", `{"metadata":{"finalizers":null}}`)
+		mustKubectl(t, "", "delete", "aq", "root")
+		mustKubectl(t, "", "delete", "cohorts.kueue.x-k8s.io", "root")
+		mustKubectl(t, "", "delete", "secret", "-n", ns, secret)
+		mustKubectl(t, "", "delete", "resourceflavors.kueue.x-k8s.io", "a100")
+		testutil.Eventually(t, 30*time.Second, func() string {
+			if got := leftovers(ctx, t); len(got) > 0 {
+				return fmt.Sprintf("left after the guide's clean-up: %v", got)
+			}
+			return ""
+		})
 	})
 }
 
@@ -472,9 +498,76 @@ team-beta     ClusterQueue   ml-research   True    True`)
 		}
 	})
 
+	// The guide's clean-up, while the quota manager runs: the teams, then
+	// the Cohort; their Kueue objects are swept, the Cohort root stays.
+	t.Run("the guide's clean-up: the teams, then the Cohort", func(t *testing.T) {
+		out := mustKubectl(t, "", "delete", "aq", "team-alpha", "team-beta")
+		require.Contains(t, out, `acceleratorquota.ome.io "team-alpha" deleted`)
+		require.Contains(t, mustKubectl(t, "", "delete", "aq", "ml-research"), `acceleratorquota.ome.io "ml-research" deleted`)
+		testutil.Eventually(t, 30*time.Second, func() string {
+			var left []string
+			for _, kind := range []string{"cohorts.kueue.x-k8s.io", "clusterqueues.kueue.x-k8s.io", "localqueues.kueue.x-k8s.io"} {
+				out, _, err := kubectl(t, "", "get", kind, "-A", "-l", "ome.io/quota-managed-by=ome-quota-manager", "-o", "name")
+				if err != nil {
+					return err.Error()
+				}
+				left = append(left, strings.Fields(out)...)
+			}
+			if !slices.Equal(left, []string{"cohort.kueue.x-k8s.io/root"}) {
+				return fmt.Sprintf("managed Kueue objects left: %v, want the Cohort root alone", left)
+			}
+			return ""
+		})
+	})
+
 	for _, m := range replicas {
 		stopClean(t, m)
 	}
+}
+
+// leftovers lists every object of the cluster that the product may have
+// created: labelled ome.io/quota-managed-by, named after it, in the
+// release's namespace (but for what every namespace holds), or of its API
+// group. Events are left out: the API server removes them after its
+// --event-ttl (1 h).
+func leftovers(ctx context.Context, t *testing.T) []string {
+	t.Helper()
+	dc, err := dynamic.NewForConfig(cluster.Config)
+	require.NoError(t, err)
+	lists, err := cluster.Kube.Discovery().ServerPreferredResources()
+	if len(lists) == 0 {
+		require.NoError(t, err)
+	}
+	var out []string
+	for _, l := range lists {
+		gv, err := schema.ParseGroupVersion(l.GroupVersion)
+		require.NoError(t, err)
+		for _, r := range l.APIResources {
+			// APIServices are the API server's own, one per served group
+			// version (v1beta1.ome.io stays with ome-crd's CRD).
+			if !slices.Contains(r.Verbs, "list") || strings.Contains(r.Name, "/") || r.Name == "events" || r.Name == "apiservices" {
+				continue
+			}
+			items, err := dc.Resource(gv.WithResource(r.Name)).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				continue // served by nothing now (a CRD being removed)
+			}
+			for _, o := range items.Items {
+				name := o.GetName()
+				ours := o.GetLabels()[v1beta1.ManagedByLabel] != "" || strings.Contains(name, "ome-quota-manager") ||
+					gv.Group == v1beta1.GroupName || strings.HasSuffix(name, "."+v1beta1.GroupName)
+				if o.GetNamespace() == ns && !(r.Kind == "ConfigMap" && name == "kube-root-ca.crt") && !(r.Kind == "ServiceAccount" && name == "default") {
+					ours = true
+				}
+				// The AcceleratorQuota CRD is ome-crd's (crd.install: false).
+				if ours && !(r.Kind == "Namespace" && name == ns) && !(r.Kind == "CustomResourceDefinition" && name == "acceleratorquotas."+v1beta1.GroupName) {
+					out = append(out, fmt.Sprintf("%s %s/%s", r.Kind, o.GetNamespace(), name))
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 func readSample(t *testing.T, name string) string {
