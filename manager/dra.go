@@ -161,6 +161,9 @@ func (m *Manager) startDRA(ctx context.Context, h *sources.Handlers) ([]cache.Re
 	if m.opts.DRAConfig != "" && m.opts.DRAConfigPoll > 0 {
 		go m.watchDRAConfig(ctx)
 	}
+	if m.opts.DRAKueueConfig != "" {
+		go m.watchKueueMappings(ctx, max(m.opts.DRAConfigPoll, time.Second))
+	}
 	return []cache.ResourceEventHandlerRegistration{classes, sliceReg}, nil
 }
 

@@ -49,6 +49,9 @@ type Options struct {
 	DRA                bool
 	DRAConfig          string
 	DRAConfigPoll      time.Duration
+	// DRAKueueConfig is Kueue's configuration ConfigMap, namespace/name,
+	// whose DRA mappings are compared with the manager's; "" compares none.
+	DRAKueueConfig string
 
 	LeaderElect        bool
 	LeaseNamespace     string
@@ -93,6 +96,7 @@ func DefaultOptions() *Options {
 		KubeAPIBurst:       200,
 		DRA:                true,
 		DRAConfigPoll:      10 * time.Second,
+		DRAKueueConfig:     "kueue-system/kueue-manager-config",
 		LeaderElect:        true,
 		LeaseName:          "ome-quota-manager",
 		LeaseDuration:      15 * time.Second,
@@ -124,6 +128,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "client-side request burst to the API server")
 	fs.BoolVar(&o.DRA, "dra", o.DRA, "measure DRA devices from DeviceClasses and ResourceSlices (resource.k8s.io/v1) when the API server serves them")
 	fs.StringVar(&o.DRAConfig, "dra-config", o.DRAConfig, "file with the DRA deviceClassMappings (logical resource name -> DeviceClass names, optional Counter sources); Kueue's own Configuration file is accepted as is")
+	fs.StringVar(&o.DRAKueueConfig, "dra-kueue-config", o.DRAKueueConfig, "Kueue's configuration ConfigMap (namespace/name), read every --dra-config-poll-interval (at least 1s) to report DRA deviceClassMappings that differ from the quota manager's (a metric, an Event on root, a log line); \"\" compares nothing")
 	fs.DurationVar(&o.DRAConfigPoll, "dra-config-poll-interval", o.DRAConfigPoll, "how often --dra-config is read again; a change is applied at once; 0s reads it at start only")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "hold a Lease so that only one replica writes")
 	fs.StringVar(&o.LeaseNamespace, "leader-election-namespace", o.LeaseNamespace, "namespace of the Lease; empty means the pod's namespace ($POD_NAMESPACE)")
@@ -226,6 +231,12 @@ func (o *Options) Validate() error {
 			return err
 		}
 		o.draData, o.mappings = data, ms
+	}
+	if o.DRAKueueConfig != "" {
+		ns, name, ok := strings.Cut(o.DRAKueueConfig, "/")
+		if !ok || len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
+			return fmt.Errorf("--dra-kueue-config=%q: write Kueue's configuration ConfigMap as namespace/name (kueue-system/kueue-manager-config), or \"\" to compare nothing", o.DRAKueueConfig)
+		}
 	}
 	if o.LeaderElect {
 		if o.LeaseDuration <= o.LeaseRenewDeadline || o.LeaseRenewDeadline <= o.LeaseRetryPeriod || o.LeaseRetryPeriod <= 0 {

@@ -38,6 +38,7 @@ const (
 	election   = "leader election"
 	recorder   = "events recorder"
 	binary     = "binary"
+	kueueCfg   = "Kueue's configuration, polled"
 )
 
 var (
@@ -121,6 +122,8 @@ var (
 	mWebhookJudge = Spec{Name: "ome_quota_webhook_judge_seconds", Type: Histogram, Source: webhookSrc,
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 		Help:    "Time to judge a tree write: waiting for this replica's view to reach the ledger's floor and for related reservations to settle, judging, and reserving."}
+	mDRAMappingsDiffer = Spec{Name: "ome_quota_dra_mappings_differ", Type: Gauge, Labels: []string{"config"}, Source: kueueCfg,
+		Help: "1 while the DRA deviceClassMappings in Kueue's configuration (the ConfigMap --dra-kueue-config names) differ from those the quota manager measures by, 0 while they match; absent while it cannot be read."}
 	mLeader = Spec{Name: "ome_quota_leader", Type: Gauge, Source: election,
 		Help: "1 while this replica holds the leader lease."}
 	mLeaderTransitions = Spec{Name: "ome_quota_leader_transitions_total", Type: Counter, Source: election,
@@ -137,7 +140,7 @@ func Catalog() []Spec {
 	out := append(slices.Clone(stateSpecs),
 		mApplied, mSwept, mWrites, mWriteErrors, mApplySeconds, mFullComparison, mEvents, mEventLag, mEventLogErrors,
 		mWebhookVerdicts, mWebhookLedger, mWebhookUncertain, mWebhookReview, mWebhookJudge,
-		mLeader, mLeaderTransitions, mKubeEvents, mBuildInfo,
+		mDRAMappingsDiffer, mLeader, mLeaderTransitions, mKubeEvents, mBuildInfo,
 		mQueueDepth, mQueueAdds, mQueueRetries, mQueueLatency, mQueueWork, mQueueUnfinished, mQueueLongest,
 	)
 	sortSpecs(out)

@@ -47,6 +47,9 @@ type Metrics struct {
 	// counts the times this replica became the leader.
 	Leader            prometheus.Gauge
 	LeaderTransitions prometheus.Counter
+	// DRAMappingsDiffer compares Kueue's DRA mappings with the manager's,
+	// by the ConfigMap read; a series exists while it can be read.
+	DRAMappingsDiffer *prometheus.GaugeVec
 	// KubeEvents counts Kubernetes Events emitted on transitions, by reason.
 	KubeEvents *prometheus.CounterVec
 	// Queues is the metrics provider of the shell's work queues.
@@ -89,6 +92,7 @@ func New() *Metrics {
 	m.WebhookReviewSeconds = histogramVec(mWebhookReview)
 	m.WebhookPendingSeconds = histogram(mWebhookJudge)
 	m.Leader = gauge(mLeader)
+	m.DRAMappingsDiffer = gaugeVec(mDRAMappingsDiffer)
 	m.LeaderTransitions = counter(mLeaderTransitions)
 	m.KubeEvents = counterVec(mKubeEvents)
 	queues := newQueueMetrics()
@@ -111,7 +115,7 @@ func New() *Metrics {
 		m.Applied, m.Swept, m.Writes, m.WriteErrors, m.ApplySeconds, m.FullComparison,
 		m.Events, m.EventLag, m.EventLogErrors,
 		m.WebhookVerdicts, m.WebhookLedger, m.WebhookUncertain, m.WebhookReviewSeconds, m.WebhookPendingSeconds,
-		m.Leader, m.LeaderTransitions, m.KubeEvents,
+		m.Leader, m.LeaderTransitions, m.KubeEvents, m.DRAMappingsDiffer,
 		newBuildInfo(), &stateCollector{m: m},
 	)
 	m.register(queues.collectors()...)

@@ -111,6 +111,7 @@ var installArgs = []string{
 	"--event-log-max-age=168h",
 	"--event-log-sync=interval",
 	"--dra=true",
+	"--dra-kueue-config=kueue-system/kueue-manager-config",
 	"--v=0",
 	"--logging-format=text",
 }
@@ -639,4 +640,23 @@ func TestLeaseIsTheReleases(t *testing.T) {
 	r, err = RenderIn(foreign, "ome", install)
 	require.NoError(t, err)
 	require.Nil(t, r.Get("Lease", "ome-quota-manager"))
+}
+
+// TestKueueConfigRole: the manager may read Kueue's configuration
+// ConfigMap by name, in Kueue's namespace, when that namespace exists; a
+// cluster without it gets no Role in a namespace that is not there.
+func TestKueueConfigRole(t *testing.T) {
+	withKueue := Cluster{"v1 Namespace  kueue-system": {"metadata": map[string]any{"name": "kueue-system"}}}
+	r, err := RenderIn(withKueue, "ome", install)
+	require.NoError(t, err)
+	role := r.Get("Role", "ome-quota-manager-kueue-config")
+	require.NotNil(t, role)
+	require.Equal(t, "kueue-system", role.GetNamespace())
+	require.Equal(t, []string{" configmaps/kueue-manager-config: get"}, rules(convert[rbacv1.Role](t, role).Rules))
+	require.NotNil(t, r.Get("RoleBinding", "ome-quota-manager-kueue-config"))
+	require.Nil(t, render(t, install).Get("Role", "ome-quota-manager-kueue-config"))
+	off, err := RenderIn(withKueue, "ome", install, "quotaManager.dra.kueueConfig=")
+	require.NoError(t, err)
+	require.Nil(t, off.Get("Role", "ome-quota-manager-kueue-config"))
+	require.Contains(t, deployment(t, off).Spec.Template.Spec.Containers[0].Args, "--dra-kueue-config=", "an empty value turns the default off")
 }

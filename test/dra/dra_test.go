@@ -172,6 +172,41 @@ func TestDRA(t *testing.T) {
 		}
 	})
 
+	// Kueue's own configuration lives in its ConfigMap: the manager reads it
+	// and reports mappings that differ from its own, which would check
+	// budgets against capacity Kueue does not charge.
+	t.Run("DRA mappings that differ from Kueue's ConfigMap are reported", func(t *testing.T) {
+		cms := cluster.Kube.CoreV1().ConfigMaps("kueue-system")
+		kueueFile := func(mappings string) map[string]string {
+			return map[string]string{"controller_manager_config.yaml": "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nresources:\n" +
+				"  " + strings.ReplaceAll(strings.TrimSpace(mappings), "\n", "\n  ") + "\n"}
+		}
+		onlyGPUs := "deviceClassMappings:\n- name: nvidia.com/gpu\n  deviceClassNames: [gpu.nvidia.com]\n"
+		_, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kueue-manager-config"}, Data: kueueFile(onlyGPUs)}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = cms.Delete(context.Background(), "kueue-manager-config", metav1.DeleteOptions{}) })
+		differ := func(want float64) func() string {
+			return func() string {
+				v, err := m.Metric(ctx, "ome_quota_dra_mappings_differ", `config="kueue-system/kueue-manager-config"`)
+				if err != nil || v != want {
+					return fmt.Sprintf("ome_quota_dra_mappings_differ = %v (%v), want %v", v, err, want)
+				}
+				return ""
+			}
+		}
+		testutil.Eventually(t, 30*time.Second, differ(1))
+		testutil.Eventually(t, 30*time.Second, func() string {
+			out := testutil.Kubectl(t, cluster, "get", "events", "-A", "--field-selector", "reason=DRAMappingsDiffer,involvedObject.name=root", "-o", "jsonpath={.items[*].message}")
+			if !strings.Contains(out, "gpu.memory is the quota manager's only") {
+				return fmt.Sprintf("no DRAMappingsDiffer Event on root naming gpu.memory: %q", out)
+			}
+			return ""
+		})
+		_, err = cms.Update(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kueue-manager-config"}, Data: kueueFile(managerConfig)}, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		testutil.Eventually(t, 30*time.Second, differ(0))
+	})
+
 	t.Run("root shows the DRA pairs like the Node pairs", func(t *testing.T) {
 		// 4 nodes x 8 whole GPUs; 4 x 8 counter sets of 40Gi, each counted
 		// once although two partitions consume it too.

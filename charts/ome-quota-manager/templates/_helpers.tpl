@@ -89,6 +89,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 - --dra-config=/etc/ome-quota-manager/dra/config.yaml
 - --dra-config-poll-interval={{ $q.dra.configPollInterval }}
 {{- end }}
+{{- if $q.dra.enabled }}
+- --dra-kueue-config={{ $q.dra.kueueConfig }}
+{{- end }}
 - --v={{ int $q.log.level }}
 - --logging-format={{ $q.log.format }}
 {{- end }}
