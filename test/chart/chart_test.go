@@ -111,7 +111,7 @@ var installArgs = []string{
 	"--event-log-max-age=168h",
 	"--event-log-sync=interval",
 	"--dra=true",
-	"--dra-kueue-config=kueue-system/kueue-manager-config",
+	"--dra-kueue-config=",
 	"--v=0",
 	"--logging-format=text",
 }
@@ -643,8 +643,9 @@ func TestLeaseIsTheReleases(t *testing.T) {
 }
 
 // TestKueueConfigRole: the manager may read Kueue's configuration
-// ConfigMap by name, in Kueue's namespace, when that namespace exists; a
-// cluster without it gets no Role in a namespace that is not there.
+// ConfigMap by name, in Kueue's namespace, and compares with it, when that
+// namespace exists at install; otherwise it gets no Role in a namespace
+// that is not there, and compares nothing.
 func TestKueueConfigRole(t *testing.T) {
 	withKueue := Cluster{"v1 Namespace  kueue-system": {"metadata": map[string]any{"name": "kueue-system"}}}
 	r, err := RenderIn(withKueue, "ome", install)
@@ -654,9 +655,14 @@ func TestKueueConfigRole(t *testing.T) {
 	require.Equal(t, "kueue-system", role.GetNamespace())
 	require.Equal(t, []string{" configmaps/kueue-manager-config: get"}, rules(convert[rbacv1.Role](t, role).Rules))
 	require.NotNil(t, r.Get("RoleBinding", "ome-quota-manager-kueue-config"))
-	require.Nil(t, render(t, install).Get("Role", "ome-quota-manager-kueue-config"))
+	require.Contains(t, deployment(t, r).Spec.Template.Spec.Containers[0].Args, "--dra-kueue-config=kueue-system/kueue-manager-config")
+	// Without the namespace (or under helm template) nothing is compared,
+	// so the manager never meets a read it was not granted.
+	none := render(t, install)
+	require.Nil(t, none.Get("Role", "ome-quota-manager-kueue-config"))
+	require.Contains(t, deployment(t, none).Spec.Template.Spec.Containers[0].Args, "--dra-kueue-config=")
 	off, err := RenderIn(withKueue, "ome", install, "quotaManager.dra.kueueConfig=")
 	require.NoError(t, err)
 	require.Nil(t, off.Get("Role", "ome-quota-manager-kueue-config"))
-	require.Contains(t, deployment(t, off).Spec.Template.Spec.Containers[0].Args, "--dra-kueue-config=", "an empty value turns the default off")
+	require.Contains(t, deployment(t, off).Spec.Template.Spec.Containers[0].Args, "--dra-kueue-config=", "an empty value compares nothing")
 }

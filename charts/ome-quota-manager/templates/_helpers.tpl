@@ -90,7 +90,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 - --dra-config-poll-interval={{ $q.dra.configPollInterval }}
 {{- end }}
 {{- if $q.dra.enabled }}
-- --dra-kueue-config={{ $q.dra.kueueConfig }}
+- --dra-kueue-config={{ include "oqm.kueueConfig" . }}
 {{- end }}
 - --v={{ int $q.log.level }}
 - --logging-format={{ $q.log.format }}
@@ -132,4 +132,19 @@ cluster to look in): the policy then admits every source on that port.
 {{- end -}}
 {{- end -}}
 {{- toJson (uniq $cidrs) -}}
+{{- end }}
+
+{{/*
+oqm.kueueConfig is Kueue's configuration ConfigMap (namespace/name) that
+the manager compares its DRA mappings with: dra.kueueConfig while DRA is on
+and Kueue's namespace exists at install (the chart can grant the read
+there), "" otherwise (nothing compared).
+*/}}
+{{- define "oqm.kueueConfig" -}}
+{{- $q := .Values.quotaManager -}}
+{{- if and $q.dra.enabled $q.dra.kueueConfig -}}
+{{- if lookup "v1" "Namespace" "" (first (splitList "/" $q.dra.kueueConfig)) -}}
+{{ $q.dra.kueueConfig }}
+{{- end -}}
+{{- end -}}
 {{- end }}
