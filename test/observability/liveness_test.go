@@ -35,17 +35,25 @@ import (
 func TestRevokedNodeRightsStopTheStamps(t *testing.T) {
 	ctx := context.Background()
 	for i := 1; i <= 2; i++ {
-		_, err := localcluster.ApplyNode(ctx, cluster.Kube, localcluster.GPUNode(fmt.Sprintf("gpu-node-%d", i), 8))
+		name := fmt.Sprintf("liveness-node-%d", i)
+		_, err := localcluster.ApplyNode(ctx, cluster.Kube, localcluster.GPUNode(name, 8))
 		require.NoError(t, err)
+		t.Cleanup(func() { _ = cluster.Kube.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}) })
 	}
-	if _, err := cluster.Kueue.KueueV1beta2().ResourceFlavors().Create(ctx, localcluster.A100Flavor(), metav1.CreateOptions{}); !apierrors.IsAlreadyExists(err) {
+	// The cluster is left as it was found: the other tests create a100.
+	_, err := cluster.Kueue.KueueV1beta2().ResourceFlavors().Create(ctx, localcluster.A100Flavor(), metav1.CreateOptions{})
+	if err == nil {
+		t.Cleanup(func() {
+			_ = cluster.Kueue.KueueV1beta2().ResourceFlavors().Delete(context.Background(), "a100", metav1.DeleteOptions{})
+		})
+	} else if !apierrors.IsAlreadyExists(err) {
 		require.NoError(t, err)
 	}
 
 	// The manager runs as a ServiceAccount with every right it uses, the
 	// right on Nodes in a binding of its own.
 	const sa = "liveness"
-	_, err := cluster.Kube.CoreV1().ServiceAccounts("ome").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{})
+	_, err = cluster.Kube.CoreV1().ServiceAccounts("ome").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "ome", Name: sa}}
 	roles := map[string][]rbacv1.PolicyRule{
