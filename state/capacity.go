@@ -287,10 +287,9 @@ func (s *State) recount() {
 // moves its mark by the hysteresis rule; a pair that no node lists (its
 // last node gone, its flavor deleted, its resource no longer measured)
 // keeps its mark, at allocatable 0, and its entry is dropped only when that
-// mark is 0. The exception is a mark read back from root's status for a
-// measured pair (flavor and resource known) that no node has listed since
-// start: nothing stands behind it, so the first measurement lowers it to 0. An entry whose figures change is stamped now; with a report
-// interval, so is every entry whose stamp is that old.
+// mark is 0, a mark read back from root's status at start included. An
+// entry whose figures change is stamped now; with a report interval, and
+// while no source fails, so is every entry whose stamp is that old.
 func (s *State) measure() {
 	for _, r := range s.resources() {
 		for f := range s.flavors {

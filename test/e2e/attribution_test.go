@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"ome.io/quota-manager/test/localcluster"
+	"ome.io/quota-manager/test/testutil"
 )
 
 // TestOneFlavorPerNode: a label-less flavor (the DRA guide's
@@ -26,18 +26,10 @@ func TestOneFlavorPerNode(t *testing.T) {
 	node := localcluster.GPUNode("attribution-1", 8)
 	_, err := localcluster.ApplyNode(ctx, cluster.Kube, node)
 	require.NoError(t, err)
-	_, err = kq.ResourceFlavors().Create(ctx, localcluster.A100Flavor(), metav1.CreateOptions{})
-	created := err == nil
-	if !created && !apierrors.IsAlreadyExists(err) {
-		require.NoError(t, err)
-	}
-	// The cluster is left as it was found: the other tests create a100.
+	testutil.A100Flavor(t, cluster)
 	t.Cleanup(func() {
 		_ = kq.ResourceFlavors().Delete(context.Background(), "default-flavor", metav1.DeleteOptions{})
 		_ = cluster.Kube.CoreV1().Nodes().Delete(context.Background(), node.Name, metav1.DeleteOptions{})
-		if created {
-			_ = kq.ResourceFlavors().Delete(context.Background(), "a100", metav1.DeleteOptions{})
-		}
 	})
 	m := startManager(t, "attribution")
 

@@ -14,16 +14,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"k8s.io/utils/ptr"
 
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/test/localcluster"
@@ -251,17 +247,8 @@ func TestGuideHelmCommands(t *testing.T) {
 // saKubeconfig writes a kubeconfig holding a TokenRequest token of the
 // chart's ServiceAccount and the apiserver's CA: what the pod would mount.
 func saKubeconfig(ctx context.Context, t *testing.T) string {
-	tr, err := cluster.Kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "ome-quota-manager",
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	require.NotEmpty(t, tr.Status.Token)
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["local"] = &clientcmdapi.Cluster{Server: cluster.Config.Host, CertificateAuthorityData: cluster.Config.CAData}
-	cfg.AuthInfos["sa"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
-	cfg.Contexts["sa"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "sa"}
-	cfg.CurrentContext = "sa"
 	path := filepath.Join(t.TempDir(), "sa.kubeconfig")
-	require.NoError(t, clientcmd.WriteToFile(*cfg, path))
+	require.NoError(t, cluster.WriteServiceAccountKubeconfig(ctx, ns, "ome-quota-manager", path))
 	return path
 }
 

@@ -13,13 +13,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/test/localcluster"
@@ -40,20 +36,12 @@ func TestRevokedNodeRightsStopTheStamps(t *testing.T) {
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = cluster.Kube.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}) })
 	}
-	// The cluster is left as it was found: the other tests create a100.
-	_, err := cluster.Kueue.KueueV1beta2().ResourceFlavors().Create(ctx, localcluster.A100Flavor(), metav1.CreateOptions{})
-	if err == nil {
-		t.Cleanup(func() {
-			_ = cluster.Kueue.KueueV1beta2().ResourceFlavors().Delete(context.Background(), "a100", metav1.DeleteOptions{})
-		})
-	} else if !apierrors.IsAlreadyExists(err) {
-		require.NoError(t, err)
-	}
+	testutil.A100Flavor(t, cluster)
 
 	// The manager runs as a ServiceAccount with every right it uses, the
 	// right on Nodes in a binding of its own.
 	const sa = "liveness"
-	_, err = cluster.Kube.CoreV1().ServiceAccounts("ome").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{})
+	_, err := cluster.Kube.CoreV1().ServiceAccounts("ome").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "ome", Name: sa}}
 	roles := map[string][]rbacv1.PolicyRule{
@@ -78,18 +66,9 @@ func TestRevokedNodeRightsStopTheStamps(t *testing.T) {
 			_ = cluster.Kube.RbacV1().ClusterRoles().Delete(context.Background(), name, metav1.DeleteOptions{})
 		})
 	}
-	hour := int64(3600)
-	tr, err := cluster.Kube.CoreV1().ServiceAccounts("ome").CreateToken(ctx, sa, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &hour}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["local"] = &clientcmdapi.Cluster{Server: cluster.Config.Host, CertificateAuthorityData: cluster.Config.CAData}
-	cfg.AuthInfos["sa"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
-	cfg.Contexts["sa"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "sa"}
-	cfg.CurrentContext = "sa"
 	dir := t.TempDir()
 	kubeconfig := filepath.Join(dir, "sa.kubeconfig")
-	require.NoError(t, clientcmd.WriteToFile(*cfg, kubeconfig))
+	require.NoError(t, cluster.WriteServiceAccountKubeconfig(ctx, "ome", sa, kubeconfig))
 
 	const interval = 4 * time.Second
 	m, err := cluster.StartManager(ctx, managerBin, "liveness", t.TempDir(), "--webhook=false", "--kubeconfig="+kubeconfig,

@@ -1,6 +1,6 @@
 // Package testutil holds the small helpers that the control-plane test
 // packages share: polling for an outcome, and running and comparing kubectl
-// output.
+// output, and the guide's ResourceFlavor.
 package testutil
 
 import (
@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"ome.io/quota-manager/test/localcluster"
 )
@@ -61,4 +64,19 @@ func KubectlEquals(t testing.TB, c *localcluster.Cluster, timeout time.Duration,
 		}
 		return ""
 	})
+}
+
+// A100Flavor makes sure the guide's ResourceFlavor a100 exists for the
+// test, and deletes it at the end when the test created it, so that tests
+// that create it themselves find the cluster as they expect.
+func A100Flavor(t testing.TB, c *localcluster.Cluster) {
+	t.Helper()
+	flavors := c.Kueue.KueueV1beta2().ResourceFlavors()
+	_, err := flavors.Create(context.Background(), localcluster.A100Flavor(), metav1.CreateOptions{})
+	switch {
+	case err == nil:
+		t.Cleanup(func() { _ = flavors.Delete(context.Background(), "a100", metav1.DeleteOptions{}) })
+	case !apierrors.IsAlreadyExists(err):
+		t.Fatalf("creating ResourceFlavor a100: %v", err)
+	}
 }
