@@ -132,7 +132,14 @@ rule_files:
 	// three intervals.
 	last := stamp()
 	require.False(t, last.After(revoked.Add(interval)), "observedAt %s moved more than one interval after the revocation at %s", last, revoked)
+	ticks := func() float64 {
+		v, err := m.Metric(ctx, "ome_quota_events_total", `kind="Tick"`)
+		require.NoError(t, err)
+		return v
+	}
+	before := ticks()
 	time.Sleep(3 * interval)
+	require.Greater(t, ticks(), before, "no tick was applied meanwhile: nothing would have restamped anyway")
 	require.Equal(t, last, stamp(), "observedAt moved while the manager cannot read Nodes")
 	testutil.Eventually(t, 30*time.Second, func() string {
 		if !firing(t, prom, "OmeQuotaCapacityReportingStale") {
