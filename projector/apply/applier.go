@@ -3,6 +3,7 @@ package apply
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"sort"
@@ -59,6 +60,9 @@ type Applier struct {
 	Workers int
 	// Now stamps lastTransitionTime on conditions that change.
 	Now func() time.Time
+	// Schema, when set, is the installed CRD's status schema, which lacks
+	// fields the quota manager writes: they are left out of status writes.
+	Schema atomic.Pointer[StatusSchema]
 
 	// seen remembers, per object, the cached resourceVersion and the hash
 	// of the desired object last found to match it: while neither changes,
@@ -742,22 +746,29 @@ func (a *Applier) statusWrites(ctx context.Context, out *projector.Output, res *
 		}
 		st := out.Statuses[name].DeepCopy()
 		stampConditions(st, &cur.Status, a.Now())
-		if statusEqual(st, &cur.Status) {
+		desired, err1 := toJSONMap(st)
+		cached, err2 := toJSONMap(&cur.Status)
+		if err1 != nil || err2 != nil {
+			res.Errors = append(res.Errors, fmt.Errorf("encoding the status of %s: %w", name, errors.Join(err1, err2)))
+			continue
+		}
+		a.Schema.Load().Prune(desired)
+		if covers(desired, cached) && covers(cached, desired) {
 			continue
 		}
 		before := cur.ResourceVersion
-		if klog.V(4).Enabled() {
-			a1, _ := toJSONMap(st)
-			b1, _ := toJSONMap(&cur.Status)
-			klog.V(4).InfoS("status differs", "node", name, "desired", a1, "cached", b1)
-		}
+		klog.V(4).InfoS("status differs", "node", name, "desired", desired, "cached", cached)
 		node := name
 		ws = append(ws, write{kind: "status", node: node, name: node, do: func(ctx context.Context) error {
-			ac, err := StatusApply(node, st)
+			body, err := json.Marshal(map[string]any{
+				"apiVersion": v1beta1.SchemeGroupVersion.String(), "kind": "AcceleratorQuota",
+				"metadata": map[string]any{"name": node}, "status": desired,
+			})
 			if err != nil {
 				return err
 			}
-			_, err = a.aqs(ctx).ApplyStatus(ctx, ac, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+			force := true
+			_, err = a.aqs(ctx).Patch(ctx, node, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: FieldManager, Force: &force}, "status")
 			if apierrors.IsNotFound(err) {
 				return nil
 			}
@@ -799,13 +810,4 @@ func stampConditions(st, cur *v1beta1.AcceleratorQuotaStatus, now time.Time) {
 			}
 		}
 	}
-}
-
-func statusEqual(a, b *v1beta1.AcceleratorQuotaStatus) bool {
-	am, err1 := toJSONMap(a)
-	bm, err2 := toJSONMap(b)
-	if err1 != nil || err2 != nil {
-		return false
-	}
-	return covers(am, bm) && covers(bm, am)
 }
