@@ -15,7 +15,6 @@ import (
 	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	kueueinformers "sigs.k8s.io/kueue/client-go/informers/externalversions"
 
-	aqinformers "ome.io/quota-manager/api/client/informers/externalversions"
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/events/sources"
 )
@@ -36,14 +35,13 @@ type informerSet struct {
 	lists resourceLists
 	core  informers.SharedInformerFactory
 	kueue kueueinformers.SharedInformerFactory
-	quota aqinformers.SharedInformerFactory
 	aq    cache.SharedIndexInformer
 }
 
 func (s *informerSet) start(stop <-chan struct{}) {
 	s.core.Start(stop)
 	s.kueue.Start(stop)
-	s.quota.Start(stop)
+	go s.aq.Run(stop)
 }
 
 func (s *informerSet) waitForSync(stop <-chan struct{}) error {
@@ -57,10 +55,8 @@ func (s *informerSet) waitForSync(stop <-chan struct{}) error {
 			return fmt.Errorf("the %v cache did not sync: are Kueue's CRDs installed?", t)
 		}
 	}
-	for r, ok := range s.quota.WaitForCacheSync(stop) {
-		if !ok {
-			return fmt.Errorf("the %v cache did not sync: is the AcceleratorQuota CRD installed?", r)
-		}
+	if !cache.WaitForCacheSync(stop, s.aq.HasSynced) {
+		return fmt.Errorf("the AcceleratorQuota cache did not sync: is the AcceleratorQuota CRD installed?")
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -29,7 +30,6 @@ import (
 
 	"ome.io/quota-manager/api/client/clientset/versioned"
 	aqtyped "ome.io/quota-manager/api/client/clientset/versioned/typed/api/v1beta1"
-	aqinformers "ome.io/quota-manager/api/client/informers/externalversions"
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/events"
 	"ome.io/quota-manager/events/sources"
@@ -78,6 +78,8 @@ type Manager struct {
 	// announce emits Kubernetes Events on transitions (kubeevents.go);
 	// guarded by mu.
 	announce *announcer
+	// undecodable reports the AcceleratorQuotas the cache skips (aqcache.go).
+	undecodable *undecodable
 }
 
 // RestConfig builds the client configuration from --kubeconfig, or from the
@@ -129,12 +131,16 @@ func New(o *Options, cfg *rest.Config) (*Manager, error) {
 		return nil, err
 	}
 	m.aqs = quotas.OmeV1beta1().AcceleratorQuotas()
+	dyn, err := dynamic.NewForConfig(bulkCfg)
+	if err != nil {
+		return nil, err
+	}
+	m.undecodable = &undecodable{m: m, objs: map[string]*skipped{}}
 	m.inf = &informerSet{
 		kueue: kueueinformers.NewSharedInformerFactoryWithOptions(m.kueue, noResync, kueueinformers.WithTransform(slimKueue)),
-		quota: aqinformers.NewSharedInformerFactoryWithOptions(quotas, noResync, aqinformers.WithTransform(dropManagedFields)),
+		aq:    m.aqInformer(dyn),
 	}
 	m.inf.core = informers.NewSharedInformerFactoryWithOptions(m.kube, noResync, informers.WithTransform(m.inf.slimCore))
-	m.inf.aq = m.inf.quota.Ome().V1beta1().AcceleratorQuotas().Informer()
 	kq := m.inf.kueue.Kueue().V1beta2()
 	lqs := kq.LocalQueues().Informer()
 	if err := lqs.AddIndexers(cache.Indexers{lqByName: indexByName}); err != nil {
@@ -490,6 +496,7 @@ func (m *Manager) becomeLeader(ctx context.Context, id string) {
 	m.leader.Store(true)
 	m.metrics.Leader.Set(1)
 	m.metrics.LeaderTransitions.Inc()
+	m.undecodable.announce()
 	m.shell.resync(true)
 }
 

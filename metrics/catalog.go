@@ -39,6 +39,8 @@ const (
 	recorder   = "events recorder"
 	binary     = "binary"
 	kueueCfg   = "Kueue's configuration, polled"
+	aqCache    = "AcceleratorQuota cache"
+	aqCRD      = "AcceleratorQuota CRD, polled"
 )
 
 var (
@@ -124,6 +126,10 @@ var (
 		Help:    "Time to judge a tree write: waiting for this replica's view to reach the ledger's floor and for related reservations to settle, judging, and reserving."}
 	mDRAMappingsDiffer = Spec{Name: "ome_quota_dra_mappings_differ", Type: Gauge, Labels: []string{"config"}, Source: kueueCfg,
 		Help: "1 while the DRA deviceClassMappings in Kueue's configuration (the ConfigMap --dra-kueue-config names) differ from those the quota manager measures by, 0 while they match; absent while it cannot be read."}
+	mUndecodable = Spec{Name: "ome_quota_undecodable_objects", Type: Gauge, Labels: []string{"name"}, Source: aqCache,
+		Help: "1 for each AcceleratorQuota this replica cannot decode (a field of another type than the quota manager's, such as a string priorityTier): it is left out of the tree, or kept at the last version that decoded. The series goes when the object decodes again or is deleted."}
+	mStatusUnwritten = Spec{Name: "ome_quota_status_fields_unwritten", Type: Gauge, Labels: []string{"field"}, Source: aqCRD,
+		Help: "1 for each status field the installed AcceleratorQuota CRD does not declare (OME's own CRD has no status.summary nor status.unbudgeted): status writes leave it out. No series while the CRD declares every field."}
 	mLeader = Spec{Name: "ome_quota_leader", Type: Gauge, Source: election,
 		Help: "1 while this replica holds the leader lease."}
 	mLeaderTransitions = Spec{Name: "ome_quota_leader_transitions_total", Type: Counter, Source: election,
@@ -140,7 +146,7 @@ func Catalog() []Spec {
 	out := append(slices.Clone(stateSpecs),
 		mApplied, mSwept, mWrites, mWriteErrors, mApplySeconds, mFullComparison, mEvents, mEventLag, mEventLogErrors,
 		mWebhookVerdicts, mWebhookLedger, mWebhookUncertain, mWebhookReview, mWebhookJudge,
-		mDRAMappingsDiffer, mLeader, mLeaderTransitions, mKubeEvents, mBuildInfo,
+		mDRAMappingsDiffer, mUndecodable, mStatusUnwritten, mLeader, mLeaderTransitions, mKubeEvents, mBuildInfo,
 		mQueueDepth, mQueueAdds, mQueueRetries, mQueueLatency, mQueueWork, mQueueUnfinished, mQueueLongest,
 	)
 	sortSpecs(out)

@@ -50,6 +50,10 @@ type Metrics struct {
 	// DRAMappingsDiffer compares Kueue's DRA mappings with the manager's,
 	// by the ConfigMap read; a series exists while it can be read.
 	DRAMappingsDiffer *prometheus.GaugeVec
+	// Undecodable names the AcceleratorQuotas the cache cannot decode;
+	// StatusUnwritten the status fields the installed CRD lacks.
+	Undecodable     *prometheus.GaugeVec
+	StatusUnwritten *prometheus.GaugeVec
 	// KubeEvents counts Kubernetes Events emitted on transitions, by reason.
 	KubeEvents *prometheus.CounterVec
 	// Queues is the metrics provider of the shell's work queues.
@@ -93,6 +97,8 @@ func New() *Metrics {
 	m.WebhookPendingSeconds = histogram(mWebhookJudge)
 	m.Leader = gauge(mLeader)
 	m.DRAMappingsDiffer = gaugeVec(mDRAMappingsDiffer)
+	m.Undecodable = gaugeVec(mUndecodable)
+	m.StatusUnwritten = gaugeVec(mStatusUnwritten)
 	m.LeaderTransitions = counter(mLeaderTransitions)
 	m.KubeEvents = counterVec(mKubeEvents)
 	queues := newQueueMetrics()
@@ -115,7 +121,7 @@ func New() *Metrics {
 		m.Applied, m.Swept, m.Writes, m.WriteErrors, m.ApplySeconds, m.FullComparison,
 		m.Events, m.EventLag, m.EventLogErrors,
 		m.WebhookVerdicts, m.WebhookLedger, m.WebhookUncertain, m.WebhookReviewSeconds, m.WebhookPendingSeconds,
-		m.Leader, m.LeaderTransitions, m.KubeEvents, m.DRAMappingsDiffer,
+		m.Leader, m.LeaderTransitions, m.KubeEvents, m.DRAMappingsDiffer, m.Undecodable, m.StatusUnwritten,
 		newBuildInfo(), &stateCollector{m: m},
 	)
 	m.register(queues.collectors()...)
