@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
@@ -80,6 +81,8 @@ type Manager struct {
 	announce *announcer
 	// undecodable reports the AcceleratorQuotas the cache skips (aqcache.go).
 	undecodable *undecodable
+	// schema reads the installed CRD's status schema (crdschema.go).
+	schema *schemaWatch
 }
 
 // RestConfig builds the client configuration from --kubeconfig, or from the
@@ -136,6 +139,11 @@ func New(o *Options, cfg *rest.Config) (*Manager, error) {
 		return nil, err
 	}
 	m.undecodable = &undecodable{m: m, objs: map[string]*skipped{}}
+	crds, err := apiextensionsclient.NewForConfig(bulkCfg)
+	if err != nil {
+		return nil, err
+	}
+	m.schema = &schemaWatch{m: m, crds: crds}
 	m.inf = &informerSet{
 		kueue: kueueinformers.NewSharedInformerFactoryWithOptions(m.kueue, noResync, kueueinformers.WithTransform(slimKueue)),
 		aq:    m.aqInformer(dyn),
@@ -314,6 +322,9 @@ func (m *Manager) Run(ctx context.Context) error {
 	// webhook may need this replica to be ready before it admits the write.
 	go m.ensureRoot(ctx)
 	m.startAnnouncer(ctx)
+	// Before the first status write: which fields the installed CRD takes.
+	m.schema.check(ctx)
+	go m.schema.run(ctx, time.Minute)
 	m.shell.run(ctx, m.opts.ApplyWorkers)
 	m.ready.Store(true)
 	log.Info("caches synced; running", "enrolledNamespaces", m.opts.EnrolledNamespaces, "tick", m.opts.TickInterval())

@@ -369,6 +369,7 @@ func TestRBAC(t *testing.T) {
 		"ome.io acceleratorquotas: get,list,watch,create",
 		"ome.io acceleratorquotas/root: update",
 		"ome.io acceleratorquotas/status: patch",
+		"apiextensions.k8s.io customresourcedefinitions/acceleratorquotas.ome.io: get",
 		" events: create,patch",
 		" nodes: list,watch",
 		"kueue.x-k8s.io resourceflavors: list,watch",
