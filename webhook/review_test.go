@@ -441,6 +441,9 @@ func TestReviewHoldsTheCRDsLimits(t *testing.T) {
 		"a resourceFlavor of 254":       {one("resourceFlavor", `"`+long(254)+`"`), "spec.budgets[0].resourceFlavor is 254 characters long, more than the 253"},
 		"a parentRef name of 64": {`{"role":"ClusterQueue","parentRef":{"name":"` + long(64) + `"},"budgets":[` + budgetsJSON(1) + `]}`,
 			"request.object: spec.parentRef.name is 64 characters long, more than the 63 the CRD allows (maxLength): shorten it"},
+		// OME's CRD allows it; the manager's types do not read it.
+		"a string priorityTier": {`{"role":"ClusterQueue","parentRef":{"name":"root"},"priorityTier":"high","budgets":[` + budgetsJSON(1) + `]}`,
+			"it is not an AcceleratorQuota: json: cannot unmarshal string into Go struct field AcceleratorQuotaSpec.priorityTier of type int32"},
 	}
 	for name, tc := range refused {
 		t.Run(name, func(t *testing.T) {

@@ -193,9 +193,15 @@ Materialized=True Admitted: enforcement objects match this node's budget`,
 			if len(lines) != 2 {
 				return out
 			}
+			// OME's CRD prints the first budget's resource and flavor
+			// before its amounts, and Degraded after Ready.
+			header, at := "NAME ROLE PARENT NOMINAL ADMITTED READY AGE", 3
+			if omeCRD {
+				header, at = "NAME ROLE PARENT RESOURCE FLAVOR NOMINAL ADMITTED READY DEGRADED AGE", 5
+			}
 			f := strings.Fields(lines[1])
-			if strings.Join(strings.Fields(lines[0]), " ") != "NAME ROLE PARENT NOMINAL ADMITTED READY AGE" || len(f) < 6 ||
-				f[3] != "8" || f[4] != "12" || f[5] != "True" {
+			if strings.Join(strings.Fields(lines[0]), " ") != header || len(f) < at+3 ||
+				f[at] != "8" || f[at+1] != "12" || f[at+2] != "True" {
 				return "kubectl get aq team-beta printed:\n" + out
 			}
 			return ""

@@ -9,6 +9,7 @@ import (
 
 	quotaclient "ome.io/quota-manager/api/client"
 	aqtyped "ome.io/quota-manager/api/client/clientset/versioned/typed/api/v1beta1"
+	"ome.io/quota-manager/api/v1beta1/aqtest"
 	"ome.io/quota-manager/test/localcluster"
 )
 
@@ -19,6 +20,10 @@ var (
 	managerBin string
 	// auditLog is the API server's audit log: every request but reads.
 	auditLog string
+	// omeCRD is set when OME_E2E_CRD=ome: the package runs on OME's own
+	// AcceleratorQuota CRD (aqtest.OMECRD) in place of the project's, as
+	// the guide's cluster does, where OME's ome-crd chart installs it.
+	omeCRD = os.Getenv("OME_E2E_CRD") == "ome"
 )
 
 func TestMain(m *testing.M) {
@@ -39,6 +44,16 @@ func run(m *testing.M) int {
 		return 1
 	}
 	opts := localcluster.Options{Kueue: true, APIServerArgs: map[string]string{"audit-policy-file": policy, "audit-log-path": auditLog}}
+	if omeCRD {
+		ours, err := os.ReadFile("../../config/crd/ome.io_acceleratorquotas.yaml")
+		if err == nil {
+			opts.AQCRD, err = aqtest.OMECRD(ours)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
 	return localcluster.RunTests(m, opts, true, func(ctx context.Context, p *localcluster.TestPackage) (err error) {
 		cluster, managerBin = p.Cluster, p.ManagerBin
 		if aqs, err = quotaclient.AcceleratorQuotas(p.Cluster.Config); err != nil {

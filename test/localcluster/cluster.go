@@ -17,6 +17,7 @@ import (
 	"github.com/go-logr/logr"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -40,6 +41,9 @@ type Options struct {
 	KueueFeatureGates map[string]bool
 	// KueueDeviceClassMappings are Kueue's resources.deviceClassMappings.
 	KueueDeviceClassMappings []kueueconfig.DeviceClassMapping
+	// AQCRD, when set, is installed in place of the project's
+	// AcceleratorQuota CRD (aqtest.OMECRD builds OME's).
+	AQCRD *apiextensionsv1.CustomResourceDefinition
 }
 
 // Cluster is a running control plane.
@@ -117,6 +121,10 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		BinaryAssetsDirectory: wrapped,
 		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd"), filepath.Join(bin, "kueue-crds")},
 		ErrorIfCRDPathMissing: true,
+	}
+	if opts.AQCRD != nil {
+		c.env.CRDDirectoryPaths = []string{filepath.Join(root, "config", "crd", "ome.io_admissionledgers.yaml"), filepath.Join(bin, "kueue-crds")}
+		c.env.CRDs = []*apiextensionsv1.CustomResourceDefinition{opts.AQCRD}
 	}
 	// TMPDIR keeps envtest's own folders (etcd data, certificates) inside Dir.
 	// envtest reads it through os.MkdirTemp at start.
