@@ -41,6 +41,10 @@ type Options struct {
 	KueueFeatureGates map[string]bool
 	// KueueDeviceClassMappings are Kueue's resources.deviceClassMappings.
 	KueueDeviceClassMappings []kueueconfig.DeviceClassMapping
+	// KueuePods turns on Kueue's pod integration as well as batch/job: its
+	// pod webhooks see every Pod created, and gate those labelled with a
+	// queue until their Workload is admitted.
+	KueuePods bool
 	// AQCRD, when set, is installed in place of the project's
 	// AcceleratorQuota CRD (aqtest.OMECRD builds OME's).
 	AQCRD *apiextensionsv1.CustomResourceDefinition
@@ -144,7 +148,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		api.Configure().Set(k, v)
 	}
 	if opts.Kueue {
-		mut, val, err := kueueWebhooks(filepath.Join(bin, "kueue-webhooks.yaml"))
+		mut, val, err := kueueWebhooks(filepath.Join(bin, "kueue-webhooks.yaml"), opts.KueuePods)
 		if err != nil {
 			return c, err
 		}
@@ -186,10 +190,10 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 }
 
 // kueueWebhooks reads Kueue's webhook manifests and keeps the webhooks for
-// Kueue's own objects and batch Jobs: the others (Pods, Deployments, ...)
-// belong to integrations this harness does not enable, and registering them
-// would make every Pod or Deployment write fail closed.
-func kueueWebhooks(path string) ([]*admissionregistrationv1.MutatingWebhookConfiguration, []*admissionregistrationv1.ValidatingWebhookConfiguration, error) {
+// Kueue's own objects and batch Jobs, and with pods those for Pods: the
+// others (Deployments, ...) belong to integrations this harness does not
+// enable, and registering them would make every such write fail closed.
+func kueueWebhooks(path string, pods bool) ([]*admissionregistrationv1.MutatingWebhookConfiguration, []*admissionregistrationv1.ValidatingWebhookConfiguration, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading Kueue's webhooks: %w", err)
@@ -197,7 +201,8 @@ func kueueWebhooks(path string) ([]*admissionregistrationv1.MutatingWebhookConfi
 	keep := func(rules []admissionregistrationv1.RuleWithOperations) bool {
 		for _, r := range rules {
 			for _, g := range r.APIGroups {
-				if g != "kueue.x-k8s.io" && g != "batch" {
+				pod := g == "" && slices.Equal(r.Resources, []string{"pods"})
+				if g != "kueue.x-k8s.io" && g != "batch" && !(pods && pod) {
 					return false
 				}
 			}

@@ -23,7 +23,8 @@ import (
 // kueueConfig is a Kueue Configuration (v1beta2) that runs on loopback
 // without a cluster network: no leader election, no internal certificate
 // management (it waits for a kubelet to mount a Secret), certificates that
-// the harness provides, and only the batch/job integration.
+// the harness provides, and the batch/job integration (kueueExtraConfig
+// adds pods).
 const kueueConfig = `apiVersion: config.kueue.x-k8s.io/v1beta2
 kind: Configuration
 namespace: kueue-system
@@ -39,19 +40,22 @@ leaderElection:
   leaderElect: false
 internalCertManagement:
   enable: false
-integrations:
-  frameworks: ["batch/job"]
 `
 
 // kueueExtraConfig is the part of Kueue's Configuration that Options
 // decide: its feature gates (VisibilityOnDemand off, or it wants a
-// visibility certificate and exits) and its DRA deviceClassMappings.
+// visibility certificate and exits), its integrations and its DRA
+// deviceClassMappings.
 func (c *Cluster) kueueExtraConfig() ([]byte, error) {
 	gates := map[string]bool{"VisibilityOnDemand": false}
 	for k, v := range c.opts.KueueFeatureGates {
 		gates[k] = v
 	}
-	extra := map[string]any{"featureGates": gates}
+	frameworks := []string{"batch/job"}
+	if c.opts.KueuePods {
+		frameworks = append(frameworks, "pod")
+	}
+	extra := map[string]any{"featureGates": gates, "integrations": map[string]any{"frameworks": frameworks}}
 	if len(c.opts.KueueDeviceClassMappings) > 0 {
 		extra["resources"] = kueueconfig.Resources{DeviceClassMappings: c.opts.KueueDeviceClassMappings}
 	}
