@@ -268,17 +268,22 @@ func conflict(kind, ns, name string) events.Outcome {
 		kind, where, v1beta1.ManagedByLabel, v1beta1.ManagedByValue)}
 }
 
-// kueueWrites lists the writes to make. A node with an object that
-// conflicts (same name, no label) gets no write at all: a LocalQueue that
+// kueueWrites lists the writes to make. An object that conflicts (same
+// name, no label) is never written, and the node reports it. A foreign
+// Cohort or ClusterQueue holds the node's every write: a LocalQueue that
 // pointed at a foreign ClusterQueue would charge the team's workloads to
-// somebody else's quota.
+// somebody else's quota. A foreign LocalQueue holds only itself: whoever
+// may create a LocalQueue in one enrolled namespace must not stop the
+// team's ClusterQueue and its other LocalQueues from following its budget.
 func (a *Applier) kueueWrites(ctx context.Context, out *projector.Output, res *Result) []write {
 	var ws []write
+	whole := map[string]bool{} // nodes whose Cohort or ClusterQueue is foreign
 	opts := metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
 	kq := a.kueue(ctx).KueueV1beta2()
 	for _, d := range out.Cohorts {
 		name := *d.Name
 		cur, err := a.Listers.Cohorts.Get(name)
+		whole[name] = whole[name] || cur != nil && !managed(cur.Labels)
 		if w, ok := a.decide(res, "Cohort", "", name, name, d, cur, err, cur != nil && managed(cur.Labels)); ok {
 			w.do = func(ctx context.Context) error {
 				o, err := kq.Cohorts().Apply(ctx, d, opts)
@@ -290,6 +295,7 @@ func (a *Applier) kueueWrites(ctx context.Context, out *projector.Output, res *R
 	for _, d := range out.ClusterQueues {
 		name := *d.Name
 		cur, err := a.Listers.ClusterQueues.Get(name)
+		whole[name] = whole[name] || cur != nil && !managed(cur.Labels)
 		if w, ok := a.decide(res, "ClusterQueue", "", name, name, d, cur, err, cur != nil && managed(cur.Labels)); ok {
 			w.do = func(ctx context.Context) error {
 				o, err := kq.ClusterQueues().Apply(ctx, d, opts)
@@ -311,7 +317,7 @@ func (a *Applier) kueueWrites(ctx context.Context, out *projector.Output, res *R
 	}
 	kept := ws[:0]
 	for _, w := range ws {
-		if res.Outcomes[w.node].Kind != events.OutcomeConflict {
+		if !whole[w.node] {
 			kept = append(kept, w)
 		}
 	}
