@@ -108,8 +108,14 @@ func RestConfig(o *Options) (*rest.Config, error) {
 
 // New builds a manager; nothing runs until Run.
 func New(o *Options, cfg *rest.Config) (*Manager, error) {
+	// One identity for the Lease, the admission ledger, the verdicts and
+	// the event log's start markers, computed here once.
+	id, err := o.LeaderIdentity()
+	if err != nil {
+		return nil, err
+	}
+	o.Identity = id
 	m := &Manager{opts: o, cfg: cfg, metrics: metrics.New(), st: state.New(), applied: make(chan struct{})}
-	var err error
 	if m.kube, err = kubernetes.NewForConfig(cfg); err != nil {
 		return nil, err
 	}
@@ -329,10 +335,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	m.ready.Store(true)
 	log.Info("caches synced; running", "enrolledNamespaces", m.opts.EnrolledNamespaces, "tick", m.opts.TickInterval())
 
-	id, err := m.opts.LeaderIdentity()
-	if err != nil {
-		return err
-	}
+	id := m.opts.Identity
 	leadDone := make(chan struct{})
 	if m.opts.LeaderElect {
 		go func() {
@@ -345,6 +348,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		close(leadDone)
 		m.becomeLeader(ctx, id)
 	}
+	var err error
 	select {
 	case <-ctx.Done():
 	case err = <-errc:

@@ -98,6 +98,7 @@ var installArgs = []string{
 	"--apply-workers=16",
 	"--leader-elect=true",
 	"--leader-election-id=ome-quota-manager",
+	"--leader-election-identity=$(POD_NAME)",
 	"--leader-election-lease-duration=15s",
 	"--leader-election-renew-deadline=10s",
 	"--leader-election-retry-period=2s",

@@ -269,7 +269,7 @@ func container(ctx context.Context, t *testing.T) (args, env []string) {
 		case e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace":
 			env = append(env, e.Name+"="+ns)
 		case e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name":
-			env = append(env, e.Name+"=ome-quota-manager-pod")
+			env = append(env, e.Name+"="+podName) // launch gives each replica its own
 		case e.ValueFrom == nil:
 			env = append(env, e.Name+"="+e.Value)
 		default:
@@ -279,21 +279,37 @@ func container(ctx context.Context, t *testing.T) (args, env []string) {
 	return c.Args, env
 }
 
+// podName stands for the pod's name in container's env until launch
+// names the replica.
+const podName = "POD-NAME"
+
 // launch runs the Deployment's container (its args and env) as a process,
 // adding only what a pod gets from its surroundings rather than its args:
-// the token (as a kubeconfig), its own addresses, and its name.
+// the token (as a kubeconfig), its own addresses, and its name, which
+// becomes POD_NAME and, as the kubelet expands $(POD_NAME), its identity.
 func launch(t *testing.T, name, logs, kubeconfig string, args, env []string, webhookPort int) *localcluster.Manager {
 	mp, err := localcluster.FreePort()
 	require.NoError(t, err)
 	hp, err := localcluster.FreePort()
 	require.NoError(t, err)
-	run := append(append([]string{}, args...),
+	env = slices.Clone(env)
+	for i, e := range env {
+		env[i] = strings.ReplaceAll(e, podName, name)
+	}
+	run := make([]string, 0, len(args)+6)
+	for _, a := range args {
+		for _, e := range env {
+			k, v, _ := strings.Cut(e, "=")
+			a = strings.ReplaceAll(a, "$("+k+")", v)
+		}
+		run = append(run, a)
+	}
+	run = append(run,
 		"--kubeconfig="+kubeconfig,
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", mp),
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", hp),
 		fmt.Sprintf("--webhook-port=%d", webhookPort),
 		"--webhook-cert-hosts=127.0.0.1",
-		"--leader-election-identity="+name,
 		// The pod's event log volume is a folder of this process's own.
 		"--event-log="+filepath.Join(logs, name+"-events"),
 	)
@@ -402,6 +418,23 @@ team-beta     ClusterQueue   ml-research   True    True`)
 		_, stderr, err := kubectl(t, alpha20, "apply", "-f", "-")
 		require.Error(t, err)
 		require.True(t, strings.HasSuffix(strings.TrimSpace(stderr), denialEnd), stderr)
+	})
+
+	t.Run("one identity per replica: the Lease, the verdicts, the log", func(t *testing.T) {
+		lease, err := cluster.Kube.CoordinationV1().Leases(ns).Get(ctx, "ome-quota-manager", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.NotNil(t, lease.Spec.HolderIdentity)
+		require.Contains(t, []string{"replica-0", "replica-1"}, *lease.Spec.HolderIdentity, "the Lease's holder is a pod's name")
+		// The API server calls replica-0: its log holds the verdicts, each
+		// naming it, and its start marker.
+		dir := filepath.Join(logs, "replica-0-events")
+		testutil.Eventually(t, 30*time.Second, func() string {
+			out, err := exec.Command(managerBin, "replay", dir, "--node", "team-alpha", "--history").CombinedOutput()
+			if err != nil || !strings.Contains(string(out), "CREATE admitted by replica-0") || !strings.Contains(string(out), "UPDATE request denied by replica-0") {
+				return fmt.Sprintf("replay --history: %v\n%s", err, out)
+			}
+			return ""
+		})
 	})
 
 	t.Run("the first judged write creates the AdmissionLedger the chart's CRD serves", func(t *testing.T) {

@@ -65,6 +65,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 - --apply-workers={{ int $q.client.applyWorkers }}
 - --leader-elect=true
 - --leader-election-id={{ include "oqm.name" . }}
+- --leader-election-identity=$(POD_NAME)
 - --leader-election-lease-duration={{ $q.leaderElection.leaseDuration }}
 - --leader-election-renew-deadline={{ $q.leaderElection.renewDeadline }}
 - --leader-election-retry-period={{ $q.leaderElection.retryPeriod }}
