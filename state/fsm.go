@@ -2,10 +2,13 @@ package state
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/looplab/fsm"
+
+	"ome.io/quota-manager/events"
 )
 
 // Phase is the state of one node's state machine.
@@ -56,19 +59,85 @@ func (t Transition) String() string {
 	return fmt.Sprintf("%s: %s -> %s: %s", t.Node, t.From, t.To, t.Message)
 }
 
-// eventTo names the machine's event that enters phase p: "toReady",
-// "toFrozen", "toCapacityExceeded", ... Any live phase can move to any
-// other; Deleted is terminal.
-func eventTo(p Phase) string { return "to" + string(p) }
+// Cause groups the kinds of event by what the rule book reads of them, and
+// so by the moves they may cause. The rules read the tree (parents, roles,
+// budgets), the configuration (depth, measured resources), the flavors
+// (FlavorMissing) and the high-water marks (CapacityExceeded), and a
+// node's phase is its first violation in the rule book's order, else
+// Frozen under a violating ancestor, else Ready.
+type Cause string
+
+// Causes.
+const (
+	// CauseTree is an AcceleratorQuota event: it may create a node
+	// (Pending to any phase), delete one, and move any other anywhere.
+	CauseTree Cause = "tree"
+	// CauseConfig is a new configuration: every rule may read it
+	// differently, but it creates and deletes nothing.
+	CauseConfig Cause = "config"
+	// CauseFlavor is a ResourceFlavor event: only FlavorMissing appears or
+	// clears, which can also bring to the surface, or hide, the rules after
+	// it (ContainmentViolated, CapacityExceeded), and freeze or thaw the
+	// nodes below.
+	CauseFlavor Cause = "flavor"
+	// CauseCapacity is an event that measures (a Node, a DRA object, a
+	// tick, the Synced marker): only CapacityExceeded, the rule book's
+	// last rule, appears or clears, so a node moves only between Ready,
+	// Frozen and CapacityExceeded.
+	CauseCapacity Cause = "capacity"
+	// CauseNone is every other event (usage, outcomes, leadership,
+	// markers, verdicts): no node moves.
+	CauseNone Cause = "none"
+)
+
+// causeOf is the cause of an event of kind k.
+func causeOf(k events.Kind) Cause {
+	switch k {
+	case events.KindAcceleratorQuota:
+		return CauseTree
+	case events.KindConfig:
+		return CauseConfig
+	case events.KindResourceFlavor:
+		return CauseFlavor
+	case events.KindNode, events.KindDeviceClass, events.KindResourceSlice, events.KindTick, events.KindSynced:
+		return CauseCapacity
+	}
+	return CauseNone
+}
+
+var (
+	settledPhases  = livePhases[1:]
+	flavorPhases   = []Phase{PhaseReady, PhaseFrozen, PhaseFlavorMissing, PhaseContainmentViolated, PhaseCapacityExceeded}
+	capacityPhases = []Phase{PhaseReady, PhaseFrozen, PhaseCapacityExceeded}
+)
+
+// legalMoves is the machine's table: for each cause, the phases a node
+// may leave and those it may enter. Deleted is terminal and Pending is
+// never entered.
+var legalMoves = map[Cause]struct{ from, to []Phase }{
+	CauseTree:     {livePhases, append(slices.Clone(settledPhases), PhaseDeleted)},
+	CauseConfig:   {settledPhases, settledPhases},
+	CauseFlavor:   {flavorPhases, flavorPhases},
+	CauseCapacity: {capacityPhases, capacityPhases},
+}
+
+// eventName names the machine's event that enters phase to for cause c:
+// "tree:toReady", "capacity:toCapacityExceeded", ...
+func eventName(c Cause, to Phase) string { return string(c) + ":to" + string(to) }
 
 var machineEvents = func() fsm.Events {
 	var evs fsm.Events
-	for _, dst := range append(livePhases[1:], PhaseDeleted) {
-		src := make([]string, len(livePhases))
-		for i, p := range livePhases {
-			src[i] = string(p)
+	for _, c := range slices.Sorted(maps.Keys(legalMoves)) {
+		mv := legalMoves[c]
+		for _, dst := range mv.to {
+			var src []string
+			for _, p := range mv.from {
+				if p != dst {
+					src = append(src, string(p))
+				}
+			}
+			evs = append(evs, fsm.EventDesc{Name: eventName(c, dst), Src: src, Dst: string(dst)})
 		}
-		evs = append(evs, fsm.EventDesc{Name: eventTo(dst), Src: src, Dst: string(dst)})
 	}
 	return evs
 }()
@@ -87,17 +156,20 @@ func newMachine(enter func(node string, from, to Phase, reason Reason, message s
 	})
 }
 
-// move takes node from phase from to phase to on machine m. Staying in the
-// same phase is a no-op (the machine reports it as NoTransitionError); any
-// other refusal is a bug in the reducer, which computes only moves that the
-// table allows.
-func move(m *fsm.FSM, node string, from, to Phase, reason Reason, message string) {
+// move takes node from phase from to phase to on machine m, for an event
+// of cause c. Staying in the same phase is a no-op; a move the table does
+// not allow is a bug in the reducer or in the table, and panics.
+func move(m *fsm.FSM, c Cause, node string, from, to Phase, reason Reason, message string) {
 	if from == to {
 		return
 	}
-	m.SetState(string(from))
-	err := m.Event(context.Background(), eventTo(to), node, reason, message)
-	if err != nil && !errors.As(err, &fsm.NoTransitionError{}) {
-		panic(fmt.Sprintf("state machine refused %s: %s -> %s: %v", node, from, to, err))
+	if err := tryMove(m, c, node, from, to, reason, message); err != nil {
+		panic(fmt.Sprintf("state machine refused %s on a %s event: %s -> %s: %v", node, c, from, to, err))
 	}
+}
+
+// tryMove is move that returns the machine's refusal.
+func tryMove(m *fsm.FSM, c Cause, node string, from, to Phase, reason Reason, message string) error {
+	m.SetState(string(from))
+	return m.Event(context.Background(), eventName(c, to), node, reason, message)
 }

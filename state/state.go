@@ -52,6 +52,9 @@ type State struct {
 	facts Facts // scratch for evaluate, so that it allocates nothing
 	// machine moves every node between phases (see newMachine).
 	machine *fsm.FSM
+	// cause is the cause of the event being applied: it decides the moves
+	// the machine allows.
+	cause Cause
 
 	// progress is the highest resourceVersion of the AcceleratorQuota
 	// events applied (see Progress).
@@ -156,6 +159,7 @@ func (s *State) Apply(ev events.Event) []Transition {
 		return nil
 	}
 	s.now = ev.Time.UTC().Truncate(time.Second)
+	s.cause = causeOf(ev.Kind)
 	s.transitions = nil
 	switch ev.Kind {
 	case events.KindAcceleratorQuota:

@@ -90,7 +90,7 @@ func (s *State) deleteQuota(name string) {
 	s.changedNode(name)
 	s.relink(name, m.shape, shape{})
 	delete(s.members, name)
-	move(s.machine, name, m.phase, PhaseDeleted, "", "")
+	move(s.machine, CauseTree, name, m.phase, PhaseDeleted, "", "")
 	s.queue(m.shape.parent)
 	for _, k := range s.kids[name] {
 		s.replace(k, false)
@@ -326,7 +326,7 @@ func (s *State) settle() {
 		}
 		m.message = msg
 		if phase != m.phase {
-			move(s.machine, name, m.phase, phase, reason, msg)
+			move(s.machine, s.cause, name, m.phase, phase, reason, msg)
 			m.phase = phase
 		}
 	}
