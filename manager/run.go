@@ -174,6 +174,10 @@ func New(o *Options, cfg *rest.Config) (*Manager, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--event-log: %w", err)
 		}
+		so.OnSyncError = func(err error) {
+			m.metrics.EventLogErrors.Inc()
+			klog.Background().Error(err, "the event log could not be synced; what it held since the last sync may be lost, and the next event starts a new segment")
+		}
 		if m.log, err = store.Open(o.EventLog, so); err != nil {
 			return nil, fmt.Errorf("--event-log=%s: %w", o.EventLog, err)
 		}

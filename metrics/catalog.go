@@ -111,7 +111,7 @@ var (
 		Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
 		Help:    "Time from an event's receipt to its application."}
 	mEventLogErrors = Spec{Name: "ome_quota_event_log_errors_total", Type: Counter, Source: consumer,
-		Help: "Events that could not be appended to the recorded event log (--event-log); a replay reports the gap."}
+		Help: "Events that could not be appended to the recorded event log (--event-log), and periodic syncs of it that failed; a replay reports the gap."}
 	mWebhookVerdicts = Spec{Name: "ome_quota_webhook_verdicts_total", Type: Counter, Labels: []string{"operation", "verdict"}, Source: webhookSrc,
 		Help: "Admission answers, by operation and verdict."}
 	mWebhookLedger = Spec{Name: "ome_quota_webhook_ledger_total", Type: Counter, Labels: []string{"outcome"}, Source: webhookSrc,

@@ -48,6 +48,10 @@ type Options struct {
 	SyncInterval time.Duration
 	// Now is the clock that ages segments (default time.Now).
 	Now func() time.Time
+	// OnSyncError, when set, is told of each failed periodic sync
+	// (SyncInterval), from the flusher's goroutine; the log then starts a
+	// new segment at the next event, and readers report the gap.
+	OnSyncError func(error)
 }
 
 // Check reports the first thing wrong with o.
@@ -262,17 +266,27 @@ func (l *Log) rotate() error {
 	}
 	name := segmentName(l.next)
 	path := filepath.Join(l.dir, name)
+	if info, err := os.Stat(path); err == nil && info.Size() <= headerSize {
+		// A segment with no record, left by a crash while it was being
+		// created: nothing of it is worth keeping.
+		_ = os.Remove(path)
+	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o640)
 	if err != nil {
 		return fmt.Errorf("creating the event log segment: %w", err)
 	}
-	if _, err := f.Write(header{format: FormatVersion, schema: events.SchemaVersion, first: l.next}.encode()); err != nil {
+	// A segment that cannot be started (a full disk) is removed, so that
+	// nothing empty is left behind and the next attempt can take its name.
+	abandon := func(err error) error {
 		f.Close()
-		return fmt.Errorf("writing the header of event log segment %s: %w", name, err)
+		_ = os.Remove(path)
+		return err
+	}
+	if _, err := f.Write(header{format: FormatVersion, schema: events.SchemaVersion, first: l.next}.encode()); err != nil {
+		return abandon(fmt.Errorf("writing the header of event log segment %s: %w", name, err))
 	}
 	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
+		return abandon(fmt.Errorf("syncing the new event log segment %s: %w", name, err))
 	}
 	if d, err := os.Open(l.dir); err == nil {
 		_ = d.Sync() // make the new name durable
@@ -330,13 +344,17 @@ func (l *Log) AppendBatch(evs []events.Event) (int, error) {
 	buf := l.buf[:0]
 	defer func() { l.buf = buf[:0] }()
 	done, queued := 0, 0 // events written; events in buf after them
+	var ends []int       // where each record in buf ends
 	flush := func() error {
+		defer func() { ends = ends[:0] }()
 		if queued == 0 {
 			return nil
 		}
-		if _, err := l.f.Write(buf); err != nil {
-			l.broken = true
-			return fmt.Errorf("appending events %d to %d to the event log: %w", evs[done].Seq, evs[done+queued-1].Seq, err)
+		if n, err := l.f.Write(buf); err != nil {
+			kept := l.undo(n, ends)
+			l.next += uint64(kept)
+			done += kept
+			return fmt.Errorf("appending events %d to %d to the event log: %w", evs[done].Seq, evs[done+queued-kept-1].Seq, err)
 		}
 		l.segs[len(l.segs)-1].size += int64(len(buf))
 		l.next += uint64(queued)
@@ -381,6 +399,7 @@ func (l *Log) AppendBatch(evs []events.Event) (int, error) {
 			}
 			buf = append(buf, rec...)
 		}
+		ends = append(ends, len(buf))
 		queued++
 	}
 	return done, flush()
@@ -424,13 +443,38 @@ func (l *Log) Append(ev events.Event) error {
 		active = &l.segs[len(l.segs)-1]
 	}
 	putRecordHead(l.buf, payload)
-	if _, err := l.f.Write(l.buf); err != nil {
-		l.broken = true
+	if n, err := l.f.Write(l.buf); err != nil {
+		if l.undo(n, []int{len(l.buf)}) == 1 {
+			l.next++ // it is whole in the log after all
+		}
 		return fmt.Errorf("appending event %d to the event log: %w", ev.Seq, err)
 	}
 	active.size += size
 	l.next++
 	return l.wrote()
+}
+
+// undo handles a write that failed after n of its bytes, whose records
+// end at ends: the segment is cut back to where the write began, so that
+// no torn record is left and no event is in the log twice; the log is then
+// broken, and the next event appended starts a new segment (readers report
+// the gap). If the cut fails too, the records written whole stay: it
+// returns how many, which the caller counts as appended. Called with mu
+// held.
+func (l *Log) undo(n int, ends []int) int {
+	l.broken = true
+	active := &l.segs[len(l.segs)-1]
+	if err := l.f.Truncate(active.size); err == nil {
+		return 0
+	}
+	whole := 0
+	for whole < len(ends) && ends[whole] <= n {
+		whole++
+	}
+	if whole > 0 {
+		active.size += int64(ends[whole-1])
+	}
+	return whole
 }
 
 // wrote applies the sync policy after a write. Called with mu held.
@@ -458,7 +502,13 @@ func (l *Log) syncLocked() error {
 		return nil
 	}
 	l.dirty = false
-	return l.f.Sync()
+	if err := l.f.Sync(); err != nil {
+		// What the kernel failed to write may be gone: the segment is
+		// left as it is and the next event starts a new one.
+		l.broken = true
+		return fmt.Errorf("syncing the event log: %w", err)
+	}
+	return nil
 }
 
 func (l *Log) flusher() {
@@ -471,8 +521,11 @@ func (l *Log) flusher() {
 			return
 		case <-t.C:
 			l.mu.Lock()
-			_ = l.syncLocked()
+			err := l.syncLocked()
 			l.mu.Unlock()
+			if err != nil && l.opts.OnSyncError != nil {
+				l.opts.OnSyncError(err)
+			}
 		}
 	}
 }
