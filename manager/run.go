@@ -328,9 +328,6 @@ func (m *Manager) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	// Root is created (or its finalizer restored) in the background: the
-	// webhook may need this replica to be ready before it admits the write.
-	go m.ensureRoot(ctx)
 	m.startAnnouncer(ctx)
 	// Before the first status write: which fields the installed CRD takes.
 	m.schema.check(ctx)
@@ -516,6 +513,10 @@ func (m *Manager) becomeLeader(ctx context.Context, id string) {
 	m.metrics.Leader.Set(1)
 	m.metrics.LeaderTransitions.Inc()
 	m.undecodable.announce()
+	// The leader alone creates root or restores its finalizer, in the
+	// background: the write goes through the webhook, which may need this
+	// replica.
+	go m.ensureRoot(ctx)
 	m.shell.resync(true)
 }
 
