@@ -67,6 +67,11 @@ type Options struct {
 	EventLogMaxBytes int64
 	EventLogMaxAge   time.Duration
 	EventLogSync     string
+	// EventLogPruneSiblings removes, at start and every hour, the event
+	// logs beside EventLog that no process holds and that nothing was
+	// written to for EventLogMaxAge: the folders of pods gone from a
+	// shared volume.
+	EventLogPruneSiblings bool
 
 	// Record runs informers only, to record an event log: no writes, no
 	// Lease, no root (the record subcommand).
@@ -140,6 +145,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.EventLog, "event-log", o.EventLog, "folder of the recorded event log, for 'ome-quota-manager replay'; empty records nothing")
 	fs.Int64Var(&o.EventLogMaxBytes, "event-log-max-bytes", o.EventLogMaxBytes, "remove the oldest segments of the event log beyond this many bytes; negative keeps everything")
 	fs.DurationVar(&o.EventLogMaxAge, "event-log-max-age", o.EventLogMaxAge, "remove segments of the event log last written longer ago than this; 0 keeps them")
+	fs.BoolVar(&o.EventLogPruneSiblings, "event-log-prune-siblings", o.EventLogPruneSiblings, "remove the event logs beside --event-log (the other folders of its parent) that no process holds and that were last written longer ago than --event-log-max-age: the folders of pods gone from a shared volume")
 	fs.StringVar(&o.EventLogSync, "event-log-sync", o.EventLogSync, `when the event log is flushed to disk: "interval" (every second), "always" (every event) or "never" (left to the OS)`)
 }
 
@@ -218,6 +224,9 @@ func (o *Options) Validate() error {
 		if _, err := o.StoreOptions(); err != nil {
 			return fmt.Errorf("--event-log: %w", err)
 		}
+	}
+	if o.EventLogPruneSiblings && (o.EventLog == "" || o.EventLogMaxAge <= 0) {
+		return fmt.Errorf("--event-log-prune-siblings removes the logs beside --event-log last written longer ago than --event-log-max-age: it needs both set")
 	}
 	if o.DRAConfig != "" {
 		if !o.DRA {

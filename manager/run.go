@@ -183,6 +183,9 @@ func New(o *Options, cfg *rest.Config) (*Manager, error) {
 		}
 		// The sequence continues the log's, with no gap across restarts.
 		next = m.log.NextSeq()
+		if o.EventLogPruneSiblings {
+			m.pruneSiblings()
+		}
 	}
 	m.stream = events.NewStream(4096, next)
 	m.metrics.SetSource(m.metricsSnapshot)
@@ -230,6 +233,20 @@ func (m *Manager) Run(ctx context.Context) error {
 	handlers := sources.New(ctx, m.stream, time.Now, func(err error) {
 		log.Error(err, "an input could not be turned into an event")
 	})
+	if m.log != nil && m.opts.EventLogPruneSiblings {
+		go func() {
+			t := time.NewTicker(time.Hour)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					m.pruneSiblings()
+				}
+			}
+		}()
+	}
 	if m.log != nil {
 		m.rec = store.NewRecorder(m.log, 4096, func(ev events.Event, err error) {
 			m.metrics.EventLogErrors.Inc()
@@ -363,6 +380,18 @@ func (m *Manager) Run(ctx context.Context) error {
 		log.Info("the Lease was not released in time; a follower takes over when it expires")
 	}
 	return err
+}
+
+// pruneSiblings removes the event logs of pods gone from the volume the
+// log is on (--event-log-prune-siblings), and says which.
+func (m *Manager) pruneSiblings() {
+	removed, err := store.PruneSiblings(m.opts.EventLog, m.opts.EventLogMaxAge, time.Now())
+	for _, d := range removed {
+		klog.Background().Info("removed the event log of a replica gone for longer than --event-log-max-age", "folder", d)
+	}
+	if err != nil {
+		klog.Background().Error(err, "cannot remove an old event log beside this one")
+	}
 }
 
 // consume is the one goroutine that applies events to the state.

@@ -282,6 +282,8 @@ func TestInstallObjects(t *testing.T) {
 	require.Equal(t, "ome-quota-manager", pod.ServiceAccountName)
 	require.True(t, *pod.AutomountServiceAccountToken)
 	require.True(t, *pod.SecurityContext.RunAsNonRoot)
+	require.Equal(t, int64(65532), *pod.SecurityContext.FSGroup, "the image's group owns a PersistentVolume's files")
+	require.Equal(t, corev1.FSGroupChangeOnRootMismatch, *pod.SecurityContext.FSGroupChangePolicy)
 	require.Nil(t, pod.SecurityContext.RunAsUser, "the image's numeric USER applies")
 	require.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, pod.SecurityContext.SeccompProfile.Type)
 	c := pod.Containers[0]
@@ -584,7 +586,16 @@ func TestEventLogAndDRA(t *testing.T) {
 		d := deployment(t, render(t, install, "quotaManager.eventLog.persistentVolumeClaim=ome-events"))
 		spec := d.Spec.Template.Spec
 		require.Equal(t, "ome-events", spec.Volumes[0].PersistentVolumeClaim.ClaimName)
-		require.Equal(t, "$(POD_NAME)", spec.Containers[0].VolumeMounts[0].SubPathExpr)
+		// The whole claim is mounted, so that the manager sees, and after
+		// maxAge removes, the folders of pods gone.
+		require.Empty(t, spec.Containers[0].VolumeMounts[0].SubPathExpr)
+		require.Equal(t, "/var/lib/ome-quota-manager/events", spec.Containers[0].VolumeMounts[0].MountPath)
+		args := spec.Containers[0].Args
+		require.Contains(t, args, "--event-log=/var/lib/ome-quota-manager/events/$(POD_NAME)")
+		require.Contains(t, args, "--event-log-prune-siblings=true")
+		require.Contains(t, args, "--event-log-max-age=168h")
+		noAge := deployment(t, render(t, install, "quotaManager.eventLog.persistentVolumeClaim=ome-events", "quotaManager.eventLog.maxAge=0s")).Spec.Template.Spec.Containers[0].Args
+		require.NotContains(t, noAge, "--event-log-prune-siblings=true", "nothing is old without an age bound")
 		var podName bool
 		for _, e := range spec.Containers[0].Env {
 			podName = podName || (e.Name == "POD_NAME" && e.ValueFrom != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name")

@@ -80,7 +80,16 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end }}
 {{- end }}
 {{- if $q.eventLog.enabled }}
+{{- if $q.eventLog.persistentVolumeClaim }}
+{{- /* The claim is shared: a folder per pod, and the folders of pods gone
+for longer than maxAge are removed. */}}
+- --event-log=/var/lib/ome-quota-manager/events/$(POD_NAME)
+{{- if not (has (toString $q.eventLog.maxAge) (list "" "0" "0s")) }}
+- --event-log-prune-siblings=true
+{{- end }}
+{{- else }}
 - --event-log=/var/lib/ome-quota-manager/events
+{{- end }}
 - --event-log-max-bytes={{ int64 $q.eventLog.maxBytes }}
 - --event-log-max-age={{ $q.eventLog.maxAge }}
 - --event-log-sync={{ $q.eventLog.sync }}

@@ -1,0 +1,58 @@
+package store
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestPruneSiblings(t *testing.T) {
+	parent := t.TempDir()
+	now := time.Now()
+	old := now.Add(-200 * time.Hour)
+	mk := func(name string, from, to uint64, at time.Time) string {
+		dir := filepath.Join(parent, name)
+		write(t, dir, Options{}, from, to)
+		ents, err := os.ReadDir(dir)
+		require.NoError(t, err)
+		for _, e := range ents {
+			require.NoError(t, os.Chtimes(filepath.Join(dir, e.Name()), at, at))
+		}
+		return dir
+	}
+	self := mk("pod-a", 1, 5, old)   // this process's own: never removed
+	gone := mk("pod-b", 1, 5, old)   // a pod that no longer exists
+	recent := mk("pod-c", 1, 5, now) // written within the bound
+	live := mk("pod-d", 1, 5, old)   // held by a running process
+	other := filepath.Join(parent, "notes")
+	require.NoError(t, os.MkdirAll(other, 0o750))
+	require.NoError(t, os.WriteFile(filepath.Join(other, "LOCK"), nil, 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(other, "readme.txt"), []byte("x"), 0o600))
+	require.NoError(t, os.Chtimes(filepath.Join(other, "readme.txt"), old, old))
+	l, err := Open(live, Options{})
+	require.NoError(t, err)
+	defer l.Close()
+	lockFile := filepath.Join(live, lockName)
+	require.NoError(t, os.Chtimes(lockFile, old, old))
+	segs, _ := listSegments(live)
+	for _, s := range segs {
+		require.NoError(t, os.Chtimes(s.path, old, old))
+	}
+
+	removed, err := PruneSiblings(self, 168*time.Hour, now)
+	require.NoError(t, err)
+	require.Equal(t, []string{gone}, removed)
+	for _, d := range []string{self, recent, live, other} {
+		_, err := os.Stat(d)
+		require.NoError(t, err, "%s was removed", d)
+	}
+	_, err = os.Stat(gone)
+	require.True(t, os.IsNotExist(err))
+
+	removed, err = PruneSiblings(self, 0, now)
+	require.NoError(t, err)
+	require.Empty(t, removed, "no bound, nothing removed")
+}
