@@ -286,7 +286,18 @@ spec:
 			}
 			return ""
 		})
-		time.Sleep(500 * time.Millisecond) // a projection pass after the event
+		// The manager has passed over the changed team: its status names
+		// the new generation.
+		testutil.Eventually(t, 10*time.Second, func() string {
+			team, err := aqs.Get(ctx, "dra-team", metav1.GetOptions{})
+			if err != nil {
+				return err.Error()
+			}
+			if team.Status.ObservedGeneration != team.Generation {
+				return fmt.Sprintf("dra-team's status is at generation %d of %d", team.Status.ObservedGeneration, team.Generation)
+			}
+			return ""
+		})
 		now, err := cluster.Kueue.KueueV1beta2().ClusterQueues().Get(ctx, "dra-team", metav1.GetOptions{})
 		require.NoError(t, err)
 		require.Equal(t, cq.Generation, now.Generation, "a frozen team's ClusterQueue is left as it was")

@@ -219,8 +219,8 @@ Materialized=True Admitted: enforcement objects match this node's budget`,
 			m1.metric(ctx, "ome_quota_backend_writes_total", `kind="LocalQueue"`) +
 			m1.metric(ctx, "ome_quota_backend_writes_total", `kind="Cohort"`)
 		applied := m1.metric(ctx, "ome_quota_backend_applied_total")
-		// Two report intervals: two ticks, each a full pass.
-		time.Sleep(7 * time.Second)
+		// Two ticks, each a full pass.
+		m1.waitTicks(ctx, 2)
 		require.Equal(t, before, managedVersions(t), "a pass with nothing changed bumped a resourceVersion")
 		require.Equal(t, writes, m1.metric(ctx, "ome_quota_backend_writes_total", `kind="ClusterQueue"`)+
 			m1.metric(ctx, "ome_quota_backend_writes_total", `kind="LocalQueue"`)+
@@ -261,7 +261,7 @@ Materialized=True Admitted: enforcement objects match this node's budget`,
 		ml, err := aqs.Get(ctx, "ml-research", metav1.GetOptions{})
 		require.NoError(t, err)
 		require.Equal(t, "True", string(condition(ml, "Ready").Status))
-		time.Sleep(4 * time.Second)
+		m1.waitTicks(ctx, 2)
 		after := managedVersions(t)
 		for _, k := range []string{"Cohort/big", "ClusterQueue/big-team", "LocalQueue/ml-serving/big-team"} {
 			require.Equal(t, before[k], after[k], "%s of a frozen node was written", k)
@@ -323,7 +323,7 @@ Materialized=True Admitted: enforcement objects match this node's budget`,
 			}
 			return ""
 		})
-		time.Sleep(4 * time.Second)
+		m1.waitTicks(ctx, 2)
 		now, err := kq.ClusterQueues().Get(ctx, "team-gamma", metav1.GetOptions{})
 		require.NoError(t, err)
 		require.Equal(t, created.ResourceVersion, now.ResourceVersion, "the foreign ClusterQueue was modified")
@@ -337,7 +337,13 @@ Materialized=True Admitted: enforcement objects match this node's budget`,
 		require.True(t, apierrors.IsNotFound(err), "a LocalQueue was written for a node in conflict: %v", err)
 		// Deleting the node leaves the foreign object alone too.
 		require.NoError(t, aqs.Delete(ctx, "team-gamma", metav1.DeleteOptions{}))
-		time.Sleep(3 * time.Second)
+		eventually(t, 30*time.Second, func() string {
+			if _, err := aqs.Get(ctx, "team-gamma", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return fmt.Sprintf("team-gamma is still there: %v", err)
+			}
+			return ""
+		})
+		m1.waitTicks(ctx, 2)
 		_, err = kq.ClusterQueues().Get(ctx, "team-gamma", metav1.GetOptions{})
 		require.NoError(t, err, "the sweep deleted a ClusterQueue without our label")
 	})

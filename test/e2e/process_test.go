@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -55,4 +56,18 @@ func (p *managerProc) metric(ctx context.Context, family string, match ...string
 		p.t.Fatal(err)
 	}
 	return v
+}
+
+// waitTicks waits until p has applied n more ticks than now: each is a
+// pass of the full comparison over the tree, so a check that nothing was
+// written after it proves something.
+func (p *managerProc) waitTicks(ctx context.Context, n int) {
+	p.t.Helper()
+	from := p.metric(ctx, "ome_quota_events_total", `kind="Tick"`)
+	eventually(p.t, time.Duration(n+1)*10*time.Second, func() string {
+		if got := p.metric(ctx, "ome_quota_events_total", `kind="Tick"`); got < from+float64(n) {
+			return fmt.Sprintf("%s applied %v of %d ticks", p.Name, got-from, n)
+		}
+		return ""
+	})
 }
