@@ -252,12 +252,6 @@ func saKubeconfig(ctx context.Context, t *testing.T) string {
 	return path
 }
 
-// binaryHasFlag reports whether the manager binary knows a flag.
-func binaryHasFlag(t *testing.T, name string) bool {
-	out, _ := exec.Command(managerBin, "--help").CombinedOutput()
-	return strings.Contains(string(out), "--"+name+" ") || strings.Contains(string(out), "--"+name+"=")
-}
-
 // container returns the Deployment's container as a process: its command
 // (the image's binary), args and env, with the fieldRef env resolved as
 // the kubelet would for a pod in namespace ome.
