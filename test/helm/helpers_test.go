@@ -83,12 +83,7 @@ func (w *workdir) run(t *testing.T, line string) (string, error) {
 
 func kubectl(t *testing.T, stdin string, args ...string) (string, string, error) {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(cluster.BinDir, "kubectl"), append([]string{"--kubeconfig", cluster.Kubeconfig}, args...)...)
-	cmd.Stdin = strings.NewReader(stdin)
-	var o, e strings.Builder
-	cmd.Stdout, cmd.Stderr = &o, &e
-	err := cmd.Run()
-	return o.String(), e.String(), err
+	return cluster.KubectlInput(context.Background(), stdin, args...)
 }
 
 func mustKubectl(t *testing.T, stdin string, args ...string) string {

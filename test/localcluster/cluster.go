@@ -288,7 +288,13 @@ func (c *Cluster) Kubectl(ctx context.Context, args ...string) (string, error) {
 
 // KubectlOutput runs kubectl and returns both of its outputs.
 func (c *Cluster) KubectlOutput(ctx context.Context, args ...string) (stdout, stderr string, err error) {
+	return c.KubectlInput(ctx, "", args...)
+}
+
+// KubectlInput runs kubectl with stdin as its standard input ("-f -").
+func (c *Cluster) KubectlInput(ctx context.Context, stdin string, args ...string) (stdout, stderr string, err error) {
 	cmd := exec.CommandContext(ctx, filepath.Join(c.BinDir, "kubectl"), append([]string{"--kubeconfig", c.Kubeconfig}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
 	var o, e strings.Builder
 	cmd.Stdout, cmd.Stderr = &o, &e
 	err = cmd.Run()

@@ -83,16 +83,7 @@ func golden(t *testing.T, name, got string) {
 
 func kubectlEquals(t *testing.T, timeout time.Duration, want string, args ...string) {
 	t.Helper()
-	testutil.Eventually(t, timeout, func() string {
-		out, err := cluster.Kubectl(context.Background(), args...)
-		if err != nil {
-			return err.Error()
-		}
-		if testutil.Normalize(out) != testutil.Normalize(want) {
-			return fmt.Sprintf("kubectl %s printed\n%s\nwant\n%s", strings.Join(args, " "), out, want)
-		}
-		return ""
-	})
+	testutil.KubectlEquals(t, cluster, timeout, want, args...)
 }
 
 // markIs waits until root's high-water mark of nvidia.com/gpu on h100 is

@@ -3,8 +3,6 @@ package pods
 import (
 	"context"
 	"fmt"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -30,9 +28,7 @@ const ns = "ml-serving"
 
 func kubectl(t *testing.T, args ...string) string {
 	t.Helper()
-	out, err := exec.Command(filepath.Join(cluster.BinDir, "kubectl"), append([]string{"--kubeconfig", cluster.Kubeconfig}, args...)...).CombinedOutput()
-	require.NoError(t, err, "kubectl %s: %s", strings.Join(args, " "), out)
-	return string(out)
+	return testutil.Kubectl(t, cluster, args...)
 }
 
 // gpuPod is a Pod of one container asking for one GPU, charged to queue.

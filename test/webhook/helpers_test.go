@@ -62,16 +62,7 @@ var (
 // kubectl runs kubectl and returns both outputs and whether it succeeded.
 func kubectl(t *testing.T, stdin string, args ...string) (stdout, stderr string, ok bool) {
 	t.Helper()
-	if stdin != "" {
-		f := filepath.Join(t.TempDir(), "in.yaml")
-		require.NoError(t, os.WriteFile(f, []byte(stdin), 0o600))
-		for i, a := range args {
-			if a == "-" {
-				args[i] = f
-			}
-		}
-	}
-	out, errOut, err := cluster.KubectlOutput(context.Background(), args...)
+	out, errOut, err := cluster.KubectlInput(context.Background(), stdin, args...)
 	return out, errOut, err == nil
 }
 
