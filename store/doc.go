@@ -41,11 +41,12 @@
 //
 // # Reading
 //
-// [Read] returns the events in order. A record that is cut short (a torn
-// write) or fails its checksum is reported as a [Problem] naming its segment
-// and byte offset, and reading carries on with the next segment: the events
-// before it are delivered, the rest of that segment is not, and the gap that
-// leaves in the sequence is reported too. Nothing is dropped without a
+// [Read] returns the events in order. A record that fails its checksum
+// (or whose length or event cannot be read) is reported as a [Problem]
+// naming its segment and byte offset, and reading goes on at the next
+// offset in that segment where a record's checksum holds; the events lost
+// in between are reported as a gap. A record cut short (a torn write) ends
+// its segment, and reading carries on with the next one. Nothing is dropped without a
 // Problem saying so. A segment written by a newer format, or an event of a
 // newer schema, stops the read with an error that says which build to use.
 package store

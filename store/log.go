@@ -169,10 +169,17 @@ func Open(dir string, o Options) (*Log, error) {
 		})
 		if err != nil {
 			var p *Problem
-			if !errors.As(err, &p) {
+			var ps *Problems
+			switch {
+			case errors.As(err, &ps):
+				for _, p := range ps.list {
+					l.problems = append(l.problems, *p)
+				}
+			case errors.As(err, &p):
+				l.problems = append(l.problems, *p)
+			default:
 				return nil, err
 			}
-			l.problems = append(l.problems, *p)
 			if i == len(segs)-1 {
 				damaged = true
 			}

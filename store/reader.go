@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
+	"strings"
 
 	"ome.io/quota-manager/events"
 )
@@ -105,11 +106,17 @@ func scan(dir string, from uint64, rep *Report, visit func(payload []byte, seg s
 				rep.Problems = append(rep.Problems, Problem{Segment: sf.name, Message: fmt.Sprintf("the segment starts at event %d, but event %d was already read: it overlaps the segment before it", sf.first, last)})
 			}
 		}
+		var segLast uint64 // within this segment
 		_, err := scanSegment(sf, func(payload []byte, off int64) error {
 			seq, err := visit(payload, sf.name, off)
 			if err != nil && !errors.Is(err, errSkip) {
 				return err
 			}
+			if segLast != 0 && seq > segLast+1 {
+				// A record skipped for damage: its events are missing.
+				rep.Problems = append(rep.Problems, Problem{Segment: sf.name, Offset: off, Message: fmt.Sprintf("events %d to %d are missing before this record", segLast+1, seq-1)})
+			}
+			segLast = seq
 			if err == nil {
 				if rep.First == 0 {
 					rep.First = seq
@@ -122,8 +129,13 @@ func scan(dir string, from uint64, rep *Report, visit func(payload []byte, seg s
 		})
 		if err != nil {
 			var p *Problem
+			var ps *Problems
 			var stop errStop
 			switch {
+			case errors.As(err, &ps):
+				for _, p := range ps.list {
+					rep.Problems = append(rep.Problems, *p)
+				}
 			case errors.As(err, &p):
 				rep.Problems = append(rep.Problems, *p)
 			case errors.As(err, &stop):
@@ -169,39 +181,115 @@ func scanSegment(sf segmentFile, fn func(payload []byte, off int64) error) (int,
 	var head [recordHead]byte
 	buf := make([]byte, 0, 4096)
 	count := 0
+	var problems []*Problem
+	// skip reports the damage at off and goes on at the next record that
+	// checks; false when none follows.
+	skip := func(what string) (bool, error) {
+		next, ok := resync(f, off+1)
+		p := &Problem{Segment: sf.name, Offset: off}
+		if !ok {
+			p.Message = what + "; no sound record follows it in this segment"
+			problems = append(problems, p)
+			return false, nil
+		}
+		p.Message = fmt.Sprintf("%s; %d bytes are skipped and reading goes on at offset %d, the next record that checks", what, next-off, next)
+		problems = append(problems, p)
+		if _, err := f.Seek(next, io.SeekStart); err != nil {
+			return false, err
+		}
+		r.Reset(f)
+		off = next
+		return true, nil
+	}
+	done := func(err error) (int, error) {
+		if err != nil {
+			return count, err
+		}
+		if len(problems) == 0 {
+			return count, nil
+		}
+		return count, &Problems{list: problems}
+	}
 	for {
 		n, err := io.ReadFull(r, head[:])
 		if err == io.EOF {
-			return count, nil
+			return done(nil)
 		}
 		if err != nil {
-			return count, &Problem{Segment: sf.name, Offset: off, Message: fmt.Sprintf("torn record: the segment ends %d bytes into a record header (the writer stopped mid-write); the rest of this segment is skipped", n)}
+			problems = append(problems, &Problem{Segment: sf.name, Offset: off, Message: fmt.Sprintf("torn record: the segment ends %d bytes into a record header (the writer stopped mid-write); the rest of this segment is skipped", n)})
+			return done(nil)
 		}
 		size := binary.LittleEndian.Uint32(head[0:])
 		sum := binary.LittleEndian.Uint32(head[4:])
 		if size > MaxRecordBytes {
-			return count, &Problem{Segment: sf.name, Offset: off, Message: fmt.Sprintf("corrupt record: its length reads %d bytes, more than the %d a record may have; the rest of this segment is skipped", size, MaxRecordBytes)}
+			if ok, err := skip(fmt.Sprintf("corrupt record: its length reads %d bytes, more than the %d a record may have", size, MaxRecordBytes)); !ok || err != nil {
+				return done(err)
+			}
+			continue
 		}
 		if cap(buf) < int(size) {
 			buf = make([]byte, size)
 		}
 		buf = buf[:size]
 		if n, err := io.ReadFull(r, buf); err != nil {
-			return count, &Problem{Segment: sf.name, Offset: off, Message: fmt.Sprintf("torn record: the segment ends %d bytes into a record of %d bytes (the writer stopped mid-write); the rest of this segment is skipped", n, size)}
+			problems = append(problems, &Problem{Segment: sf.name, Offset: off, Message: fmt.Sprintf("torn record: the segment ends %d bytes into a record of %d bytes (the writer stopped mid-write); the rest of this segment is skipped", n, size)})
+			return done(nil)
 		}
 		if got := crc32.Checksum(buf, crcTab); got != sum {
-			return count, &Problem{Segment: sf.name, Offset: off, Message: fmt.Sprintf("corrupt record: it fails its checksum (stored %08x, computed %08x); the rest of this segment is skipped", sum, got)}
+			if ok, err := skip(fmt.Sprintf("corrupt record: it fails its checksum (stored %08x, computed %08x)", sum, got)); !ok || err != nil {
+				return done(err)
+			}
+			continue
 		}
 		if err := fn(buf, off); err != nil {
 			var bad errBadPayload
-			if errors.As(err, &bad) {
-				return count, &Problem{Segment: sf.name, Offset: off, Message: fmt.Sprintf("the record's checksum holds but its event does not decode: %v; the rest of this segment is skipped", bad.err)}
+			if !errors.As(err, &bad) {
+				return done(err)
 			}
-			return count, err
+			if ok, err := skip(fmt.Sprintf("the record's checksum holds but its event does not decode: %v", bad.err)); !ok || err != nil {
+				return done(err)
+			}
+			continue
 		}
 		count++
 		off += recordHead + int64(size)
 	}
+}
+
+// resync finds the first offset at or after from where a whole record
+// starts whose checksum holds: where reading can go on after damage. It
+// reads the rest of the segment into memory, which only damage costs.
+func resync(f *os.File, from int64) (int64, bool) {
+	info, err := f.Stat()
+	if err != nil || from >= info.Size() {
+		return 0, false
+	}
+	rest := make([]byte, info.Size()-from)
+	if _, err := f.ReadAt(rest, from); err != nil && !errors.Is(err, io.EOF) {
+		return 0, false
+	}
+	for i := 0; i+recordHead <= len(rest); i++ {
+		size := int(binary.LittleEndian.Uint32(rest[i:]))
+		if size == 0 || size > MaxRecordBytes || i+recordHead+size > len(rest) {
+			continue
+		}
+		payload := rest[i+recordHead : i+recordHead+size]
+		if crc32.Checksum(payload, crcTab) == binary.LittleEndian.Uint32(rest[i+4:]) {
+			return from + int64(i), true
+		}
+	}
+	return 0, false
+}
+
+// Problems is more than one Problem of one segment, as an error.
+type Problems struct{ list []*Problem }
+
+func (p *Problems) Error() string {
+	out := make([]string, len(p.list))
+	for i, q := range p.list {
+		out[i] = q.String()
+	}
+	return strings.Join(out, "; ")
 }
 
 // Error lets a *Problem travel as an error inside this package.

@@ -217,19 +217,50 @@ func TestFlippedByteFailsItsChecksum(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Reading goes on at the next record: only the damaged one is lost,
+	// and both the damage and the gap are reported.
 	if len(rep.Problems) != 2 {
 		t.Fatalf("problems %v, want the checksum and the gap it leaves", rep.Problems)
 	}
-	if p := rep.Problems[0]; p.Segment != mid.name || p.Offset != bad || !strings.Contains(p.Message, "fails its checksum") {
-		t.Fatalf("problem %q, want a checksum failure in %s at %d", p, mid.name, bad)
+	badSeq := mid.first + uint64(len(offs)/2)
+	next := offs[len(offs)/2+1]
+	if p := rep.Problems[0]; p.Segment != mid.name || p.Offset != next || p.Message != fmt.Sprintf("events %d to %d are missing before this record", badSeq, badSeq) {
+		t.Fatalf("gap problem %q", p)
 	}
-	firstBad := mid.first + uint64(len(offs)/2)
-	next := segs[len(segs)/2+1].first
-	if !strings.Contains(rep.Problems[1].Message, fmt.Sprintf("events %d to %d are missing", firstBad, next-1)) {
-		t.Fatalf("gap problem %q", rep.Problems[1])
+	want := fmt.Sprintf("reading goes on at offset %d, the next record that checks", next)
+	if p := rep.Problems[1]; p.Segment != mid.name || p.Offset != bad || !strings.Contains(p.Message, "fails its checksum") || !strings.Contains(p.Message, want) {
+		t.Fatalf("problem %q, want a checksum failure in %s at %d, and %q", p, mid.name, bad, want)
 	}
-	want := append(span(1, firstBad-1), span(next, 200)...)
-	equalSeqs(t, seqs, want)
+	equalSeqs(t, seqs, append(span(1, badSeq-1), span(badSeq+1, 200)...))
+}
+
+// TestGarbageInsideASegment: bytes that are no record at all, written
+// over the middle of a segment, cost the records they cover and no more.
+func TestGarbageInsideASegment(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, small, 1, 200)
+	segs, _ := listSegments(dir)
+	mid := segs[len(segs)/2]
+	offs := recordOffsets(t, mid.path)
+	b, _ := os.ReadFile(mid.path)
+	from, to := offs[2]+3, offs[5]+1 // into record 3, through the start of record 6
+	for i := from; i < to; i++ {
+		b[i] = 0xff
+	}
+	if err := os.WriteFile(mid.path, b, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	var seqs []uint64
+	rep, err := Read(dir, 0, func(ev events.Event) error { seqs = append(seqs, ev.Seq); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := mid.first
+	// Records 3 to 6 of the segment (0-based 2 to 5) are lost.
+	equalSeqs(t, seqs, append(span(1, first+1), span(first+6, 200)...))
+	if len(rep.Problems) != 2 || !strings.Contains(rep.Problems[1].Message, fmt.Sprintf("reading goes on at offset %d", offs[6])) {
+		t.Fatalf("problems %v", rep.Problems)
+	}
 }
 
 func TestNewerVersionsAreRefused(t *testing.T) {
