@@ -71,16 +71,16 @@ func (w *schemaWatch) check(ctx context.Context) {
 	}
 }
 
-// run checks every interval until ctx ends.
-func (w *schemaWatch) run(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
+// everyUntil calls f every interval until ctx ends.
+func everyUntil(ctx context.Context, interval time.Duration, f func()) {
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			w.check(ctx)
+			f()
 		}
 	}
 }

@@ -234,18 +234,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		log.Error(err, "an input could not be turned into an event")
 	})
 	if m.log != nil && m.opts.EventLogPruneSiblings {
-		go func() {
-			t := time.NewTicker(time.Hour)
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-					m.pruneSiblings()
-				}
-			}
-		}()
+		go everyUntil(ctx, time.Hour, m.pruneSiblings)
 	}
 	if m.log != nil {
 		m.rec = store.NewRecorder(m.log, 4096, func(ev events.Event, err error) {
@@ -348,7 +337,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	m.startAnnouncer(ctx)
 	// Before the first status write: which fields the installed CRD takes.
 	m.schema.check(ctx)
-	go m.schema.run(ctx, time.Minute)
+	go everyUntil(ctx, time.Minute, func() { m.schema.check(ctx) })
 	m.shell.run(ctx, m.opts.ApplyWorkers)
 	m.ready.Store(true)
 	log.Info("caches synced; running", "enrolledNamespaces", m.opts.EnrolledNamespaces, "tick", m.opts.TickInterval())
