@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -239,14 +240,33 @@ func kueueWebhooks(path string, pods bool) ([]*admissionregistrationv1.MutatingW
 	return muts, vals, nil
 }
 
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago,
+// outside the kernel's range of ephemeral ports: a port from that range
+// can be taken, between this call and the listen it is for, as the local
+// end of any outgoing connection (the tests make thousands), and the
+// listen then fails with "address already in use".
 func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+	lo, hi := 10000, 32767 // below Linux's default ephemeral range
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		var elo, ehi int
+		if _, err := fmt.Sscan(string(b), &elo, &ehi); err == nil {
+			if elo-1 > 10000+1000 {
+				lo, hi = 10000, elo-1
+			} else if ehi+1 < 64000 {
+				lo, hi = ehi+1, 65535
+			}
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	for range 200 {
+		p := lo + rand.IntN(hi-lo+1)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return p, nil
+	}
+	return 0, fmt.Errorf("no free port between %d and %d after 200 tries", lo, hi)
 }
 
 // Stop stops every process and removes Dir. It is safe to call twice.
