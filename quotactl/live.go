@@ -2,7 +2,9 @@ package quotactl
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"time"
@@ -54,13 +56,33 @@ type cluster struct {
 }
 
 // read lists the tree, the Nodes, the ResourceFlavors and the ClusterQueues.
-func (c *clients) read(ctx context.Context) (*cluster, error) {
+// An AcceleratorQuota the types cannot read (OME's CRD allows a string
+// priorityTier) is left out, as the manager leaves it out of the tree,
+// with a warning on warn.
+func (c *clients) read(ctx context.Context, warn io.Writer) (*cluster, error) {
 	out := &cluster{}
-	aqs, err := c.quotas.OmeV1beta1().AcceleratorQuotas().List(ctx, metav1.ListOptions{})
+	raw, err := c.quotas.OmeV1beta1().RESTClient().Get().Resource("acceleratorquotas").Do(ctx).Raw()
 	if err != nil {
 		return nil, err
 	}
-	out.quotas = aqs.Items
+	var list struct {
+		Items []json.RawMessage `json:"items"`
+	}
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, fmt.Errorf("reading the list of AcceleratorQuotas: %w", err)
+	}
+	for _, item := range list.Items {
+		var aq v1beta1.AcceleratorQuota
+		if err := json.Unmarshal(item, &aq); err != nil {
+			var named struct {
+				Metadata struct{ Name string } `json:"metadata"`
+			}
+			_ = json.Unmarshal(item, &named)
+			fmt.Fprintf(warn, "Warning: AcceleratorQuota %s cannot be read (%v); it is left out here, as the quota manager leaves it out of the tree\n", named.Metadata.Name, err)
+			continue
+		}
+		out.quotas = append(out.quotas, aq)
+	}
 	nodes, err := c.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err

@@ -58,7 +58,7 @@ parent's budget and root's high-water mark.`,
 			if err != nil {
 				return err
 			}
-			cl, err := cs.read(c.Context())
+			cl, err := cs.read(c.Context(), c.ErrOrStderr())
 			if err != nil {
 				return err
 			}

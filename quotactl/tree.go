@@ -58,7 +58,7 @@ Colour is used only on a terminal, and never when NO_COLOR is set.`,
 			if err != nil {
 				return err
 			}
-			cl, err := cs.read(c.Context())
+			cl, err := cs.read(c.Context(), c.ErrOrStderr())
 			if err != nil {
 				return err
 			}

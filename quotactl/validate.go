@@ -117,7 +117,7 @@ func (v *validateOptions) run(c *cobra.Command) error {
 		if err != nil {
 			return err
 		}
-		if cl, err = cs.read(c.Context()); err != nil {
+		if cl, err = cs.read(c.Context(), c.ErrOrStderr()); err != nil {
 			return err
 		}
 		r = cl.replay(cfg, now)

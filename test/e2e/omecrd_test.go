@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -14,10 +15,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/dynamic"
 
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/api/v1beta1/aqtest"
+	"ome.io/quota-manager/quotactl"
 )
 
 // TestOMECRD runs on OME's own AcceleratorQuota CRD (OME_E2E_CRD=ome): an
@@ -79,6 +82,15 @@ func TestOMECRD(t *testing.T) {
 	warning("ome-tiered", "leaves it out of the tree")
 	_, err = cluster.Kueue.KueueV1beta2().ClusterQueues().Get(ctx, "ome-tiered", metav1.GetOptions{})
 	require.True(t, apierrors.IsNotFound(err), "an unreadable node is not materialized: %v", err)
+
+	t.Run("kubectl ome quota tree leaves it out and says so", func(t *testing.T) {
+		var out, errOut bytes.Buffer
+		code := quotactl.Run([]string{"quota", "tree", "--kubeconfig", cluster.Kubeconfig}, genericiooptions.IOStreams{In: &bytes.Buffer{}, Out: &out, ErrOut: &errOut})
+		require.Equal(t, quotactl.ExitClean, code, "stdout:\n%s\nstderr:\n%s", out.String(), errOut.String())
+		require.Contains(t, out.String(), "ome-team")
+		require.NotContains(t, out.String(), "ome-tiered")
+		require.Contains(t, errOut.String(), "Warning: AcceleratorQuota ome-tiered cannot be read (json: cannot unmarshal string")
+	})
 
 	t.Run("status writes leave out what the CRD lacks", func(t *testing.T) {
 		for _, f := range []string{"status.summary", "status.unbudgeted"} {
