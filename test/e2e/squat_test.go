@@ -53,9 +53,17 @@ func TestForeignLocalQueueHoldsOnlyItself(t *testing.T) {
 		})
 	}
 	nominal("1")
-	lq, err := kq.LocalQueues("ml-serving").Get(ctx, "squat-team", metav1.GetOptions{})
-	require.NoError(t, err, "the team's LocalQueue in the other namespace")
-	require.Equal(t, kueuev1beta2.ClusterQueueReference("squat-team"), lq.Spec.ClusterQueue)
+	// The team's LocalQueue in the other namespace follows its ClusterQueue.
+	eventually(t, 30*time.Second, func() string {
+		lq, err := kq.LocalQueues("ml-serving").Get(ctx, "squat-team", metav1.GetOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		if lq.Spec.ClusterQueue != "squat-team" {
+			return fmt.Sprintf("ml-serving/squat-team points at %s", lq.Spec.ClusterQueue)
+		}
+		return ""
+	})
 	eventually(t, 30*time.Second, func() string {
 		aq, err := aqs.Get(ctx, "squat-team", metav1.GetOptions{})
 		if err != nil {
