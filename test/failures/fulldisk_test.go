@@ -78,9 +78,14 @@ func TestEventLogOnAFullDisk(t *testing.T) {
 		}
 		return ""
 	})
-	log, err := os.ReadFile(m.Log)
-	require.NoError(t, err)
-	require.Contains(t, string(log), "cannot record the event; the recorded log will have a gap here")
+	// The log line follows the count.
+	testutil.Eventually(t, 10*time.Second, func() string {
+		log, err := os.ReadFile(m.Log)
+		if err != nil || !strings.Contains(string(log), "cannot record the event; the recorded log will have a gap here") {
+			return fmt.Sprintf("the manager's log does not say it could not record an event (%v)", err)
+		}
+		return ""
+	})
 
 	require.NoError(t, os.Remove(filepath.Join(disk, "filler")))
 	failed := errorsNow()
