@@ -34,14 +34,7 @@ const EventUndecodable = "Undecodable"
 func (m *Manager) aqInformer(dyn dynamic.Interface) cache.SharedIndexInformer {
 	res := dyn.Resource(v1beta1.SchemeGroupVersion.WithResource("acceleratorquotas"))
 	var inf cache.SharedIndexInformer
-	held := func(name string) *v1beta1.AcceleratorQuota {
-		obj, ok, err := inf.GetStore().GetByKey(name)
-		if err != nil || !ok {
-			return nil
-		}
-		aq, _ := obj.(*v1beta1.AcceleratorQuota)
-		return aq
-	}
+	held := func(name string) *v1beta1.AcceleratorQuota { return aqGetter(inf)(name) }
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			ul, err := res.List(ctx, opts)

@@ -62,13 +62,10 @@ func (w *schemaWatch) check(ctx context.Context) {
 	}
 	if len(missing) > 0 {
 		log.Info("the installed AcceleratorQuota CRD does not declare these status fields, so status writes leave them out", "crd", AQCRDName, "fields", missing)
-	} else if w.missing != nil {
+	} else {
 		log.Info("the installed AcceleratorQuota CRD declares every status field again; status writes carry them all", "crd", AQCRDName)
 	}
 	w.missing = missing
-	if w.missing == nil {
-		w.missing = []string{}
-	}
 }
 
 // everyUntil calls f every interval until ctx ends.
