@@ -48,21 +48,43 @@ func SameShape(name string, a, b *v1beta1.AcceleratorQuotaSpec) bool {
 // counts as 0, as everywhere, and is BudgetInvalid on the node itself).
 func (s *State) AdmitLowering(name string, old, spec *v1beta1.AcceleratorQuotaSpec) (Admission, bool) {
 	m := s.members[name]
-	if name == v1beta1.RootName || old == nil || spec == nil || m == nil || !m.shape.equal(shapeOf(name, old)) {
+	if old == nil || m == nil || !m.shape.equal(shapeOf(name, old)) || !Within(name, old, spec) {
 		return Admission{}, false
 	}
-	o, n := m.shape, shapeOf(name, spec)
-	if o.role != v1beta1.RoleClusterQueue || n.role != o.role || n.parent != o.parent || n.hasParentRef != o.hasParentRef ||
-		n.priorityTier != o.priorityTier {
-		return Admission{}, false
+	return s.Admit(name, spec), true
+}
+
+// Within reports whether spec, written to node name, is ceiling or a
+// lowering of it: both are a team (not root) under the same parentRef,
+// and every budget of spec has the pair of one of ceiling's, with a
+// nominal no larger.
+func Within(name string, ceiling, spec *v1beta1.AcceleratorQuotaSpec) bool {
+	return name != v1beta1.RootName && ceiling != nil && spec != nil && within(shapeOf(name, ceiling), shapeOf(name, spec))
+}
+
+// SameSeat reports whether a and b, written to node name, are both a team
+// (not root) under the same parentRef, alike in all but their budgets'
+// amounts: what a standing reservation covers (Standing).
+func SameSeat(name string, a, b *v1beta1.AcceleratorQuotaSpec) bool {
+	return name != v1beta1.RootName && a != nil && b != nil && seat(shapeOf(name, a), shapeOf(name, b))
+}
+
+func seat(o, n shape) bool {
+	return o.role == v1beta1.RoleClusterQueue && n.role == o.role && n.parent == o.parent &&
+		n.hasParentRef == o.hasParentRef && n.priorityTier == o.priorityTier
+}
+
+func within(o, n shape) bool {
+	if !seat(o, n) {
+		return false
 	}
 	for _, b := range n.budgets {
 		i := slices.IndexFunc(o.budgets, func(ob Budget) bool { return ob.Pair == b.Pair })
 		if i < 0 || b.Nominal > o.budgets[i].Nominal {
-			return Admission{}, false
+			return false
 		}
 	}
-	return s.Admit(name, spec), true
+	return true
 }
 
 // Admit judges writing spec to node name (nil spec: deleting it) on a whole

@@ -25,21 +25,41 @@ func (s *State) Progress() uint64 { return s.progress }
 // the node with the reservation's uid. An UPDATE or DELETE judged on the
 // version Base can land only as the version that follows it: once the
 // state has seen Base and the node has moved past it, or is gone, it
-// landed or never will. A reservation the state cannot place (no uid, no
-// base) is never settled: it expires instead.
+// landed or never will. A standing reservation (Standing) settles only
+// once the state has seen Since and the object is gone. A reservation the
+// state cannot place (no uid, no base) is never settled: it expires
+// instead.
 func (s *State) Settled(r *v1beta1.Reservation) bool {
 	m := s.members[r.Node]
 	if r.Operation == "CREATE" {
 		return m != nil && r.UID != "" && m.uid == r.UID
 	}
+	gone := m == nil || m.uid != r.UID
+	if Standing(r) {
+		since, err := strconv.ParseUint(r.Since, 10, 64)
+		return err == nil && since > 0 && s.progress >= since && gone
+	}
 	base, err := strconv.ParseUint(r.Base, 10, 64)
 	if err != nil || base == 0 || s.progress < base {
 		return false
 	}
-	if m == nil || m.uid != r.UID {
-		return true
-	}
-	return m.version > base
+	return gone || m.version > base
+}
+
+// Standing reports whether r is a standing reservation: an UPDATE with no
+// Base, which stands for its replica's writes of the node up to r.Spec
+// (Within) until it is removed or expires. (An UPDATE reserved without a
+// Base by a version that did not know Since reads as one that never
+// settles, which is as safe.)
+func Standing(r *v1beta1.Reservation) bool { return r.Operation == "UPDATE" && r.Base == "" }
+
+// Covered reports whether a standing reservation can change no verdict:
+// the state holds its object with a spec that r.Spec is within, so every
+// write it stands for makes the node no larger than it is already.
+func (s *State) Covered(r *v1beta1.Reservation) bool {
+	m := s.members[r.Node]
+	return Standing(r) && m != nil && m.uid == r.UID && r.Spec != nil && r.Node != v1beta1.RootName &&
+		within(m.shape, shapeOf(r.Node, r.Spec))
 }
 
 // zone is what a write reads or changes of the tree: facts are the nodes

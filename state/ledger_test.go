@@ -3,7 +3,10 @@ package state
 import (
 	"maps"
 	"math/rand/v2"
+	"slices"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/events"
@@ -158,5 +161,145 @@ func TestAdmitUncertain(t *testing.T) {
 	}
 	if a, ok := AdmitUncertain(s.Tree(), s.Marks(), s.FlavorNames(), s.Config(), "team-delta", team("ml-research", "0"), rel); !ok || !a.Allowed {
 		t.Errorf("a team of 0 beside team-gamma's create: %+v", a)
+	}
+}
+
+// TestStandingCoversItsWrites is the argument behind standing
+// reservations, checked on random states. A team t stands reserved at
+// spec S: another write x is admitted only if it is admitted on the state
+// and, unless the state holds t within S already (Covered), on the state
+// with t at S. Then x is admitted on the state with t at any W within S,
+// which is what lands while S stands: no write x admitted by a replica that
+// counted S breaks a rule with a write of t that S stood for.
+func TestStandingCoversItsWrites(t *testing.T) {
+	rng := rand.New(rand.NewPCG(2026, 1202))
+	runs, checked, covered := 400, 0, 0
+	if testing.Short() {
+		runs = 80
+	}
+	randomBytes := func(n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(rng.UintN(256))
+		}
+		return b
+	}
+	// scaled is sp with each budget's nominal times num/den, rounded down.
+	scaled := func(sp *v1beta1.AcceleratorQuotaSpec, num func() int64, den int64) *v1beta1.AcceleratorQuotaSpec {
+		out := sp.DeepCopy()
+		for i := range out.Budgets {
+			n := out.Budgets[i].Nominal.Value() * num() / den
+			out.Budgets[i].Nominal = *resource.NewQuantity(n, resource.DecimalSI)
+		}
+		return out
+	}
+	for run := range runs {
+		s := New()
+		for _, ev := range genEvents(randomBytes(rng.IntN(1500))) {
+			s.Apply(ev)
+		}
+		tree := s.Tree()
+		var teams []string
+		for n, sp := range tree {
+			if SameSeat(n, sp, sp) && len(sp.Budgets) > 0 {
+				teams = append(teams, n)
+			}
+		}
+		if len(teams) == 0 {
+			continue
+		}
+		slices.Sort(teams)
+		team := teams[rng.IntN(len(teams))]
+		cur := tree[team]
+		// S raises (or keeps, or lowers) each budget; W is within S.
+		stand := scaled(cur, func() int64 { return 1 + rng.Int64N(4) }, 2)
+		if !Within(team, stand, stand) {
+			t.Fatalf("run %d: %s at %v is not within itself", run, team, stand.Budgets)
+		}
+		r := v1beta1.Reservation{Node: team, Operation: "UPDATE", UID: s.members[team].uid, Spec: stand}
+		withS := cloneTree(tree)
+		withS[team] = stand
+		// Random writes, and writes of the team's parent and siblings
+		// with their budgets scaled, which meet S most.
+		type write struct {
+			key  string
+			spec *v1beta1.AcceleratorQuotaSpec
+		}
+		var xs []write
+		for _, x := range writesOf(genEvents(randomBytes(600)), rng) {
+			xs = append(xs, write{x.Key, specOfWrite(x)})
+		}
+		parent := parentOf(team, cur)
+		for n, sp := range tree {
+			if n == parent || parentOf(n, sp) == parent {
+				xs = append(xs, write{n, scaled(sp, func() int64 { return rng.Int64N(5) }, 2)})
+			}
+		}
+		for _, x := range xs {
+			if x.key == team {
+				continue
+			}
+			if !Admit(tree, s.Marks(), s.FlavorNames(), s.Config(), x.key, x.spec).Allowed {
+				continue
+			}
+			if s.Covered(&r) {
+				covered++
+			} else if !Admit(withS, s.Marks(), s.FlavorNames(), s.Config(), x.key, x.spec).Allowed {
+				continue
+			}
+			checked++
+			w := scaled(stand, func() int64 { return rng.Int64N(5) }, 4)
+			if !Within(team, stand, w) {
+				t.Fatalf("run %d: %v is not within %v", run, w.Budgets, stand.Budgets)
+			}
+			withW := cloneTree(tree)
+			withW[team] = w
+			if a := Admit(withW, s.Marks(), s.FlavorNames(), s.Config(), x.key, x.spec); !a.Allowed {
+				t.Fatalf("run %d: the write of %s admitted with %s standing at %v, refused with it at %v: %s\nstate:\n%s",
+					run, x.key, team, stand.Budgets, w.Budgets, a.Message, s.Dump())
+			}
+		}
+	}
+	t.Logf("writes checked: %d, of them with the standing reservation covered: %d", checked, covered)
+	if checked < 200 || covered < 20 {
+		t.Errorf("the generator gave %d writes to check, %d covered: too few to say anything", checked, covered)
+	}
+}
+
+func TestStanding(t *testing.T) {
+	team := func(n string) *v1beta1.AcceleratorQuotaSpec {
+		return spec(v1beta1.RoleClusterQueue, under("ml-research"), budget("nvidia.com/gpu", "a100", n))
+	}
+	s := New()
+	applyAll(s, versioned("a", "u1", 5, team("4")))
+	tests := map[string]struct {
+		r                v1beta1.Reservation
+		settled, covered bool
+	}{
+		"above the node":                {r: v1beta1.Reservation{Node: "a", Operation: "UPDATE", UID: "u1", Since: "5", Spec: team("6")}},
+		"at the node":                   {r: v1beta1.Reservation{Node: "a", Operation: "UPDATE", UID: "u1", Since: "5", Spec: team("4")}, covered: true},
+		"below the node":                {r: v1beta1.Reservation{Node: "a", Operation: "UPDATE", UID: "u1", Since: "5", Spec: team("2")}, covered: true},
+		"of another life":               {r: v1beta1.Reservation{Node: "a", Operation: "UPDATE", UID: "u0", Since: "3", Spec: team("2")}, settled: true},
+		"of a life not seen yet":        {r: v1beta1.Reservation{Node: "a", Operation: "UPDATE", UID: "u2", Since: "7", Spec: team("2")}},
+		"of a node gone":                {r: v1beta1.Reservation{Node: "b", Operation: "UPDATE", UID: "u3", Since: "4", Spec: team("2")}, settled: true},
+		"without since, of a node gone": {r: v1beta1.Reservation{Node: "b", Operation: "UPDATE", UID: "u3", Spec: team("2")}},
+		"moved elsewhere": {r: v1beta1.Reservation{Node: "a", Operation: "UPDATE", UID: "u1", Since: "5",
+			Spec: spec(v1beta1.RoleClusterQueue, under("ml-platform"), budget("nvidia.com/gpu", "a100", "1"))}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if !Standing(&tc.r) {
+				t.Fatal("not a standing reservation")
+			}
+			if got := s.Settled(&tc.r); got != tc.settled {
+				t.Errorf("Settled = %v, want %v", got, tc.settled)
+			}
+			if got := s.Covered(&tc.r); got != tc.covered {
+				t.Errorf("Covered = %v, want %v", got, tc.covered)
+			}
+		})
+	}
+	if Standing(&v1beta1.Reservation{Node: "a", Operation: "UPDATE", Base: "5"}) || Standing(&v1beta1.Reservation{Node: "a", Operation: "CREATE"}) {
+		t.Error("an update with a base, or a create, is standing")
 	}
 }

@@ -67,6 +67,16 @@ type Reservation struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=32
 	Base string `json:"base,omitempty"`
+	// Since marks a standing reservation (an UPDATE of a team, with no
+	// Base): it stands for the write that made it and for the later writes
+	// of the same object, by the same replica, whose budgets are no larger
+	// than Spec's, until that replica removes it or it expires. Since is
+	// the resourceVersion of the object it was first judged on: once a
+	// replica's view has reached it and the object is gone, no write it
+	// stands for can land.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	Since string `json:"since,omitempty"`
 	// Spec is the spec written; absent on DELETE. It is kept as the
 	// webhook judged it, without the AcceleratorQuota's schema (whose rules
 	// would cost too much in a list of 256).
