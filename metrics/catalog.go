@@ -115,7 +115,7 @@ var (
 	mWebhookVerdicts = Spec{Name: "ome_quota_webhook_verdicts_total", Type: Counter, Labels: []string{"operation", "verdict"}, Source: webhookSrc,
 		Help: "Admission answers, by operation and verdict."}
 	mWebhookLedger = Spec{Name: "ome_quota_webhook_ledger_total", Type: Counter, Labels: []string{"outcome"}, Source: webhookSrc,
-		Help: "Judged writes by what they did to the admission ledger: reserved, conflict (lost the compare-and-swap and judged again), failed, denied, lowering (a team's lowering needs no reservation), dry-run, already (reserved before) or unavailable (refused with retry)."}
+		Help: "Judged writes by what they did to the admission ledger: reserved, conflict (lost the compare-and-swap and judged again), failed, denied, lowering (a team's lowering needs no reservation), standing (admitted under a standing reservation of this replica's, writing nothing), dry-run, already (reserved before) or unavailable (refused with retry)."}
 	mWebhookUncertain = Spec{Name: "ome_quota_webhook_uncertain_total", Type: Counter, Source: webhookSrc,
 		Help: "Reviews judged while related reservations had not been seen to land within the webhook's patience (1s): each was judged on every combination of them, or refused with retry."}
 	mWebhookReview = Spec{Name: "ome_quota_webhook_review_seconds", Type: Histogram, Labels: []string{"verdict"}, Source: webhookSrc,

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -66,7 +68,34 @@ type Ledger struct {
 	// reservations in it.
 	fencedUntil time.Time
 	fenceReason string
+	// standing are this replica's standing reservations, newest last.
+	standing []*standing
 }
+
+// standing is one of this replica's standing reservations: while it is
+// fresh (written less than reuse ago), a later write of its object within
+// its spec (state.Within) is admitted without writing the ledger. It is
+// removed once no write has used it for hold and every write it stood
+// for has settled.
+type standing struct {
+	review, node, uid, since string
+	spec                     *v1beta1.AcceleratorQuotaSpec
+	written                  time.Time // before the Update that wrote it, on this replica's clock
+	used                     time.Time
+	releasing                bool
+	writes                   []v1beta1.Reservation
+}
+
+// reuse bounds how long after it was written a standing reservation
+// admits writes: each of them lands, if ever, within the API server's
+// --request-timeout, so every replica counts the reservation until the last
+// of them can no longer land as long as Expiry exceeds that timeout by
+// reuse. hold is how long one is kept after its last write, so that a
+// team's budget raised again and again writes the ledger once.
+const (
+	reuse = 10 * time.Second
+	hold  = 2 * time.Second
+)
 
 // Judge decides a tree write (Reviewer.Judge). It waits until the state
 // has seen at least the ledger's floor and the object the write was judged
@@ -130,6 +159,10 @@ func (l *Ledger) Judge(ctx context.Context, w Write) (v Verdict, err error) {
 				led = cur
 				continue
 			}
+		}
+		if j.verdict.Allowed && !w.DryRun && !j.already && l.stand(led, w) {
+			outcome = "standing"
+			return j.verdict, nil
 		}
 		if !j.verdict.Allowed || w.DryRun || j.already {
 			if j.verdict.Allowed {
@@ -199,14 +232,18 @@ func (l *Ledger) judgeOn(ctx context.Context, start time.Time, led *v1beta1.Admi
 			case s.Settled(r):
 				j.settled[r.Review] = true
 			case l.expired(r):
-			case r.Node == w.Name && r.Operation != "CREATE" && r.Base != "" && r.Base == w.Base:
-				// Both judged on the same version: at most one lands.
+			case r.Node == w.Name && (state.Standing(r) || r.Operation != "CREATE" && r.Base != "" && r.Base == w.Base):
+				// w lands only on the version it was judged on, which the
+				// state holds: of the writes judged on that version, and
+				// those a standing reservation stands for, at most one
+				// lands before w, and w then fails.
+			case s.Covered(r):
 			default:
 				pending = append(pending, *r)
 			}
 		}
 		related = s.Related(w.Name, w.Spec, pending)
-		if len(related) > 0 && l.Now().Before(patience) {
+		if slices.ContainsFunc(related, settles) && l.Now().Before(patience) {
 			return false, nil
 		}
 		j.verdict = verdictOf(s.Admit(w.Name, w.Spec))
@@ -234,6 +271,10 @@ func (l *Ledger) judgeOn(ctx context.Context, start time.Time, led *v1beta1.Admi
 	}
 	return j, nil
 }
+
+// settles: the reservation is not a standing one, which settles only when
+// its object goes away.
+func settles(r v1beta1.Reservation) bool { return !state.Standing(&r) }
 
 // describe names reservations for a refusal: "CREATE team-a by replica-1".
 func describe(rs []v1beta1.Reservation) string {
@@ -276,14 +317,143 @@ func (l *Ledger) reserve(ctx context.Context, led *v1beta1.AdmissionLedger, w Wr
 	if len(keep) >= maxReservations {
 		return nil, fmt.Errorf("the admission ledger %s holds %d reservations not yet seen to land, its most", l.Name, len(keep))
 	}
+	written := l.Now()
 	r := v1beta1.Reservation{Review: string(w.UID), Node: w.Name, Operation: string(w.Op), UID: w.ObjectUID,
-		Base: w.Base, Replica: l.Identity, AdmittedAt: metav1.NewTime(l.Now().UTC().Truncate(time.Second))}
+		Base: w.Base, Replica: l.Identity, AdmittedAt: metav1.NewTime(written.UTC().Truncate(time.Second))}
 	if w.Spec != nil {
 		r.Spec = w.Spec.DeepCopy()
 	}
+	// An update of a team's budgets that keeps it where it is stands for
+	// this replica's later writes within it too; one gone stale is renewed
+	// under the new review's uid, which every replica then sees anew.
+	renew := l.stale(w)
+	stand := renew != nil || w.Op == admissionv1.Update && w.Base != "" && state.SameSeat(w.Name, w.Old, w.Spec)
+	if renew != nil {
+		r.Spec, r.Since = renew.spec.DeepCopy(), renew.since
+		keep = slices.DeleteFunc(keep, func(o v1beta1.Reservation) bool { return o.Review == renew.review })
+	} else if stand {
+		r.Since = w.Base
+	}
+	if stand {
+		r.Base = ""
+	}
 	next.Spec.Reservations = append(keep, r)
 	next.Spec.ReservationCount = int32(len(next.Spec.Reservations))
-	return l.Client.Update(ctx, next, metav1.UpdateOptions{FieldManager: FieldManager})
+	out, err := l.Client.Update(ctx, next, metav1.UpdateOptions{FieldManager: FieldManager})
+	if err != nil || !stand {
+		return out, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	st := renew
+	if st == nil {
+		st = &standing{node: w.Name, uid: w.ObjectUID, since: r.Since, spec: r.Spec}
+		l.standing = append(l.standing, st)
+	}
+	st.review, st.written, st.used = r.Review, written, written
+	st.writes = append(st.writes, written1(w))
+	return out, nil
+}
+
+// written1 is what a write under a standing reservation leaves to settle:
+// an UPDATE judged on its base.
+func written1(w Write) v1beta1.Reservation {
+	return v1beta1.Reservation{Node: w.Name, Operation: "UPDATE", UID: w.ObjectUID, Base: w.Base}
+}
+
+// stand admits w, without writing the ledger, when one of this replica's
+// standing reservations listed in led (on which w was judged) is fresh,
+// not being released, of w's object, and w is within it.
+func (l *Ledger) stand(led *v1beta1.AdmissionLedger, w Write) bool {
+	now := l.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if w.Op != admissionv1.Update || w.Base == "" || now.Before(l.fencedUntil) {
+		return false
+	}
+	for _, st := range slices.Backward(l.standing) {
+		if st.node == w.Name && st.uid == w.ObjectUID && !st.releasing && now.Sub(st.written) < reuse &&
+			state.Within(w.Name, st.spec, w.Spec) && listed(led, st.review) {
+			st.used = now
+			st.writes = append(st.writes, written1(w))
+			return true
+		}
+	}
+	return false
+}
+
+// stale is this replica's standing reservation of w's object that w is
+// within but that is too old to admit it: reserving w renews it.
+func (l *Ledger) stale(w Write) *standing {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, st := range slices.Backward(l.standing) {
+		if st.node == w.Name && st.uid == w.ObjectUID && !st.releasing && w.Op == admissionv1.Update && state.Within(w.Name, st.spec, w.Spec) {
+			st.used = l.Now() // not released while it is renewed
+			return st
+		}
+	}
+	return nil
+}
+
+func listed(led *v1beta1.AdmissionLedger, review string) bool {
+	return slices.ContainsFunc(led.Spec.Reservations, func(r v1beta1.Reservation) bool { return r.Review == review })
+}
+
+// release removes from the ledger this replica's standing reservations
+// that no write used for hold and whose writes all settled, raising the
+// floor to the view that saw them settle; it forgets those the ledger no
+// longer lists or that expired.
+func (l *Ledger) release(ctx context.Context) error {
+	now := l.Now()
+	l.mu.Lock()
+	idle := map[string][]v1beta1.Reservation{} // by review, the writes
+	for _, st := range l.standing {
+		if !st.releasing && now.Sub(st.used) > hold {
+			st.releasing = true
+			idle[st.review] = slices.Clone(st.writes)
+		}
+	}
+	l.mu.Unlock()
+	if len(idle) == 0 {
+		return nil
+	}
+	led, err := l.read(ctx, false)
+	drop := map[string]bool{}
+	settled := map[string]bool{}
+	var progress uint64
+	if err == nil {
+		l.State.Observe(func(s *state.State) {
+			progress = s.Progress()
+			for review, writes := range idle {
+				i := slices.IndexFunc(led.Spec.Reservations, func(r v1beta1.Reservation) bool { return r.Review == review })
+				if i < 0 || l.expired(&led.Spec.Reservations[i]) {
+					drop[review] = true
+				} else if !slices.ContainsFunc(writes, func(r v1beta1.Reservation) bool { return !s.Settled(&r) }) {
+					drop[review], settled[review] = true, true
+				}
+			}
+		})
+	}
+	if len(settled) > 0 {
+		next := led.DeepCopy()
+		next.Spec.Reservations = slices.DeleteFunc(next.Spec.Reservations, func(r v1beta1.Reservation) bool { return settled[r.Review] })
+		next.Spec.ReservationCount = int32(len(next.Spec.Reservations))
+		if progress > parseVersion(next.Spec.Floor) {
+			next.Spec.Floor = strconv.FormatUint(progress, 10)
+		}
+		var out *v1beta1.AdmissionLedger
+		if out, err = l.Client.Update(ctx, next, metav1.UpdateOptions{FieldManager: FieldManager}); err == nil {
+			l.keep(out)
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.standing = slices.DeleteFunc(l.standing, func(st *standing) bool {
+		st.releasing = false
+		return drop[st.review] && (err == nil || !settled[st.review])
+	})
+	return err
 }
 
 // maxReservations is the CRD's bound on the ledger's list.
@@ -417,6 +587,13 @@ func (l *Ledger) Run(ctx context.Context) {
 			}
 		},
 	})
+	go func() {
+		for tick := time.NewTicker(time.Second); ctx.Err() == nil; <-tick.C {
+			if err := l.release(ctx); err != nil {
+				klog.FromContext(ctx).V(2).Info("releasing standing reservations", "err", err)
+			}
+		}
+	}()
 	inf.Run(ctx.Done())
 }
 

@@ -25,7 +25,7 @@ const (
 )
 
 // outcomes are the values of ome_quota_webhook_ledger_total's label.
-var outcomes = []string{"reserved", "conflict", "failed", "denied", "lowering", "dry-run", "already", "unavailable"}
+var outcomes = []string{"reserved", "standing", "conflict", "failed", "denied", "lowering", "dry-run", "already", "unavailable"}
 
 // hist is a histogram's cumulative buckets: the count of observations at
 // most each upper bound (+Inf included).
