@@ -80,6 +80,7 @@ func run() error {
 	sizesFlag := flag.String("sizes", "1000,5000", "tree sizes (AcceleratorQuotas) to measure at, ascending")
 	updates := flag.Int("updates", 500, "sequential writes per measurement")
 	paced := flag.Bool("paced", false, "wait for the manager's status write of each write before the next one (default: back to back)")
+	managerEnv := flag.String("manager-env", "", "more environment for the manager alone, space-separated (e.g. GOGC=400)")
 	managerArgs := flag.String("manager-args", "", "more flags for the manager, space-separated (e.g. --capacity-report-interval=0s: no ticks, no full comparisons)")
 	cpuProfile := flag.String("cpuprofile", "", "write CPU profiles of the manager and the API server over the budget writes to this file, one per size (FILE.SIZE, FILE.SIZE.apiserver)")
 	profileFor := flag.Duration("cpuprofile-for", 20*time.Second, "how long -cpuprofile profiles, from the first budget write")
@@ -124,7 +125,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	b := &bench{c: c, bin: bin, aqs: aqs, updates: *updates, backToBack: !*paced, extra: strings.Fields(*managerArgs),
+	b := &bench{c: c, bin: bin, aqs: aqs, updates: *updates, backToBack: !*paced, extra: strings.Fields(*managerArgs), env: strings.Fields(*managerEnv),
 		profile: *cpuProfile, profileFor: *profileFor, keep: *keepFiles, attribute: *attribute}
 	if !*fixedOrder {
 		if *seed == 0 {
@@ -196,6 +197,7 @@ type bench struct {
 	size       int // nodes written so far, root included
 	saved      *admissionregistrationv1.ValidatingWebhookConfiguration
 	extra      []string // more flags for the manager
+	env        []string // more environment for the manager
 	// profile, when set, names the file of the manager's CPU profile over
 	// profileFor from the first budget write.
 	profile    string
@@ -222,7 +224,7 @@ func (b *bench) start(ctx context.Context, port int) (*localcluster.Manager, err
 		// and outcome), which measure reads back.
 		args = append(append(args, localcluster.WebhookFlags(port)...), "-v=2")
 	}
-	return b.c.StartManager(ctx, b.bin, fmt.Sprintf("bench-%d", port), b.c.Dir, args...)
+	return b.c.StartManagerEnv(ctx, b.bin, fmt.Sprintf("bench-%d", port), b.c.Dir, b.env, args...)
 }
 
 // grow creates Cohorts of ten teams of 1 GPU under root until the tree
