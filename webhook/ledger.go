@@ -2,7 +2,6 @@ package webhook
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -17,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -62,10 +60,8 @@ type Ledger struct {
 	cur *v1beta1.AdmissionLedger
 	// seen is when this replica first saw each reservation, by review uid.
 	seen map[string]time.Time
-	// fencedUntil: until then nothing is reserved, for fenceReason: an
-	// older replica may still admit through the admission record the
-	// ledger replaced (FenceRecord), or the ledger was deleted with
-	// reservations in it.
+	// fencedUntil: until then nothing is reserved, for fenceReason: the
+	// ledger was deleted with reservations in it.
 	fencedUntil time.Time
 	fenceReason string
 	// standing are this replica's standing reservations, newest last.
@@ -599,48 +595,3 @@ func (l *Ledger) Run(ctx context.Context) {
 
 // parseVersion reads a resourceVersion as the informers' events do.
 func parseVersion(rv string) uint64 { return sources.ResourceVersion(rv) }
-
-// RecordFormat is the format of the admission record (a ConfigMap) in which
-// the versions before the ledger serialized their admissions; they refuse
-// to judge on a newer format than theirs (2).
-const recordFormat = 3
-
-// FenceRecord keeps replicas of an earlier version from admitting during an
-// upgrade: it rewrites their admission record, ConfigMap name in cms, in a
-// format they refuse to judge on, and reserves nothing until the last term
-// or write it listed is over (its length on this replica's clock, plus the
-// 3 s those versions let a write land in). A record that is missing, or
-// rewritten already, needs nothing.
-func (l *Ledger) FenceRecord(ctx context.Context, cms corev1client.ConfigMapInterface, name string) error {
-	cm, err := cms.Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("reading the admission record of earlier versions, ConfigMap %s: %w", name, err)
-	}
-	var old struct {
-		Format int `json:"format"`
-		Term   *struct {
-			Length metav1.Duration `json:"length"`
-		} `json:"term"`
-	}
-	_ = json.Unmarshal([]byte(cm.Data["admitted"]), &old)
-	if old.Format >= recordFormat {
-		return nil
-	}
-	wait := 10 * time.Second // how long those versions kept a write in flight
-	if old.Term != nil && old.Term.Length.Duration > wait {
-		wait = old.Term.Length.Duration
-	}
-	wait += 3 * time.Second
-	cm.Data = map[string]string{"admitted": fmt.Sprintf(`{"format":%d,"writes":[],"comment":"replaced by AdmissionLedger %s"}`, recordFormat, l.Name)}
-	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
-		return fmt.Errorf("fencing the admission record of earlier versions, ConfigMap %s: %w", name, err)
-	}
-	l.mu.Lock()
-	l.fencedUntil = l.Now().Add(wait)
-	l.fenceReason = "a quota manager of an earlier version may still be admitting writes through its admission record"
-	l.mu.Unlock()
-	return nil
-}

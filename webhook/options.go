@@ -15,10 +15,6 @@ const (
 	// WebhookName is the one webhook in the ValidatingWebhookConfiguration;
 	// kubectl names it in denials.
 	WebhookName = "acceleratorquota.ome-quota-manager.validator"
-	// LegacyRecord is the ConfigMap, in the certificate Secret's
-	// namespace, through which versions before the AdmissionLedger
-	// serialized their admissions: it is fenced at start (FenceRecord).
-	LegacyRecord = "ome-quota-manager-admissions"
 	// DefaultPort is the port the webhook listens on.
 	DefaultPort = 9443
 	// Path is where the webhook answers AdmissionReviews.

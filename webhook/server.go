@@ -119,10 +119,6 @@ func (s *Server) Run(ctx context.Context) error {
 		return fmt.Errorf("webhook: listening on port %d (--webhook-port): %w", s.opts.Port, err)
 	}
 	ln = netutil.LimitListener(ln, maxConns)
-	if err := s.ledger.FenceRecord(ctx, s.kube.CoreV1().ConfigMaps(s.opts.secretNS), LegacyRecord); err != nil {
-		_ = ln.Close()
-		return fmt.Errorf("webhook: %w", err)
-	}
 	srv := s.httpServer()
 	served := make(chan error, 1)
 	go func() { served <- srv.ServeTLS(ln, "", "") }()

@@ -390,7 +390,6 @@ func TestRBAC(t *testing.T) {
 		"coordination.k8s.io leases: create",
 		"coordination.k8s.io leases/ome-quota-manager: get,update",
 		" secrets/ome-quota-manager-webhook-cert: get,list,watch,update",
-		" configmaps/ome-quota-manager-admissions: get,update",
 	}, rules(role.Rules))
 	crb := convert[rbacv1.ClusterRoleBinding](t, r.Get("ClusterRoleBinding", "ome-quota-manager"))
 	require.Equal(t, []rbacv1.Subject{{Kind: "ServiceAccount", Name: "ome-quota-manager", Namespace: "ome"}}, crb.Subjects)

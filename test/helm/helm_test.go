@@ -492,12 +492,8 @@ team-beta     ClusterQueue   ml-research   True    True`)
 			{[]string{"create", "admissionledgers"}, "yes"},
 			{[]string{"delete", "admissionledgers/ome-quota-manager"}, "no"},
 			{[]string{"patch", "admissionledgers/ome-quota-manager"}, "no"},
-			// The record of versions before the ledger: read and fenced,
-			// nothing else, and no other ConfigMap.
-			{[]string{"get", "configmaps/ome-quota-manager-admissions", "-n", ns}, "yes"},
-			{[]string{"update", "configmaps/ome-quota-manager-admissions", "-n", ns}, "yes"},
-			{[]string{"watch", "configmaps/ome-quota-manager-admissions", "-n", ns}, "no"},
-			{[]string{"delete", "configmaps/ome-quota-manager-admissions", "-n", ns}, "no"},
+			// No ConfigMap in its namespace.
+			{[]string{"get", "configmaps/ome-quota-manager-admissions", "-n", ns}, "no"},
 			{[]string{"create", "configmaps", "-n", ns}, "no"},
 			{[]string{"get", "configmaps/another", "-n", ns}, "no"},
 			{[]string{"update", "leases/ome-quota-manager", "-n", ns}, "yes"},

@@ -106,12 +106,6 @@ for longer than maxAge are removed. */}}
 - --logging-format={{ $q.log.format }}
 {{- end }}
 
-{{/* The ConfigMap through which versions before the AdmissionLedger
-serialized admissions: the manager fences it at start. */}}
-{{- define "oqm.admissionRecord" -}}
-{{ include "oqm.name" . }}-admissions
-{{- end }}
-
 {{/*
 The sources the NetworkPolicy admits to the webhook port, as a JSON list of
 CIDRs: networkPolicy.apiServerCIDRs when set; otherwise the API server's
