@@ -148,9 +148,22 @@ func TestKueueAdmitsAgainstHandWrittenQueues(t *testing.T) {
 		return false
 	}, 30*time.Second, 200*time.Millisecond, "beta-13 never reported Pending")
 	require.Contains(t, msg, "insufficient unused quota for nvidia.com/gpu in flavor a100")
-	// And it stays that way: still 12 admitted a moment later.
-	time.Sleep(2 * time.Second)
-	require.Equal(t, 12, countAdmitted(ctx, t, ns))
+	// And it stays that way through a later scheduling pass in the
+	// Cohort: a workload of team-alpha is admitted (4 of its 12 GPUs not
+	// lent), and beta-13 still waits.
+	retry(ctx, t, "LocalQueue hand-team-alpha", func() error {
+		_, err := kq.LocalQueues(ns).Create(ctx, &kueuev1beta2.LocalQueue{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hand-team-alpha"},
+			Spec:       kueuev1beta2.LocalQueueSpec{ClusterQueue: "hand-team-alpha"},
+		}, metav1.CreateOptions{})
+		return err
+	})
+	alpha := gpuWorkload(ns, "alpha-01", "hand-team-alpha", 4)
+	retry(ctx, t, alpha.Name, func() error { _, err := kq.Workloads(ns).Create(ctx, alpha, metav1.CreateOptions{}); return err })
+	waitAdmitted(ctx, t, ns, 13)
+	w, err := kq.Workloads(ns).Get(ctx, "beta-13", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.False(t, admitted(w), "beta-13 was admitted after the pass that admitted alpha-01")
 
 	// team-beta's ClusterQueue reports 12 GPUs in use, 4 of them borrowed.
 	require.Eventually(t, func() bool {
