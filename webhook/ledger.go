@@ -322,7 +322,12 @@ func (l *Ledger) reserve(ctx context.Context, led *v1beta1.AdmissionLedger, w Wr
 	// An update of a team's budgets that keeps it where it is stands for
 	// this replica's later writes within it too; one gone stale is renewed
 	// under the new review's uid, which every replica then sees anew.
-	renew := l.stale(w)
+	l.mu.Lock()
+	renew := l.standingFor(w) // too old to admit w (stand): renewed
+	if renew != nil {
+		renew.used = written // not released while it is renewed
+	}
+	l.mu.Unlock()
 	stand := renew != nil || w.Op == admissionv1.Update && w.Base != "" && state.SameSeat(w.Name, w.Old, w.Spec)
 	if renew != nil {
 		r.Spec, r.Since = renew.spec.DeepCopy(), renew.since
@@ -357,35 +362,31 @@ func written1(w Write) v1beta1.Reservation {
 	return v1beta1.Reservation{Node: w.Name, Operation: "UPDATE", UID: w.ObjectUID, Base: w.Base}
 }
 
-// stand admits w, without writing the ledger, when one of this replica's
-// standing reservations listed in led (on which w was judged) is fresh,
-// not being released, of w's object, and w is within it.
+// stand admits w, without writing the ledger, when this replica's
+// standing reservation for it (standingFor) is fresh and listed in led,
+// on which w was judged.
 func (l *Ledger) stand(led *v1beta1.AdmissionLedger, w Write) bool {
 	now := l.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if w.Op != admissionv1.Update || w.Base == "" || now.Before(l.fencedUntil) {
+	st := l.standingFor(w)
+	if st == nil || now.Before(l.fencedUntil) || now.Sub(st.written) >= reuse || !listed(led, st.review) {
 		return false
 	}
-	for _, st := range slices.Backward(l.standing) {
-		if st.node == w.Name && st.uid == w.ObjectUID && !st.releasing && now.Sub(st.written) < reuse &&
-			state.Within(w.Name, st.spec, w.Spec) && listed(led, st.review) {
-			st.used = now
-			st.writes = append(st.writes, written1(w))
-			return true
-		}
-	}
-	return false
+	st.used = now
+	st.writes = append(st.writes, written1(w))
+	return true
 }
 
-// stale is this replica's standing reservation of w's object that w is
-// within but that is too old to admit it: reserving w renews it.
-func (l *Ledger) stale(w Write) *standing {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+// standingFor is the newest of this replica's standing reservations that
+// is of w's object, not being released, and that w is within; nil when
+// there is none. The caller holds l.mu.
+func (l *Ledger) standingFor(w Write) *standing {
+	if w.Op != admissionv1.Update || w.Base == "" {
+		return nil
+	}
 	for _, st := range slices.Backward(l.standing) {
-		if st.node == w.Name && st.uid == w.ObjectUID && !st.releasing && w.Op == admissionv1.Update && state.Within(w.Name, st.spec, w.Spec) {
-			st.used = l.Now() // not released while it is renewed
+		if st.node == w.Name && st.uid == w.ObjectUID && !st.releasing && state.Within(w.Name, st.spec, w.Spec) {
 			return st
 		}
 	}
