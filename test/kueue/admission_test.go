@@ -114,13 +114,16 @@ func TestKueueAdmitsAgainstHandWrittenQueues(t *testing.T) {
 			return err
 		})
 	}
-	retry(ctx, t, "LocalQueue", func() error {
-		_, err := kq.LocalQueues(ns).Create(ctx, &kueuev1beta2.LocalQueue{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hand-team-beta"},
-			Spec:       kueuev1beta2.LocalQueueSpec{ClusterQueue: "hand-team-beta"},
-		}, metav1.CreateOptions{})
-		return err
-	})
+	localQueue := func(name string) {
+		retry(ctx, t, "LocalQueue "+name, func() error {
+			_, err := kq.LocalQueues(ns).Create(ctx, &kueuev1beta2.LocalQueue{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+				Spec:       kueuev1beta2.LocalQueueSpec{ClusterQueue: kueuev1beta2.ClusterQueueReference(name)},
+			}, metav1.CreateOptions{})
+			return err
+		})
+	}
+	localQueue("hand-team-beta")
 
 	// Twelve one-GPU workloads first, then the thirteenth, so that which one
 	// waits is known.
@@ -151,13 +154,7 @@ func TestKueueAdmitsAgainstHandWrittenQueues(t *testing.T) {
 	// And it stays that way through a later scheduling pass in the
 	// Cohort: a workload of team-alpha is admitted (4 of its 12 GPUs not
 	// lent), and beta-13 still waits.
-	retry(ctx, t, "LocalQueue hand-team-alpha", func() error {
-		_, err := kq.LocalQueues(ns).Create(ctx, &kueuev1beta2.LocalQueue{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hand-team-alpha"},
-			Spec:       kueuev1beta2.LocalQueueSpec{ClusterQueue: "hand-team-alpha"},
-		}, metav1.CreateOptions{})
-		return err
-	})
+	localQueue("hand-team-alpha")
 	alpha := gpuWorkload(ns, "alpha-01", "hand-team-alpha", 4)
 	retry(ctx, t, alpha.Name, func() error { _, err := kq.Workloads(ns).Create(ctx, alpha, metav1.CreateOptions{}); return err })
 	waitAdmitted(ctx, t, ns, 13)
