@@ -163,7 +163,7 @@ func TestAPIServerOutage(t *testing.T) {
 	})
 
 	p := startProxy(t, apiserverAddr(t))
-	m := launch(t, "outage", "--webhook=false", "--kubeconfig="+kubeconfigVia(t, p), "--leader-elect=false")
+	m := launch(t, "outage", "--webhook=false", "--kubeconfig="+kubeconfigVia(t, p), "--leader-elect=false", "--capacity-report-interval=2s")
 	testutil.Eventually(t, 60*time.Second, func() string {
 		if got := rootMark(ctx, "nvidia.com/gpu", flavor); got != "8" {
 			return "mark on root: " + got
@@ -171,12 +171,24 @@ func TestAPIServerOutage(t *testing.T) {
 		return ""
 	})
 
+	ticks := func() float64 {
+		v, err := m.Metric(ctx, "ome_quota_events_total", `kind="Tick"`)
+		require.NoError(t, err)
+		return v
+	}
 	p.cut()
 	cutAt := time.Now()
+	before := ticks()
 	node("outage-2")
 	// The manager is cut off: it cannot see the Node, so root keeps the
-	// old mark, and it keeps running.
-	time.Sleep(time.Until(cutAt.Add(10 * time.Second)))
+	// old mark, and it keeps running: it applies three ticks (a pass
+	// each, every 2 s) and the outage lasts at least 10 s.
+	testutil.Eventually(t, 60*time.Second, func() string {
+		if n := ticks() - before; n < 3 || time.Since(cutAt) < 10*time.Second {
+			return fmt.Sprintf("%v ticks applied in the %s since the cut", n, time.Since(cutAt).Round(time.Second))
+		}
+		return ""
+	})
 	require.Equal(t, "8", rootMark(ctx, "nvidia.com/gpu", flavor))
 	select {
 	case <-m.Done():
