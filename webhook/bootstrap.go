@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -491,4 +492,22 @@ func (o *CertOptions) validate() error {
 		}
 	}
 	return nil
+}
+
+// namespacedName splits namespace/name; a bare name takes $POD_NAMESPACE.
+func namespacedName(flag, v string) (ns, name string, err error) {
+	ns, name, ok := strings.Cut(v, "/")
+	if !ok {
+		ns, name = os.Getenv("POD_NAMESPACE"), v
+		if ns == "" {
+			return "", "", fmt.Errorf("%s=%q has no namespace and POD_NAMESPACE is not set: write it as namespace/name", flag, v)
+		}
+	}
+	if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+		return "", "", fmt.Errorf("%s: %q is not a namespace name: %s", flag, ns, strings.Join(errs, "; "))
+	}
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return "", "", fmt.Errorf("%s: %q is not an object name: %s", flag, name, strings.Join(errs, "; "))
+	}
+	return ns, name, nil
 }

@@ -2,7 +2,6 @@ package webhook
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -91,22 +90,4 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("the webhook's patience must be positive")
 	}
 	return o.CertOptions.validate()
-}
-
-// namespacedName splits namespace/name; a bare name takes $POD_NAMESPACE.
-func namespacedName(flag, v string) (ns, name string, err error) {
-	ns, name, ok := strings.Cut(v, "/")
-	if !ok {
-		ns, name = os.Getenv("POD_NAMESPACE"), v
-		if ns == "" {
-			return "", "", fmt.Errorf("%s=%q has no namespace and POD_NAMESPACE is not set: write it as namespace/name", flag, v)
-		}
-	}
-	if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
-		return "", "", fmt.Errorf("%s: %q is not a namespace name: %s", flag, ns, strings.Join(errs, "; "))
-	}
-	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
-		return "", "", fmt.Errorf("%s: %q is not an object name: %s", flag, name, strings.Join(errs, "; "))
-	}
-	return ns, name, nil
 }
