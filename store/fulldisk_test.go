@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -27,7 +28,12 @@ func TestFullDisk(t *testing.T) {
 	require.NoError(t, unix.Mount("tmpfs", dir, "tmpfs", 0, "size=256k"))
 	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
 	logDir := filepath.Join(dir, "events")
-	l, err := Open(logDir, Options{MaxSegmentBytes: 16 << 10, Sync: SyncAlways})
+	// The log's clock, moved by the test: a failed start of a segment is
+	// tried again only after its backoff.
+	var clockMu sync.Mutex
+	clock := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
+	now := func() time.Time { clockMu.Lock(); defer clockMu.Unlock(); return clock }
+	l, err := Open(logDir, Options{MaxSegmentBytes: 16 << 10, Sync: SyncAlways, Now: now})
 	require.NoError(t, err)
 	var mu sync.Mutex
 	failed := map[uint64]bool{}
@@ -64,10 +70,15 @@ func TestFullDisk(t *testing.T) {
 	mu.Lock()
 	require.NotEmpty(t, failed, "a full disk refused nothing")
 	require.True(t, slices.ContainsFunc(reasons, func(r string) bool { return strings.Contains(r, "no space left on device") }), "%v", reasons)
+	require.True(t, slices.ContainsFunc(reasons, func(r string) bool { return strings.Contains(r, "tries again to start a segment in 100ms") }),
+		"no event was refused while a failed start waited for its backoff: %v", reasons)
 	mu.Unlock()
 
 	// Room again: recording resumes.
 	require.NoError(t, os.Remove(filepath.Join(dir, "filler")))
+	clockMu.Lock()
+	clock = clock.Add(time.Minute) // past the longest backoff
+	clockMu.Unlock()
 	resumed := seq
 	record(100)
 	require.NoError(t, rec.Close())

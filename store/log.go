@@ -120,10 +120,16 @@ type Log struct {
 	// broken is set after a failed write: the next append starts a new
 	// segment at its own sequence number, and readers report the gap.
 	broken bool
-	closed bool
-	stop   chan struct{}
-	done   chan struct{}
-	lock   *os.File // holds the folder's flock while open
+	// After a failed start of a segment, the next try waits until retryAt
+	// (backoff doubles from 100 ms to 30 s), refusing events with lastErr
+	// meanwhile: a full disk is not hit with a create per event.
+	retryAt time.Time
+	backoff time.Duration
+	lastErr error
+	closed  bool
+	stop    chan struct{}
+	done    chan struct{}
+	lock    *os.File // holds the folder's flock while open
 }
 
 // Open opens (creating it if needed) the log in dir. The next event it
@@ -258,6 +264,28 @@ func (l *Log) openActive(sf segmentFile) error {
 	return nil
 }
 
+// restart starts a new segment after a failure, unless the backoff of a
+// failed start has not passed. Called with mu held.
+func (l *Log) restart() error {
+	if now := l.opts.Now(); now.Before(l.retryAt) {
+		return fmt.Errorf("the event log tries again to start a segment in %s, after: %w", l.retryAt.Sub(now).Round(time.Millisecond), l.lastErr)
+	}
+	if err := l.rotate(); err != nil {
+		return l.failedStart(err)
+	}
+	l.broken, l.backoff = false, 0
+	return nil
+}
+
+// failedStart marks the log broken after err failed to start a segment,
+// and sets when the next try may come.
+func (l *Log) failedStart(err error) error {
+	l.broken, l.lastErr = true, err
+	l.backoff = min(max(2*l.backoff, 100*time.Millisecond), 30*time.Second)
+	l.retryAt = l.opts.Now().Add(l.backoff)
+	return err
+}
+
 // rotate closes the active segment and starts one for l.next, then applies
 // retention. Called with mu held (or before the log is shared).
 func (l *Log) rotate() error {
@@ -372,10 +400,9 @@ func (l *Log) AppendBatch(evs []events.Event) (int, error) {
 	for _, ev := range evs {
 		if l.broken && queued == 0 && ev.Seq > l.next {
 			l.next = ev.Seq
-			if err := l.rotate(); err != nil {
+			if err := l.restart(); err != nil {
 				return done, err
 			}
-			l.broken = false
 		}
 		if want := l.next + uint64(queued); ev.Seq != want {
 			return done, errors.Join(flush(), fmt.Errorf("event %s appended where event %d was expected: the stream and the log disagree", ev, want))
@@ -401,8 +428,7 @@ func (l *Log) AppendBatch(evs []events.Event) (int, error) {
 				return done, err
 			}
 			if err := l.rotate(); err != nil {
-				l.broken = true
-				return done, err
+				return done, l.failedStart(err)
 			}
 			buf = append(buf, rec...)
 		}
@@ -432,10 +458,9 @@ func (l *Log) Append(ev events.Event) error {
 	}
 	if l.broken && ev.Seq > l.next {
 		l.next = ev.Seq
-		if err := l.rotate(); err != nil {
+		if err := l.restart(); err != nil {
 			return err
 		}
-		l.broken = false
 	}
 	if ev.Seq != l.next {
 		return fmt.Errorf("event %s appended where event %d was expected: the stream and the log disagree", ev, l.next)
@@ -444,8 +469,7 @@ func (l *Log) Append(ev events.Event) error {
 	size := int64(recordHead + len(payload))
 	if active.size > headerSize && active.size+size > l.opts.MaxSegmentBytes {
 		if err := l.rotate(); err != nil {
-			l.broken = true
-			return err
+			return l.failedStart(err)
 		}
 		active = &l.segs[len(l.segs)-1]
 	}

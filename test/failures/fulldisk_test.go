@@ -94,6 +94,26 @@ func TestEventLogOnAFullDisk(t *testing.T) {
 		require.NoError(t, err)
 		return v
 	}
+	// A failed start of a segment is tried again after a backoff (up to
+	// 30 s): probe with one Node at a time, half a second apart, until two
+	// probes in a row are applied with no event left unrecorded.
+	for i, clean := 0, 0; clean < 2; i++ {
+		require.Less(t, i, 120, "recording never resumed once there was room")
+		errs, seen := errorsNow(), nodeEvents()
+		nodes(fmt.Sprintf("probe%d", i), 1)
+		testutil.Eventually(t, 30*time.Second, func() string {
+			if nodeEvents() <= seen {
+				return "the probe Node's event is not applied"
+			}
+			return ""
+		})
+		if errorsNow() == errs {
+			clean++
+		} else {
+			clean = 0
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
 	seenBefore := nodeEvents()
 	nodes("after", 10)
 	// The manager has applied them (it hands each event to the log first,
