@@ -13,10 +13,10 @@ import (
 	"ome.io/quota-manager/events"
 )
 
-// machine is a Kubernetes Node as capacity sees it: the record of its last
+// host is a Kubernetes Node as capacity sees it: the record of its last
 // event, shared with that event (and, in the manager, with the Node
 // informer's cache) and never modified, and the flavors it matches.
-type machine struct {
+type host struct {
 	rec     *events.Node
 	flavors []string // the ResourceFlavors it matches, sorted
 	// flavor is the one it counts toward, the most specific of flavors;
@@ -35,7 +35,7 @@ const (
 // more). A node that matches none, or whose matches have no single most
 // specific one (two with the same labels, or neither including the other),
 // counts toward none. O(matches^2 x labels).
-func (s *State) attribute(m *machine) {
+func (s *State) attribute(m *host) {
 	m.flavor, m.reason = "", ""
 	switch len(m.flavors) {
 	case 0:
@@ -62,15 +62,15 @@ func (s *State) attribute(m *machine) {
 }
 
 // counts reports whether the node's allocatable counts: Ready, not cordoned.
-func (m *machine) counts() bool { return m.rec.Ready && !m.rec.Unschedulable }
+func (m *host) counts() bool { return m.rec.Ready && !m.rec.Unschedulable }
 
 // capacity is the node's status.capacity of resource r, and whether it
 // lists r.
-func (m *machine) capacity(r string) (Amount, bool) { return amountIn(m.rec.Capacity, r) }
+func (m *host) capacity(r string) (Amount, bool) { return amountIn(m.rec.Capacity, r) }
 
 // allocatable is the node's status.allocatable of resource r, and whether
 // it lists r.
-func (m *machine) allocatable(r string) (Amount, bool) { return amountIn(m.rec.Allocatable, r) }
+func (m *host) allocatable(r string) (Amount, bool) { return amountIn(m.rec.Allocatable, r) }
 
 func amountIn(l map[string]resource.Quantity, r string) (Amount, bool) {
 	q, ok := l[r]
@@ -110,10 +110,10 @@ func amounts(in map[string]resource.Quantity) map[string]Amount {
 // upsertNode replaces a node's contribution: O(resources x flavors).
 func (s *State) upsertNode(n *events.Node) {
 	s.draNodeContribute(n.Name, -1)
-	if old := s.machines[n.Name]; old != nil {
+	if old := s.hosts[n.Name]; old != nil {
 		s.contribute(n.Name, old, -1)
 	}
-	m := &machine{rec: n}
+	m := &host{rec: n}
 	for f, want := range s.flavors {
 		if matches(want, n.Labels) {
 			m.flavors = append(m.flavors, f)
@@ -121,7 +121,7 @@ func (s *State) upsertNode(n *events.Node) {
 	}
 	slices.Sort(m.flavors)
 	s.attribute(m)
-	s.machines[n.Name] = m
+	s.hosts[n.Name] = m
 	s.contribute(n.Name, m, +1)
 	s.draNodeContribute(n.Name, +1)
 	if s.synced {
@@ -130,13 +130,13 @@ func (s *State) upsertNode(n *events.Node) {
 }
 
 func (s *State) deleteNode(name string) {
-	old := s.machines[name]
+	old := s.hosts[name]
 	if old == nil {
 		return
 	}
 	s.draNodeContribute(name, -1)
 	s.contribute(name, old, -1)
-	delete(s.machines, name)
+	delete(s.hosts, name)
 	s.draNodeContribute(name, +1)
 	if s.synced {
 		s.measure()
@@ -158,7 +158,7 @@ func matches(want, labels map[string]string) bool {
 // of the flavor it counts toward (attribute), or to the unattributed
 // amounts when it counts toward none. A cordoned or NotReady node's
 // capacity is installed but unavailable.
-func (s *State) contribute(name string, m *machine, sign Amount) {
+func (s *State) contribute(name string, m *host, sign Amount) {
 	stray := false
 	for _, r := range s.cfg.MeasuredResources {
 		c, hasC := m.capacity(r)
@@ -211,7 +211,7 @@ func (s *State) setFlavor(name string, labels map[string]string, exists bool) {
 	// Every node that matches the flavor before or after may count toward
 	// another flavor now: which one is most specific reads its labels.
 	var touched []string
-	for node, m := range s.machines {
+	for node, m := range s.hosts {
 		_, was := slices.BinarySearch(m.flavors, name)
 		if was || (exists && matches(labels, m.rec.Labels)) {
 			touched = append(touched, node)
@@ -225,7 +225,7 @@ func (s *State) setFlavor(name string, labels map[string]string, exists bool) {
 		delete(s.flavors, name)
 	}
 	for _, node := range touched {
-		m := s.machines[node]
+		m := s.hosts[node]
 		i, was := slices.BinarySearch(m.flavors, name)
 		now := exists && matches(labels, m.rec.Labels)
 		if now && !was {
@@ -275,7 +275,7 @@ func (s *State) recount() {
 			s.tallies[Pair{r, f}] = &tally{}
 		}
 	}
-	for name, m := range s.machines {
+	for name, m := range s.hosts {
 		s.attribute(m)
 		s.contribute(name, m, +1)
 	}
@@ -503,7 +503,7 @@ type Unattributed struct {
 func (s *State) Unattributed() []Unattributed {
 	var out []Unattributed
 	for _, node := range sortedKeys(s.strays) {
-		m := s.machines[node]
+		m := s.hosts[node]
 		for _, r := range s.cfg.MeasuredResources {
 			if c, _ := m.capacity(r); c > 0 {
 				out = append(out, Unattributed{Node: node, Resource: r, Reason: m.reason, Amount: c})

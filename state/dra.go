@@ -396,7 +396,7 @@ func (s *State) draNodeContribute(node string, sign Amount) {
 	if len(amts) == 0 {
 		return
 	}
-	m := s.machines[node]
+	m := s.hosts[node]
 	for r, e := range amts {
 		a := e.amount
 		if m == nil || m.flavor == "" {
@@ -697,7 +697,7 @@ func (s *State) UnattributedDRA() []Unattributed {
 	for _, h := range sortedKeys(s.dra.strays) {
 		for _, r := range sortedKeys(s.dra.strays[h]) {
 			reason := ReasonNoMatchingFlavor
-			if m := s.machines[h]; m != nil && m.reason != "" {
+			if m := s.hosts[h]; m != nil && m.reason != "" {
 				reason = m.reason
 			}
 			out = append(out, Unattributed{Node: h, Resource: r, Reason: reason, Amount: s.dra.strays[h][r]})

@@ -56,8 +56,8 @@ func (s *State) Dump() string {
 	for _, f := range sortedKeys(s.flavors) {
 		w("flavor %s %s", f, labelString(s.flavors[f]))
 	}
-	for _, name := range sortedKeys(s.machines) {
-		m := s.machines[name]
+	for _, name := range sortedKeys(s.hosts) {
+		m := s.hosts[name]
 		w("node %s ready=%t unschedulable=%t flavors=%s labels=%s capacity=%s allocatable=%s", name, m.rec.Ready, m.rec.Unschedulable,
 			strings.Join(m.flavors, ","), labelString(m.rec.Labels), amountString(amounts(m.rec.Capacity)), amountString(amounts(m.rec.Allocatable)))
 	}

@@ -19,7 +19,7 @@ func checkInvariants(s *State) error {
 	fresh := New()
 	fresh.cfg = s.cfg
 	fresh.flavors = s.flavors
-	for name, m := range s.machines {
+	for name, m := range s.hosts {
 		var flavors []string
 		for f, want := range s.flavors {
 			if matches(want, m.rec.Labels) {
@@ -31,7 +31,7 @@ func checkInvariants(s *State) error {
 			return fmt.Errorf("node %s matches flavors %v, but the state has %v", name, flavors, m.flavors)
 		}
 		cm := *m
-		fresh.machines[name] = &cm
+		fresh.hosts[name] = &cm
 	}
 	// DRA: the pools' contributions computed again from the slices and
 	// classes, and the tallies recounted from them.

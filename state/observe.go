@@ -6,7 +6,7 @@ package state
 // Every Node counts toward installed capacity and the high-water mark.
 // It is O(Nodes); metrics read it at scrape time.
 func (s *State) MachineCounts() (schedulable, cordoned, notReady int) {
-	for _, m := range s.machines {
+	for _, m := range s.hosts {
 		switch {
 		case !m.rec.Ready:
 			notReady++

@@ -29,7 +29,7 @@ type State struct {
 
 	// The cluster.
 	flavors      map[string]map[string]string // ResourceFlavor -> nodeLabels
-	machines     map[string]*machine          // Kubernetes Nodes
+	hosts        map[string]*host             // Kubernetes Nodes
 	tallies      map[Pair]*tally              // measured resource x known flavor
 	unattributed map[string]Amount            // resource -> installed on nodes matching no flavor
 	strays       map[string]struct{}          // nodes with unattributed capacity
@@ -129,7 +129,7 @@ func New() *State {
 		byPair:       map[Pair]map[string]struct{}{},
 		byFlavor:     map[string]map[string]struct{}{},
 		flavors:      map[string]map[string]string{},
-		machines:     map[string]*machine{},
+		hosts:        map[string]*host{},
 		tallies:      map[Pair]*tally{},
 		unattributed: map[string]Amount{},
 		strays:       map[string]struct{}{},
@@ -461,11 +461,11 @@ func (s *State) Clone() *State {
 		c.byFlavor[k] = maps.Clone(v)
 	}
 	c.flavors = maps.Clone(s.flavors) // label maps are never modified in place
-	c.machines = make(map[string]*machine, len(s.machines))
-	for k, v := range s.machines {
+	c.hosts = make(map[string]*host, len(s.hosts))
+	for k, v := range s.hosts {
 		cm := *v
 		cm.flavors = slices.Clone(v.flavors)
-		c.machines[k] = &cm // records are never modified
+		c.hosts[k] = &cm // records are never modified
 	}
 	c.tallies = make(map[Pair]*tally, len(s.tallies))
 	for k, v := range s.tallies {
