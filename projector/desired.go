@@ -15,6 +15,7 @@ import (
 
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/events"
+	"ome.io/quota-manager/state"
 )
 
 // Output is the projection of one Input.
@@ -147,10 +148,10 @@ func cohort(n *Node) *kueueac.CohortApplyConfiguration {
 // resources. A pair without a budget gets nominal 0 and borrowingLimit 0,
 // so the team cannot take it from the cohort either.
 func clusterQueue(n *Node, namespaces []string, cover map[string]resource.Quantity) *kueueac.ClusterQueueApplyConfiguration {
-	budgets := map[Pair]v1beta1.Budget{}
+	budgets := map[state.Pair]v1beta1.Budget{}
 	var accel, flavors []string
 	for _, b := range n.Budgets {
-		budgets[Pair{b.ResourceName, b.ResourceFlavor}] = b
+		budgets[state.Pair{Resource: b.ResourceName, Flavor: b.ResourceFlavor}] = b
 		accel = append(accel, b.ResourceName)
 		flavors = append(flavors, b.ResourceFlavor)
 	}
@@ -176,7 +177,7 @@ func clusterQueue(n *Node, namespaces []string, cover map[string]resource.Quanti
 		fq := kueueac.FlavorQuotas().WithName(kueuev1beta2.ResourceFlavorReference(f))
 		for _, r := range accel {
 			rq := kueueac.ResourceQuota().WithName(corev1.ResourceName(r))
-			if b, ok := budgets[Pair{r, f}]; ok {
+			if b, ok := budgets[state.Pair{Resource: r, Flavor: f}]; ok {
 				rq.WithNominalQuota(b.Nominal)
 				if b.BorrowingLimit != nil {
 					rq.WithBorrowingLimit(*b.BorrowingLimit)
@@ -262,7 +263,7 @@ func ProjectStatus(n *Node, in Input) *v1beta1.AcceleratorQuotaStatus {
 	}
 	if n.Role == v1beta1.RoleClusterQueue {
 		for _, b := range n.Budgets {
-			u := n.Usage[Pair{b.ResourceName, b.ResourceFlavor}]
+			u := n.Usage[state.Pair{Resource: b.ResourceName, Flavor: b.ResourceFlavor}]
 			st.Budgets = append(st.Budgets, v1beta1.BudgetStatus{
 				ResourceName: b.ResourceName, ResourceFlavor: b.ResourceFlavor, Nominal: b.Nominal,
 				Admitted: u.Admitted, Reserved: u.Reserved, Borrowed: u.Borrowed,
@@ -294,12 +295,12 @@ func materialized(n *Node) metav1.Condition {
 func summary(n *Node) *v1beta1.StatusSummary {
 	if len(n.Budgets) == 1 {
 		b := n.Budgets[0]
-		u := n.Usage[Pair{b.ResourceName, b.ResourceFlavor}]
+		u := n.Usage[state.Pair{Resource: b.ResourceName, Flavor: b.ResourceFlavor}]
 		return &v1beta1.StatusSummary{Nominal: b.Nominal.String(), Admitted: admittedText(n, u)}
 	}
 	var nom, adm []string
 	for _, b := range n.Budgets {
-		u := n.Usage[Pair{b.ResourceName, b.ResourceFlavor}]
+		u := n.Usage[state.Pair{Resource: b.ResourceName, Flavor: b.ResourceFlavor}]
 		nom = append(nom, fmt.Sprintf("%s@%s=%s", b.ResourceName, b.ResourceFlavor, b.Nominal.String()))
 		adm = append(adm, fmt.Sprintf("%s@%s=%s", b.ResourceName, b.ResourceFlavor, admittedText(n, u)))
 	}

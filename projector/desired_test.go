@@ -15,6 +15,7 @@ import (
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/api/v1beta1/aqtest"
 	"ome.io/quota-manager/events"
+	"ome.io/quota-manager/state"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -47,7 +48,7 @@ func guideInput() Input {
 		}
 	}
 	beta := &in.Nodes[3]
-	beta.Usage = map[Pair]Usage{{"nvidia.com/gpu", "a100"}: {Admitted: resource.MustParse("12"), Reserved: resource.MustParse("12"), Borrowed: resource.MustParse("4")}}
+	beta.Usage = map[state.Pair]Usage{{Resource: "nvidia.com/gpu", Flavor: "a100"}: {Admitted: resource.MustParse("12"), Reserved: resource.MustParse("12"), Borrowed: resource.MustParse("4")}}
 	return in
 }
 

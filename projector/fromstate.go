@@ -56,9 +56,9 @@ func nodeOf(s *state.State, nv state.NodeView) Node {
 	if nv.Spec.Role == v1beta1.RoleClusterQueue {
 		for _, u := range s.Usage(nv.Name) {
 			if n.Usage == nil {
-				n.Usage = map[Pair]Usage{}
+				n.Usage = map[state.Pair]Usage{}
 			}
-			n.Usage[Pair{u.Resource, u.Flavor}] = Usage{Admitted: u.Admitted, Reserved: u.Reserved, Borrowed: u.Borrowed}
+			n.Usage[state.Pair{Resource: u.Resource, Flavor: u.Flavor}] = Usage{Admitted: u.Admitted, Reserved: u.Reserved, Borrowed: u.Borrowed}
 		}
 	}
 	return n

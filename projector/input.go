@@ -5,10 +5,8 @@ import (
 
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/events"
+	"ome.io/quota-manager/state"
 )
-
-// Pair is a (resource, flavor) pair.
-type Pair struct{ Resource, Flavor string }
 
 // Usage is a team's use of one pair, as its ClusterQueue reports it.
 type Usage struct {
@@ -28,7 +26,7 @@ type Node struct {
 	// (e.g. ContainmentViolated), or Frozen for a node below one that does.
 	Reason, Message string
 	// Usage is the team's usage per pair, from its ClusterQueue's status.
-	Usage map[Pair]Usage
+	Usage map[state.Pair]Usage
 	// Outcome is the leader's applier's last report on the node's Kueue
 	// objects, as the state holds it: what Materialized says.
 	Outcome events.Outcome
