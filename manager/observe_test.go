@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,7 +33,7 @@ func TestMetricsReadStateWhileEventsApply(t *testing.T) {
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	scrapes := 0
+	var scrapes atomic.Int64
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -46,9 +47,11 @@ func TestMetricsReadStateWhileEventsApply(t *testing.T) {
 				t.Error(err)
 				return
 			}
-			scrapes++
+			scrapes.Add(1)
 		}
 	}()
+	// Scrapes run before, while and after the events apply.
+	require.Eventually(t, func() bool { return scrapes.Load() > 0 }, 10*time.Second, time.Millisecond)
 
 	now := time.Unix(1_800_000_000, 0)
 	publish := func(ev events.Event) {
@@ -72,9 +75,10 @@ func TestMetricsReadStateWhileEventsApply(t *testing.T) {
 	require.Eventually(t, func() bool { return m.stream.Len() == 0 && m.metricsSnapshot().Budgets != nil }, 10*time.Second, 10*time.Millisecond)
 	// The last event may still be applying: wait for the state to hold every node.
 	require.Eventually(t, func() bool { return len(m.metricsSnapshot().Nodes) == len(aqtest.GuideTree()) }, 10*time.Second, 10*time.Millisecond)
+	applied := scrapes.Load()
+	require.Eventually(t, func() bool { return scrapes.Load() > applied }, 10*time.Second, time.Millisecond)
 	close(stop)
 	wg.Wait()
-	require.Positive(t, scrapes, "no scrape ran while the events applied")
 
 	reg := m.metrics.Registry
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
