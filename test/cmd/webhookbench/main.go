@@ -80,6 +80,7 @@ func run() error {
 	sizesFlag := flag.String("sizes", "1000,5000", "tree sizes (AcceleratorQuotas) to measure at, ascending")
 	updates := flag.Int("updates", 500, "sequential writes per measurement")
 	paced := flag.Bool("paced", false, "wait for the manager's status write of each write before the next one (default: back to back)")
+	planeGC := flag.String("control-plane-gogc", "", "GOGC for etcd and kube-apiserver alone (e.g. 400; empty: as this process has it); the manager keeps this process's")
 	managerEnv := flag.String("manager-env", "", "more environment for the manager alone, space-separated (e.g. GOGC=400)")
 	managerArgs := flag.String("manager-args", "", "more flags for the manager, space-separated (e.g. --capacity-report-interval=0s: no ticks, no full comparisons)")
 	cpuProfile := flag.String("cpuprofile", "", "write CPU profiles of the manager and the API server over the budget writes to this file, one per size (FILE.SIZE, FILE.SIZE.apiserver)")
@@ -103,6 +104,15 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	env := strings.Fields(*managerEnv)
+	if *planeGC != "" {
+		// The control plane inherits this process's environment; the
+		// manager gets back what it was (later entries win).
+		env = append([]string{"GOGC=" + os.Getenv("GOGC")}, env...)
+		if err := os.Setenv("GOGC", *planeGC); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintln(os.Stderr, "starting etcd and kube-apiserver on loopback...")
 	c, err := localcluster.Start(ctx, localcluster.Options{})
 	if err != nil {
@@ -125,7 +135,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	b := &bench{c: c, bin: bin, aqs: aqs, updates: *updates, backToBack: !*paced, extra: strings.Fields(*managerArgs), env: strings.Fields(*managerEnv),
+	b := &bench{c: c, bin: bin, aqs: aqs, updates: *updates, backToBack: !*paced, extra: strings.Fields(*managerArgs), env: env,
 		profile: *cpuProfile, profileFor: *profileFor, keep: *keepFiles, attribute: *attribute}
 	if !*fixedOrder {
 		if *seed == 0 {
