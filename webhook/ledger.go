@@ -295,21 +295,8 @@ func (l *Ledger) reserve(ctx context.Context, led *v1beta1.AdmissionLedger, w Wr
 	if fenced > 0 {
 		return nil, fmt.Errorf("%s; retry in %s", why, fenced.Round(time.Second))
 	}
-	next := led.DeepCopy()
-	keep := next.Spec.Reservations[:0]
-	removed := false
-	for _, r := range next.Spec.Reservations {
-		switch {
-		case j.settled[r.Review]:
-			removed = true
-		case l.expired(&r):
-		default:
-			keep = append(keep, r)
-		}
-	}
-	if removed && j.progress > parseVersion(next.Spec.Floor) {
-		next.Spec.Floor = strconv.FormatUint(j.progress, 10)
-	}
+	next := l.pruned(led, j.settled, j.progress)
+	keep := next.Spec.Reservations
 	if len(keep) >= maxReservations {
 		return nil, fmt.Errorf("the admission ledger %s holds %d reservations not yet seen to land, its most", l.Name, len(keep))
 	}
@@ -354,6 +341,23 @@ func (l *Ledger) reserve(ctx context.Context, led *v1beta1.AdmissionLedger, w Wr
 	st.review, st.written, st.used = r.Review, written, written
 	st.writes = append(st.writes, written1(w))
 	return out, nil
+}
+
+// pruned is a copy of led without the reservations settled names, whose
+// removal raises the floor to progress (the view that saw them settle),
+// and without those this replica has seen expire.
+func (l *Ledger) pruned(led *v1beta1.AdmissionLedger, settled map[string]bool, progress uint64) *v1beta1.AdmissionLedger {
+	next := led.DeepCopy()
+	removed := false
+	next.Spec.Reservations = slices.DeleteFunc(next.Spec.Reservations, func(r v1beta1.Reservation) bool {
+		removed = removed || settled[r.Review]
+		return settled[r.Review] || l.expired(&r)
+	})
+	if removed && progress > parseVersion(next.Spec.Floor) {
+		next.Spec.Floor = strconv.FormatUint(progress, 10)
+	}
+	next.Spec.ReservationCount = int32(len(next.Spec.Reservations))
+	return next
 }
 
 // written1 is what a write under a standing reservation leaves to settle:
@@ -433,12 +437,7 @@ func (l *Ledger) release(ctx context.Context) error {
 		})
 	}
 	if len(settled) > 0 {
-		next := led.DeepCopy()
-		next.Spec.Reservations = slices.DeleteFunc(next.Spec.Reservations, func(r v1beta1.Reservation) bool { return settled[r.Review] })
-		next.Spec.ReservationCount = int32(len(next.Spec.Reservations))
-		if progress > parseVersion(next.Spec.Floor) {
-			next.Spec.Floor = strconv.FormatUint(progress, 10)
-		}
+		next := l.pruned(led, settled, progress)
 		var out *v1beta1.AdmissionLedger
 		if out, err = l.Client.Update(ctx, next, metav1.UpdateOptions{FieldManager: FieldManager}); err == nil {
 			l.keep(out)
@@ -585,7 +584,14 @@ func (l *Ledger) Run(ctx context.Context) {
 		},
 	})
 	go func() {
-		for tick := time.NewTicker(time.Second); ctx.Err() == nil; <-tick.C {
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
 			if err := l.release(ctx); err != nil {
 				klog.FromContext(ctx).V(2).Info("releasing standing reservations", "err", err)
 			}
