@@ -2,6 +2,7 @@ package kueue
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -69,24 +70,36 @@ func TestApplierUrgentClient(t *testing.T) {
 	out := func(lend int64) *projector.Output {
 		return &projector.Output{Materialize: true, ClusterQueues: []*kueueac.ClusterQueueApplyConfiguration{refusedCQ("urgent-team", lend)}}
 	}
-	// Kueue's webhook may not answer yet: retry until the write lands.
+	// Kueue's webhook may not answer yet: retry until the write is in
+	// place. A try whose answer was lost may have landed, so the next one
+	// finds the object written and sends nothing: landed is what counts.
 	testutil.Eventually(t, 30*time.Second, func() string {
-		if res := a.ApplyObjects(apply.Urgent(ctx), out(4)); res.Writes != 1 || len(res.Errors) > 0 || res.Outcomes["urgent-team"].Kind != events.OutcomeApplied {
-			return "urgent write: " + res.Outcomes["urgent-team"].Message
-		}
-		return ""
+		return landed(ctx, a.ApplyObjects(apply.Urgent(ctx), out(4)), 4)
 	})
 	require.Positive(t, urgent.Load(), "the urgent write went through the urgent client")
 	require.Zero(t, bulk.Load(), "the urgent write went through the bulk client")
 
 	before := urgent.Load()
 	testutil.Eventually(t, 30*time.Second, func() string {
-		if res := a.ApplyObjects(ctx, out(2)); res.Writes != 1 || res.Outcomes["urgent-team"].Kind != events.OutcomeApplied {
-			return "bulk write: " + res.Outcomes["urgent-team"].Message
-		}
-		return ""
+		return landed(ctx, a.ApplyObjects(ctx, out(2)), 2)
 	})
 	require.Positive(t, bulk.Load(), "the bulk write went through the bulk client")
 	require.Equal(t, before, urgent.Load(), "the bulk write went through the urgent client")
 	require.NoError(t, cluster.Kueue.KueueV1beta2().ClusterQueues().Delete(ctx, "urgent-team", metav1.DeleteOptions{}))
+}
+
+// landed says why urgent-team is not yet written with lending limit lend
+// after a pass that returned res, or "" once it is.
+func landed(ctx context.Context, res *apply.Result, lend int64) string {
+	if o := res.Outcomes["urgent-team"]; o.Kind != events.OutcomeApplied || len(res.Errors) > 0 {
+		return fmt.Sprintf("pass: %d writes, errors %v, outcome %s %q", res.Writes, res.Errors, o.Kind, o.Message)
+	}
+	cq, err := cluster.Kueue.KueueV1beta2().ClusterQueues().Get(ctx, "urgent-team", metav1.GetOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	if got := cq.Spec.ResourceGroups[0].Flavors[0].Resources[0].LendingLimit; got == nil || got.Value() != lend {
+		return fmt.Sprintf("lending limit %v, want %d", got, lend)
+	}
+	return ""
 }
