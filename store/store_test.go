@@ -200,23 +200,34 @@ func TestTornLastRecord(t *testing.T) {
 	}
 }
 
-func TestFlippedByteFailsItsChecksum(t *testing.T) {
+// damageMiddle writes events 1 to 200 in small segments, lets damage
+// change the bytes of the middle segment (offs are the offsets of its
+// records), writes them back and reads the whole log: the middle segment,
+// its offsets, the seqs read and the report.
+func damageMiddle(t *testing.T, damage func(b []byte, offs []int64)) (mid segmentFile, offs []int64, seqs []uint64, rep Report) {
+	t.Helper()
 	dir := t.TempDir()
 	write(t, dir, small, 1, 200)
 	segs, _ := listSegments(dir)
-	mid := segs[len(segs)/2]
-	offs := recordOffsets(t, mid.path)
-	bad := offs[len(offs)/2]
+	mid = segs[len(segs)/2]
+	offs = recordOffsets(t, mid.path)
 	b, _ := os.ReadFile(mid.path)
-	b[bad+recordHead+5] ^= 0x20
+	damage(b, offs)
 	if err := os.WriteFile(mid.path, b, 0o640); err != nil {
 		t.Fatal(err)
 	}
-	var seqs []uint64
 	rep, err := Read(dir, 0, func(ev events.Event) error { seqs = append(seqs, ev.Seq); return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
+	return mid, offs, seqs, rep
+}
+
+func TestFlippedByteFailsItsChecksum(t *testing.T) {
+	mid, offs, seqs, rep := damageMiddle(t, func(b []byte, offs []int64) {
+		b[offs[len(offs)/2]+recordHead+5] ^= 0x20
+	})
+	bad := offs[len(offs)/2]
 	// Reading goes on at the next record: only the damaged one is lost,
 	// and both the damage and the gap are reported.
 	if len(rep.Problems) != 2 {
@@ -237,24 +248,12 @@ func TestFlippedByteFailsItsChecksum(t *testing.T) {
 // TestGarbageInsideASegment: bytes that are no record at all, written
 // over the middle of a segment, cost the records they cover and no more.
 func TestGarbageInsideASegment(t *testing.T) {
-	dir := t.TempDir()
-	write(t, dir, small, 1, 200)
-	segs, _ := listSegments(dir)
-	mid := segs[len(segs)/2]
-	offs := recordOffsets(t, mid.path)
-	b, _ := os.ReadFile(mid.path)
-	from, to := offs[2]+3, offs[5]+1 // into record 3, through the start of record 6
-	for i := from; i < to; i++ {
-		b[i] = 0xff
-	}
-	if err := os.WriteFile(mid.path, b, 0o640); err != nil {
-		t.Fatal(err)
-	}
-	var seqs []uint64
-	rep, err := Read(dir, 0, func(ev events.Event) error { seqs = append(seqs, ev.Seq); return nil })
-	if err != nil {
-		t.Fatal(err)
-	}
+	mid, offs, seqs, rep := damageMiddle(t, func(b []byte, offs []int64) {
+		from, to := offs[2]+3, offs[5]+1 // into record 3, through the start of record 6
+		for i := from; i < to; i++ {
+			b[i] = 0xff
+		}
+	})
 	first := mid.first
 	// Records 3 to 6 of the segment (0-based 2 to 5) are lost.
 	equalSeqs(t, seqs, append(span(1, first+1), span(first+6, 200)...))
