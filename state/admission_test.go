@@ -36,6 +36,16 @@ func writesOf(evs []events.Event, rng *rand.Rand) []events.Event {
 	return out
 }
 
+// randomBytes is n bytes drawn from rng: the input genEvents turns into a
+// random sequence of events.
+func randomBytes(rng *rand.Rand, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(rng.UintN(256))
+	}
+	return b
+}
+
 func specOfWrite(ev events.Event) *v1beta1.AcceleratorQuotaSpec {
 	if ev.Op == events.OpDelete {
 		return nil
@@ -57,19 +67,13 @@ func TestAdmitMatchesFullEvaluation(t *testing.T) {
 	}
 	counts := map[string]int{}
 	for run := range runs {
-		data := make([]byte, rng.IntN(1500))
-		for i := range data {
-			data[i] = byte(rng.UintN(256))
-		}
+		data := randomBytes(rng, rng.IntN(1500))
 		s := New()
 		evs := genEvents(data)
 		for _, ev := range evs {
 			s.Apply(ev)
 		}
-		more := make([]byte, 600)
-		for i := range more {
-			more[i] = byte(rng.UintN(256))
-		}
+		more := randomBytes(rng, 600)
 		for i, w := range writesOf(genEvents(more), rng) {
 			spec := specOfWrite(w)
 			var dump string
@@ -199,10 +203,7 @@ func TestLoweringNeedsNoSerializing(t *testing.T) {
 	}
 	counts := map[string]int{}
 	for range runs {
-		data := make([]byte, rng.IntN(1500))
-		for i := range data {
-			data[i] = byte(rng.UintN(256))
-		}
+		data := randomBytes(rng, rng.IntN(1500))
 		s := New()
 		for _, ev := range genEvents(data) {
 			s.Apply(ev)
@@ -218,10 +219,7 @@ func TestLoweringNeedsNoSerializing(t *testing.T) {
 		if len(teams) == 0 {
 			continue
 		}
-		more := make([]byte, 400)
-		for i := range more {
-			more[i] = byte(rng.UintN(256))
-		}
+		more := randomBytes(rng, 400)
 		for _, other := range writesOf(genEvents(more), rng) {
 			x := teams[rng.IntN(len(teams))]
 			old := s.Tree()[x]

@@ -69,18 +69,12 @@ func TestUnrelatedReservationsChangeNoVerdict(t *testing.T) {
 		runs = 80
 	}
 	for run := range runs {
-		data := make([]byte, rng.IntN(1500))
-		for i := range data {
-			data[i] = byte(rng.UintN(256))
-		}
+		data := randomBytes(rng, rng.IntN(1500))
 		s := New()
 		for _, ev := range genEvents(data) {
 			s.Apply(ev)
 		}
-		more := make([]byte, 600)
-		for i := range more {
-			more[i] = byte(rng.UintN(256))
-		}
+		more := randomBytes(rng, 600)
 		ws := writesOf(genEvents(more), rng)
 		for i := 0; i+1 < len(ws); i += 2 {
 			w, e := ws[i], ws[i+1]
@@ -177,13 +171,6 @@ func TestStandingCoversItsWrites(t *testing.T) {
 	if testing.Short() {
 		runs = 80
 	}
-	randomBytes := func(n int) []byte {
-		b := make([]byte, n)
-		for i := range b {
-			b[i] = byte(rng.UintN(256))
-		}
-		return b
-	}
 	// scaled is sp with each budget's nominal times num/den, rounded down.
 	scaled := func(sp *v1beta1.AcceleratorQuotaSpec, num func() int64, den int64) *v1beta1.AcceleratorQuotaSpec {
 		out := sp.DeepCopy()
@@ -195,7 +182,7 @@ func TestStandingCoversItsWrites(t *testing.T) {
 	}
 	for run := range runs {
 		s := New()
-		for _, ev := range genEvents(randomBytes(rng.IntN(1500))) {
+		for _, ev := range genEvents(randomBytes(rng, rng.IntN(1500))) {
 			s.Apply(ev)
 		}
 		tree := s.Tree()
@@ -226,7 +213,7 @@ func TestStandingCoversItsWrites(t *testing.T) {
 			spec *v1beta1.AcceleratorQuotaSpec
 		}
 		var xs []write
-		for _, x := range writesOf(genEvents(randomBytes(600)), rng) {
+		for _, x := range writesOf(genEvents(randomBytes(rng, 600)), rng) {
 			xs = append(xs, write{x.Key, specOfWrite(x)})
 		}
 		parent := parentOf(team, cur)
