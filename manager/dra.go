@@ -172,34 +172,27 @@ func (m *Manager) startDRA(ctx context.Context, h *sources.Handlers) ([]cache.Re
 func (m *Manager) watchDRAConfig(ctx context.Context) {
 	log := klog.FromContext(ctx)
 	last := m.opts.draData
-	t := time.NewTicker(m.opts.DRAConfigPoll)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	everyUntil(ctx, m.opts.DRAConfigPoll, func() {
 		data, ms, err := readDRAConfig(m.opts.DRAConfig)
 		if bytes.Equal(data, last) && data != nil {
-			continue
+			return
 		}
 		if err != nil {
 			if !errors.Is(err, os.ErrNotExist) || last != nil {
 				log.Error(err, "the DRA configuration changed and does not read; the mappings in force stay until it is fixed")
 			}
 			last = data
-			continue
+			return
 		}
 		last = data
 		cfg := m.opts.EventsConfig()
 		cfg.DeviceClassMappings = ms
 		if err := sources.PublishConfig(ctx, m.stream, cfg, time.Now()); err != nil {
 			log.Error(err, "cannot publish the new DRA configuration")
-			continue
+			return
 		}
 		log.Info("DRA configuration changed", "mappings", len(ms))
-	}
+	})
 }
 
 // noteDRA logs what keeps DRA devices from counting (a selector that does
