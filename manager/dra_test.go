@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/spf13/pflag"
 
 	"ome.io/quota-manager/events"
+	"ome.io/quota-manager/test/flagtest"
 )
 
 func TestParseDRAConfig(t *testing.T) {
@@ -114,18 +114,7 @@ func TestDRAFlags(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			o := DefaultOptions()
-			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-			o.AddFlags(fs)
-			if err := fs.Parse(append([]string{"--mode=workload"}, tc.args...)); err != nil {
-				t.Fatal(err)
-			}
-			err := o.Validate()
-			switch {
-			case tc.want == "" && err != nil:
-				t.Fatalf("unexpected error: %v", err)
-			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
-				t.Fatalf("error %v, want one containing %q", err, tc.want)
-			}
+			flagtest.WantError(t, flagtest.Validate(t, o, append([]string{"--mode=workload"}, tc.args...)...), tc.want)
 			if name == "mappings" {
 				if got := o.EventsConfig().DeviceClassMappings; len(got) != 1 || got[0].Name != "nvidia.com/gpu" {
 					t.Errorf("the Config event carries mappings %+v", got)

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/spf13/pflag"
+	"ome.io/quota-manager/test/flagtest"
 )
 
 func TestValidateNamesTheFlag(t *testing.T) {
@@ -32,19 +32,7 @@ func TestValidateNamesTheFlag(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			o := DefaultOptions()
-			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-			o.AddFlags(fs)
-			if err := fs.Parse(tc.args); err != nil {
-				t.Fatal(err)
-			}
-			err := o.Validate()
-			switch {
-			case tc.want == "" && err != nil:
-				t.Fatalf("unexpected error: %v", err)
-			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
-				t.Fatalf("error %v, want one containing %q", err, tc.want)
-			}
+			flagtest.WantError(t, flagtest.Validate(t, DefaultOptions(), tc.args...), tc.want)
 		})
 	}
 }

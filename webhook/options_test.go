@@ -2,21 +2,16 @@ package webhook
 
 import (
 	"net"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/spf13/pflag"
+
+	"ome.io/quota-manager/test/flagtest"
 )
 
 func TestOptionsDefaults(t *testing.T) {
 	o := DefaultOptions()
-	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-	o.AddFlags(fs)
-	if err := fs.Parse([]string{"--webhook-cert-hosts=127.0.0.1,webhook.example"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := o.Validate(); err != nil {
+	if err := flagtest.Validate(t, o, "--webhook-cert-hosts=127.0.0.1,webhook.example"); err != nil {
 		t.Fatal(err)
 	}
 	if !o.Enabled || o.Port != 9443 || o.ConfigName != "ome-quota-manager.ome.io" {
@@ -63,19 +58,7 @@ func TestOptionsValidate(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Setenv("POD_NAMESPACE", tc.podNS)
-			o := DefaultOptions()
-			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-			o.AddFlags(fs)
-			if err := fs.Parse(tc.args); err != nil {
-				t.Fatal(err)
-			}
-			err := o.Validate()
-			switch {
-			case tc.errHas == "" && err != nil:
-				t.Fatalf("got %v, want valid", err)
-			case tc.errHas != "" && (err == nil || !strings.Contains(err.Error(), tc.errHas)):
-				t.Fatalf("got %v, want an error with %q", err, tc.errHas)
-			}
+			flagtest.WantError(t, flagtest.Validate(t, DefaultOptions(), tc.args...), tc.errHas)
 		})
 	}
 }
