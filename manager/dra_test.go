@@ -17,27 +17,17 @@ func TestParseDRAConfig(t *testing.T) {
 	mem := events.DeviceClassMapping{Name: "gpu.memory", DeviceClassNames: []string{"gpu.nvidia.com", "mig.nvidia.com"},
 		Sources: []events.MappingSource{{Type: "Counter", Counter: &events.CounterSource{Name: "memory", Driver: "gpu.nvidia.com",
 			DeviceSelector: &events.DeviceSelector{Type: "CEL", CEL: &events.CELSelector{Expression: "device.driver == 'gpu.nvidia.com'"}}}}}}
+	// The guide's file, in the manager's own format.
+	guide, err := os.ReadFile("../config/samples/dra-config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
 	tests := map[string]struct {
 		in   string
 		want []events.DeviceClassMapping
 		err  string
 	}{
-		"own": {in: `
-deviceClassMappings:
-- name: nvidia.com/gpu
-  deviceClassNames: [gpu.nvidia.com]
-- name: gpu.memory
-  deviceClassNames: [gpu.nvidia.com, mig.nvidia.com]
-  sources:
-  - type: Counter
-    counter:
-      name: memory
-      driver: gpu.nvidia.com
-      deviceSelector:
-        type: CEL
-        cel:
-          expression: "device.driver == 'gpu.nvidia.com'"
-`, want: []events.DeviceClassMapping{gpu, mem}},
+		"own": {in: string(guide), want: []events.DeviceClassMapping{gpu, mem}},
 		"kueue configuration": {in: `
 apiVersion: config.kueue.x-k8s.io/v1beta2
 kind: Configuration

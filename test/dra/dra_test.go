@@ -39,24 +39,6 @@ const (
 
 var labels = map[string]string{"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"}
 
-// managerConfig is the manager's --dra-config: the guide's two mappings,
-// whole GPUs by count and GPU memory by counter.
-const managerConfig = `deviceClassMappings:
-- name: nvidia.com/gpu
-  deviceClassNames: [gpu.nvidia.com]
-- name: gpu.memory
-  deviceClassNames: [gpu.nvidia.com, mig.nvidia.com]
-  sources:
-  - type: Counter
-    counter:
-      name: memory
-      driver: gpu.nvidia.com
-      deviceSelector:
-        type: CEL
-        cel:
-          expression: "device.driver == 'gpu.nvidia.com'"
-`
-
 func ptr[T any](v T) *T { return &v }
 
 func str(s string) resourcev1.DeviceAttribute { return resourcev1.DeviceAttribute{StringValue: &s} }
@@ -159,8 +141,12 @@ func TestDRA(t *testing.T) {
 			NodeName: ptr("dra-node-1"), Devices: []resourcev1.Device{{Name: "fpga-0"}, {Name: "fpga-1"}}}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
+	// The manager's --dra-config is the guide's two mappings, whole GPUs by
+	// count and GPU memory by counter; a copy, as a subtest rewrites it.
+	managerConfig, err := os.ReadFile("../../config/samples/dra-config.yaml")
+	require.NoError(t, err)
 	draConfig := filepath.Join(t.TempDir(), "dra.yaml")
-	require.NoError(t, os.WriteFile(draConfig, []byte(managerConfig), 0o600))
+	require.NoError(t, os.WriteFile(draConfig, managerConfig, 0o600))
 	m, err := cluster.StartManager(ctx, managerBin, "dra", t.TempDir(),
 		"--enrolled-namespaces="+teamNS, "--webhook=false", "--capacity-report-interval=3s",
 		"--capacity-hysteresis-percent=30", "--dra-config="+draConfig, "--dra-config-poll-interval=1s", "-v=2")
@@ -202,7 +188,7 @@ func TestDRA(t *testing.T) {
 			}
 			return ""
 		})
-		_, err = cms.Update(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kueue-manager-config"}, Data: kueueFile(managerConfig)}, metav1.UpdateOptions{})
+		_, err = cms.Update(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kueue-manager-config"}, Data: kueueFile(string(managerConfig))}, metav1.UpdateOptions{})
 		require.NoError(t, err)
 		testutil.Eventually(t, 30*time.Second, differ(0))
 	})
