@@ -37,7 +37,7 @@ type Manager struct {
 	MetricsPort int
 	HealthPort  int
 	cmd         *exec.Cmd
-	done        chan struct{}
+	done        <-chan struct{}
 }
 
 // ManagerArgs are the flags StartManager passes before the caller's own:
@@ -100,20 +100,13 @@ func (c *Cluster) launchManager(ctx context.Context, bin, name, logDir string, e
 // metricsPort and healthPort are the ports args tell it to serve on (127.0.0.1).
 // Its log goes to logDir/name.log; it dies with the process that started it.
 func LaunchProcess(bin, name, logDir string, args, env []string, metricsPort, healthPort int) (*Manager, error) {
-	m := &Manager{Name: name, MetricsPort: metricsPort, HealthPort: healthPort, done: make(chan struct{}), Log: filepath.Join(logDir, name+".log")}
-	f, err := os.Create(m.Log)
-	if err != nil {
-		return nil, err
-	}
+	m := &Manager{Name: name, MetricsPort: metricsPort, HealthPort: healthPort, Log: filepath.Join(logDir, name+".log")}
 	m.cmd = exec.Command(bin, args...)
 	m.cmd.Env = append(os.Environ(), env...)
-	m.cmd.Stdout, m.cmd.Stderr = f, f
-	m.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := m.cmd.Start(); err != nil {
-		f.Close()
+	var err error
+	if m.done, err = startLogged(m.cmd, m.Log); err != nil {
 		return nil, err
 	}
-	go func() { _ = m.cmd.Wait(); f.Close(); close(m.done) }()
 	return m, nil
 }
 

@@ -4,11 +4,33 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
+
+// startLogged starts cmd with its output, standard and error, in the file
+// log, and ties it to this process: it is killed when this process dies,
+// whatever ends it. The channel is closed once cmd has exited and its log
+// is closed.
+func startLogged(cmd *exec.Cmd, log string) (<-chan struct{}, error) {
+	f, err := os.Create(log)
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); f.Close(); close(done) }()
+	return done, nil
+}
 
 // Processes finds the cluster's own processes in /proc, by its folder in
 // their command lines: "etcd", "kube-apiserver" and "kueue", each with its

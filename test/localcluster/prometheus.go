@@ -45,7 +45,7 @@ type Prometheus struct {
 	// Log is the file its output goes to.
 	Log  string
 	cmd  *exec.Cmd
-	done chan struct{}
+	done <-chan struct{}
 }
 
 // StartPrometheus starts the prometheus binary in binDir with its data in
@@ -74,21 +74,13 @@ scrape_configs:
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
 		return nil, err
 	}
-	p := &Prometheus{URL: fmt.Sprintf("http://127.0.0.1:%d", port), Log: filepath.Join(dir, "prometheus.log"), done: make(chan struct{})}
-	f, err := os.Create(p.Log)
-	if err != nil {
-		return nil, err
-	}
+	p := &Prometheus{URL: fmt.Sprintf("http://127.0.0.1:%d", port), Log: filepath.Join(dir, "prometheus.log")}
 	p.cmd = exec.Command(filepath.Join(binDir, "prometheus"),
 		"--config.file="+cfgFile, "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", port))
-	p.cmd.Stdout, p.cmd.Stderr = f, f
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := p.cmd.Start(); err != nil {
-		f.Close()
+	if p.done, err = startLogged(p.cmd, p.Log); err != nil {
 		return nil, err
 	}
-	go func() { _ = p.cmd.Wait(); f.Close(); close(p.done) }()
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
 		select {
