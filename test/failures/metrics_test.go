@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -104,10 +103,8 @@ func TestMetricsNeedAuthorizedToken(t *testing.T) {
 	const sa = "metrics-scraper"
 	_, err = cluster.Kube.CoreV1().ServiceAccounts("ome").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	tr, err := cluster.Kube.CoreV1().ServiceAccounts("ome").CreateToken(ctx, sa, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptrTo(int64(3600))}}, metav1.CreateOptions{})
+	token, err := cluster.ServiceAccountToken(ctx, "ome", sa)
 	require.NoError(t, err)
-	token := tr.Status.Token
 	code, body, _ := scrape(t, m, token)
 	require.Equal(t, http.StatusForbidden, code, body)
 	require.Contains(t, body, "Forbidden: system:serviceaccount:ome:"+sa+" may not get /metrics")
@@ -117,20 +114,8 @@ func TestMetricsNeedAuthorizedToken(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, code, "profiles without a token")
 
 	// The ClusterRole docs/manager.md gives a Prometheus, bound to it.
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "ome-quota-manager-metrics-reader"},
-		Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}}
-	_, err = cluster.Kube.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{})
-	require.NoError(t, err)
-	_, err = cluster.Kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "ome-quota-manager-metrics-reader"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "ome", Name: sa}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = cluster.Kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), role.Name, metav1.DeleteOptions{})
-		_ = cluster.Kube.RbacV1().ClusterRoles().Delete(context.Background(), role.Name, metav1.DeleteOptions{})
-	})
+	testutil.GrantClusterRole(t, cluster, "ome-quota-manager-metrics-reader", "ome", sa,
+		rbacv1.PolicyRule{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}})
 	// A denial is cached for 30 s.
 	testutil.Eventually(t, 60*time.Second, func() string {
 		code, body, _ := scrape(t, m, token)
@@ -153,20 +138,8 @@ func TestMetricsNeedAuthorizedToken(t *testing.T) {
 	// /debug/pprof/* is.
 	code, body, _ = get(t, m, "/debug/pprof/", token)
 	require.Equal(t, http.StatusForbidden, code, body)
-	prof := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "ome-quota-manager-profile-reader"},
-		Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{"/debug/pprof/*"}, Verbs: []string{"get"}}}}
-	_, err = cluster.Kube.RbacV1().ClusterRoles().Create(ctx, prof, metav1.CreateOptions{})
-	require.NoError(t, err)
-	_, err = cluster.Kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: prof.Name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: prof.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "ome", Name: sa}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = cluster.Kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), prof.Name, metav1.DeleteOptions{})
-		_ = cluster.Kube.RbacV1().ClusterRoles().Delete(context.Background(), prof.Name, metav1.DeleteOptions{})
-	})
+	testutil.GrantClusterRole(t, cluster, "ome-quota-manager-profile-reader", "ome", sa,
+		rbacv1.PolicyRule{NonResourceURLs: []string{"/debug/pprof/*"}, Verbs: []string{"get"}})
 	testutil.Eventually(t, 60*time.Second, func() string {
 		code, body, _ := get(t, m, "/debug/pprof/goroutine?debug=1", token)
 		if code != http.StatusOK || !strings.Contains(body, "goroutine profile:") {
@@ -175,5 +148,3 @@ func TestMetricsNeedAuthorizedToken(t *testing.T) {
 		return ""
 	})
 }
-
-func ptrTo[T any](v T) *T { return &v }

@@ -43,7 +43,6 @@ func TestRevokedNodeRightsStopTheStamps(t *testing.T) {
 	const sa = "liveness"
 	_, err := cluster.Kube.CoreV1().ServiceAccounts("ome").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "ome", Name: sa}}
 	roles := map[string][]rbacv1.PolicyRule{
 		"liveness-all-but-nodes": {
 			{APIGroups: []string{"ome.io", "kueue.x-k8s.io", "resource.k8s.io", "coordination.k8s.io", "admissionregistration.k8s.io"}, Resources: []string{"*"}, Verbs: []string{"*"}},
@@ -51,20 +50,8 @@ func TestRevokedNodeRightsStopTheStamps(t *testing.T) {
 		},
 		"liveness-nodes": {{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}}},
 	}
-	bind := func(name string) {
-		t.Helper()
-		_, err := cluster.Kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
-			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name}, Subjects: subject}, metav1.CreateOptions{})
-		require.NoError(t, err)
-	}
 	for name, rules := range roles {
-		_, err := cluster.Kube.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{})
-		require.NoError(t, err)
-		bind(name)
-		t.Cleanup(func() {
-			_ = cluster.Kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
-			_ = cluster.Kube.RbacV1().ClusterRoles().Delete(context.Background(), name, metav1.DeleteOptions{})
-		})
+		testutil.GrantClusterRole(t, cluster, name, "ome", sa, rules...)
 	}
 	dir := t.TempDir()
 	kubeconfig := filepath.Join(dir, "sa.kubeconfig")
@@ -154,7 +141,7 @@ rule_files:
 	})
 	require.Contains(t, readFile(t, m.Log), "a capacity source fails")
 
-	bind("liveness-nodes")
+	testutil.BindClusterRole(t, cluster, "liveness-nodes", "ome", sa)
 	moves("with the right restored")
 	testutil.Eventually(t, 30*time.Second, func() string {
 		if v, err := m.Metric(ctx, "ome_quota_capacity_source_failing", `source="nodes"`); err != nil || v != 0 {

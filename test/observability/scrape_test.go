@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -34,27 +33,13 @@ func TestPrometheusScrapesBothModes(t *testing.T) {
 	if !apierrors.IsAlreadyExists(err) {
 		require.NoError(t, err)
 	}
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "ome-quota-manager-metrics-reader"},
-		Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}}
-	_, err = cluster.Kube.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{})
-	require.NoError(t, err)
-	_, err = cluster.Kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "ome", Name: sa}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = cluster.Kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), role.Name, metav1.DeleteOptions{})
-		_ = cluster.Kube.RbacV1().ClusterRoles().Delete(context.Background(), role.Name, metav1.DeleteOptions{})
-	})
-	hour := int64(3600)
-	tr, err := cluster.Kube.CoreV1().ServiceAccounts("ome").CreateToken(ctx, sa, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &hour}}, metav1.CreateOptions{})
+	testutil.GrantClusterRole(t, cluster, "ome-quota-manager-metrics-reader", "ome", sa,
+		rbacv1.PolicyRule{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}})
+	token, err := cluster.ServiceAccountToken(ctx, "ome", sa)
 	require.NoError(t, err)
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "token")
-	require.NoError(t, os.WriteFile(tokenFile, []byte(tr.Status.Token), 0o600))
+	require.NoError(t, os.WriteFile(tokenFile, []byte(token), 0o600))
 	secure, err := cluster.StartManager(ctx, managerBin, "secure", t.TempDir(), "--webhook=false", "--metrics-secure=true")
 	require.NoError(t, err)
 	t.Cleanup(secure.Stop)

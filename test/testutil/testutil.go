@@ -1,6 +1,7 @@
 // Package testutil holds the small helpers that the control-plane test
-// packages share: polling for an outcome, and running and comparing kubectl
-// output, and the guide's ResourceFlavor.
+// packages share: polling for an outcome, running and comparing kubectl
+// output, the guide's ResourceFlavor, and ClusterRoles granted to a
+// ServiceAccount for one test.
 package testutil
 
 import (
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -79,4 +81,34 @@ func A100Flavor(t testing.TB, c *localcluster.Cluster) {
 	case !apierrors.IsAlreadyExists(err):
 		t.Fatalf("creating ResourceFlavor a100: %v", err)
 	}
+}
+
+// BindClusterRole binds the ClusterRole name to ServiceAccount ns/sa, in a
+// ClusterRoleBinding of the same name.
+func BindClusterRole(t testing.TB, c *localcluster.Cluster, name, ns, sa string) {
+	t.Helper()
+	_, err := c.Kube.RbacV1().ClusterRoleBindings().Create(context.Background(), &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: sa}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("binding ClusterRole %s to %s/%s: %v", name, ns, sa, err)
+	}
+}
+
+// GrantClusterRole creates the ClusterRole name with rules, binds it to
+// ServiceAccount ns/sa (BindClusterRole), and deletes both at the end of
+// the test.
+func GrantClusterRole(t testing.TB, c *localcluster.Cluster, name, ns, sa string, rules ...rbacv1.PolicyRule) {
+	t.Helper()
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}
+	if _, err := c.Kube.RbacV1().ClusterRoles().Create(context.Background(), role, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating ClusterRole %s: %v", name, err)
+	}
+	BindClusterRole(t, c, name, ns, sa)
+	t.Cleanup(func() {
+		_ = c.Kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
+		_ = c.Kube.RbacV1().ClusterRoles().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
 }
