@@ -147,16 +147,9 @@ func TestDRA(t *testing.T) {
 	require.NoError(t, err)
 	draConfig := filepath.Join(t.TempDir(), "dra.yaml")
 	require.NoError(t, os.WriteFile(draConfig, managerConfig, 0o600))
-	m, err := cluster.StartManager(ctx, managerBin, "dra", t.TempDir(),
+	m := testutil.StartManager(t, cluster, managerBin, "dra",
 		"--enrolled-namespaces="+teamNS, "--webhook=false", "--capacity-report-interval=3s",
 		"--capacity-hysteresis-percent=30", "--dra-config="+draConfig, "--dra-config-poll-interval=1s", "-v=2")
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		m.Stop()
-		if t.Failed() {
-			t.Logf("--- manager log (last lines) ---\n%s", m.Tail(40))
-		}
-	})
 
 	// Kueue's own configuration lives in its ConfigMap: the manager reads it
 	// and reports mappings that differ from its own, which would check

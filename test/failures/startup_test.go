@@ -97,13 +97,11 @@ func TestMissingKueueCRDs(t *testing.T) {
 		return ""
 	})
 
-	port, err := localcluster.FreePort()
-	require.NoError(t, err)
-	require.NoError(t, cluster.InstallWebhook(ctx, port))
+	webhookFlags := testutil.InstallWebhook(t, cluster)
 	t.Cleanup(func() {
 		_ = cluster.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(context.Background(), "ome-quota-manager.ome.io", metav1.DeleteOptions{})
 	})
-	m := launch(t, "no-kueue-crds", localcluster.WebhookFlags(port)...)
+	m := launch(t, "no-kueue-crds", webhookFlags...)
 
 	const missing = "Kueue's CRDs are missing: the API server does not serve kueue.x-k8s.io/v1beta2 clusterqueues, cohorts, localqueues, resourceflavors; install Kueue v0.17 or newer"
 	testutil.Eventually(t, 30*time.Second, func() string {

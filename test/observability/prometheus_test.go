@@ -131,18 +131,8 @@ func TestPrometheusScrapesTheGuide(t *testing.T) {
 	_, err := kq.ResourceFlavors().Create(ctx, localcluster.A100Flavor(), metav1.CreateOptions{})
 	require.NoError(t, err)
 
-	port, err := localcluster.FreePort()
-	require.NoError(t, err)
-	require.NoError(t, cluster.InstallWebhook(ctx, port))
-	args := append([]string{"--enrolled-namespaces=ml-serving", "--capacity-report-interval=3s", "-v=2"}, localcluster.WebhookFlags(port)...)
-	m, err := cluster.StartManager(ctx, managerBin, "m1", t.TempDir(), args...)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		m.Stop()
-		if t.Failed() {
-			t.Logf("--- manager log (last lines) ---\n%s", m.Tail(40))
-		}
-	})
+	args := append([]string{"--enrolled-namespaces=ml-serving", "--capacity-report-interval=3s", "-v=2"}, testutil.InstallWebhook(t, cluster)...)
+	m := testutil.StartManager(t, cluster, managerBin, "m1", args...)
 	prom, err := localcluster.StartPrometheus(ctx, promDir, t.TempDir(), time.Second, fmt.Sprintf("127.0.0.1:%d", m.MetricsPort))
 	require.NoError(t, err)
 	t.Cleanup(prom.Stop)

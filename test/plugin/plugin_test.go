@@ -98,19 +98,8 @@ func markIs(t *testing.T, want string) {
 // ml-serving, and a 3 s report interval.
 func startManager(t *testing.T) {
 	t.Helper()
-	ctx := context.Background()
-	port, err := localcluster.FreePort()
-	require.NoError(t, err)
-	require.NoError(t, cluster.InstallWebhook(ctx, port))
-	args := append([]string{"--enrolled-namespaces=ml-serving", "--capacity-report-interval=3s", "-v=1"}, localcluster.WebhookFlags(port)...)
-	m, err := cluster.StartManager(ctx, managerBin, "m1", t.TempDir(), args...)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		m.Stop()
-		if t.Failed() {
-			t.Logf("--- manager log (last lines) ---\n%s", m.Tail(40))
-		}
-	})
+	args := append([]string{"--enrolled-namespaces=ml-serving", "--capacity-report-interval=3s", "-v=1"}, testutil.InstallWebhook(t, cluster)...)
+	testutil.StartManager(t, cluster, managerBin, "m1", args...)
 }
 
 // writeFile writes content to a file in a test folder.

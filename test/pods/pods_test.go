@@ -195,15 +195,8 @@ func TestPodsThroughKueue(t *testing.T) {
 	}
 	_, err := cluster.Kueue.KueueV1beta2().ResourceFlavors().Create(ctx, localcluster.A100Flavor(), metav1.CreateOptions{})
 	require.NoError(t, err)
-	m, err := cluster.StartManager(ctx, managerBin, "m", t.TempDir(),
+	testutil.StartManager(t, cluster, managerBin, "m",
 		"--enrolled-namespaces="+ns, "--capacity-report-interval=3s", "--webhook=false", "--leader-elect=false")
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		m.Stop()
-		if t.Failed() {
-			t.Logf("--- manager log (last lines) ---\n%s", m.Tail(40))
-		}
-	})
 	kubectl(t, "apply", "-f", "../../config/samples/quota-tree.yaml")
 	waitMaterialized(t, "ml-research", "team-alpha", "team-beta")
 

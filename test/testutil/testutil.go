@@ -112,3 +112,37 @@ func GrantClusterRole(t testing.TB, c *localcluster.Cluster, name, ns, sa string
 		_ = c.Kube.RbacV1().ClusterRoles().Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
 }
+
+// InstallWebhook registers the quota manager's validating webhook with the
+// API server, to be served on a free port, and returns the flags that make
+// a manager serve it there.
+func InstallWebhook(t testing.TB, c *localcluster.Cluster) []string {
+	t.Helper()
+	port, err := localcluster.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.InstallWebhook(context.Background(), port); err != nil {
+		t.Fatal(err)
+	}
+	return localcluster.WebhookFlags(port)
+}
+
+// StartManager starts the quota manager bin as name with args, its log in
+// a folder of the test, and waits until it is ready (Cluster.StartManager);
+// at the end of the test it stops it and, when the test failed, shows the
+// last lines of its log.
+func StartManager(t testing.TB, c *localcluster.Cluster, bin, name string, args ...string) *localcluster.Manager {
+	t.Helper()
+	m, err := c.StartManager(context.Background(), bin, name, t.TempDir(), args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		m.Stop()
+		if t.Failed() {
+			t.Logf("--- manager log (last lines) ---\n%s", m.Tail(40))
+		}
+	})
+	return m
+}
