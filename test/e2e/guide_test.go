@@ -93,12 +93,7 @@ func condition(aq *v1beta1.AcceleratorQuota, typ string) *metav1.Condition {
 func TestGuide(t *testing.T) {
 	ctx := context.Background()
 	kq := cluster.Kueue.KueueV1beta2()
-	for i := 1; i <= 4; i++ {
-		_, err := localcluster.ApplyNode(ctx, cluster.Kube, localcluster.GPUNode(fmt.Sprintf("gpu-node-%d", i), 8))
-		require.NoError(t, err)
-	}
-	_, err := kq.ResourceFlavors().Create(ctx, localcluster.A100Flavor(), metav1.CreateOptions{})
-	require.NoError(t, err)
+	testutil.GuideCluster(t, cluster)
 
 	// m1 records its events; m3 continues the same log after m1 is killed.
 	eventLog := filepath.Join(t.TempDir(), "events")
@@ -287,15 +282,7 @@ Materialized=True Admitted: enforcement objects match this node's budget`,
 	})
 
 	t.Run("a foreign ClusterQueue named like a team is never touched", func(t *testing.T) {
-		foreign := &kueuev1beta2.ClusterQueue{
-			ObjectMeta: metav1.ObjectMeta{Name: "team-gamma"},
-			Spec: kueuev1beta2.ClusterQueueSpec{ResourceGroups: []kueuev1beta2.ResourceGroup{{
-				CoveredResources: []corev1.ResourceName{"nvidia.com/gpu"},
-				Flavors: []kueuev1beta2.FlavorQuotas{{Name: "a100", Resources: []kueuev1beta2.ResourceQuota{
-					{Name: "nvidia.com/gpu", NominalQuota: resource.MustParse("1")}}}},
-			}}},
-		}
-		_, err := kq.ClusterQueues().Create(ctx, foreign, metav1.CreateOptions{})
+		_, err := kq.ClusterQueues().Create(ctx, localcluster.ForeignClusterQueue("team-gamma"), metav1.CreateOptions{})
 		require.NoError(t, err)
 		// Kueue writes the ClusterQueue's status once it has seen it; take
 		// the version after that.

@@ -15,10 +15,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	"sigs.k8s.io/yaml"
 
 	"ome.io/quota-manager/api/v1beta1/aqtest"
@@ -124,12 +121,7 @@ func condition(t *testing.T, name, typ string) (reason, message string) {
 func TestPrometheusScrapesTheGuide(t *testing.T) {
 	ctx := context.Background()
 	kq := cluster.Kueue.KueueV1beta2()
-	for i := 1; i <= 4; i++ {
-		_, err := localcluster.ApplyNode(ctx, cluster.Kube, localcluster.GPUNode(fmt.Sprintf("gpu-node-%d", i), 8))
-		require.NoError(t, err)
-	}
-	_, err := kq.ResourceFlavors().Create(ctx, localcluster.A100Flavor(), metav1.CreateOptions{})
-	require.NoError(t, err)
+	testutil.GuideCluster(t, cluster)
 
 	args := append([]string{"--enrolled-namespaces=ml-serving", "--capacity-report-interval=3s", "-v=2"}, testutil.InstallWebhook(t, cluster)...)
 	m := testutil.StartManager(t, cluster, managerBin, "m1", args...)
@@ -289,15 +281,7 @@ func TestPrometheusScrapesTheGuide(t *testing.T) {
 	})
 
 	t.Run("a foreign ClusterQueue of a team's name: an ObjectConflict Event", func(t *testing.T) {
-		foreign := &kueuev1beta2.ClusterQueue{
-			ObjectMeta: metav1.ObjectMeta{Name: "team-gamma"},
-			Spec: kueuev1beta2.ClusterQueueSpec{ResourceGroups: []kueuev1beta2.ResourceGroup{{
-				CoveredResources: []corev1.ResourceName{"nvidia.com/gpu"},
-				Flavors: []kueuev1beta2.FlavorQuotas{{Name: "a100", Resources: []kueuev1beta2.ResourceQuota{
-					{Name: "nvidia.com/gpu", NominalQuota: resource.MustParse("1")}}}},
-			}}},
-		}
-		_, err := kq.ClusterQueues().Create(ctx, foreign, metav1.CreateOptions{})
+		_, err := kq.ClusterQueues().Create(ctx, localcluster.ForeignClusterQueue("team-gamma"), metav1.CreateOptions{})
 		require.NoError(t, err)
 		_, err = aqs.Create(ctx, aqtest.Team("team-gamma", "root").Budget("nvidia.com/gpu", "a100", "2").Obj(), metav1.CreateOptions{})
 		require.NoError(t, err)

@@ -16,7 +16,6 @@ import (
 
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/api/v1beta1/aqtest"
-	"ome.io/quota-manager/test/localcluster"
 	"ome.io/quota-manager/test/testutil"
 )
 
@@ -189,12 +188,7 @@ func finishPods(t *testing.T, prefix, team string) {
 // team's ClusterQueue, which the manager wrote, admits them.
 func TestPodsThroughKueue(t *testing.T) {
 	ctx := context.Background()
-	for i := 1; i <= 4; i++ {
-		_, err := localcluster.ApplyNode(ctx, cluster.Kube, localcluster.GPUNode(fmt.Sprintf("gpu-node-%d", i), 8))
-		require.NoError(t, err)
-	}
-	_, err := cluster.Kueue.KueueV1beta2().ResourceFlavors().Create(ctx, localcluster.A100Flavor(), metav1.CreateOptions{})
-	require.NoError(t, err)
+	testutil.GuideCluster(t, cluster)
 	testutil.StartManager(t, cluster, managerBin, "m",
 		"--enrolled-namespaces="+ns, "--capacity-report-interval=3s", "--webhook=false", "--leader-elect=false")
 	kubectl(t, "apply", "-f", "../../config/samples/quota-tree.yaml")

@@ -1,7 +1,7 @@
 // Package testutil holds the small helpers that the control-plane test
 // packages share: polling for an outcome, running and comparing kubectl
-// output, the guide's ResourceFlavor, and ClusterRoles granted to a
-// ServiceAccount for one test.
+// output, the guide's nodes and ResourceFlavor, managers and ClusterRoles
+// for one test.
 package testutil
 
 import (
@@ -66,6 +66,20 @@ func KubectlEquals(t testing.TB, c *localcluster.Cluster, timeout time.Duration,
 		}
 		return ""
 	})
+}
+
+// GuideCluster applies the guide's four A100 nodes of 8 GPUs, gpu-node-1 to
+// gpu-node-4, and creates its ResourceFlavor a100, which must not exist
+// yet.
+func GuideCluster(t testing.TB, c *localcluster.Cluster) {
+	t.Helper()
+	ctx := context.Background()
+	if err := localcluster.ApplyGuideNodes(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Kueue.KueueV1beta2().ResourceFlavors().Create(ctx, localcluster.A100Flavor(), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating ResourceFlavor a100: %v", err)
+	}
 }
 
 // A100Flavor makes sure the guide's ResourceFlavor a100 exists for the
