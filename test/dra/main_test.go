@@ -39,11 +39,6 @@ func TestMain(m *testing.M) {
 		if aqs, err = quotaclient.AcceleratorQuotas(p.Cluster.Config); err != nil {
 			return err
 		}
-		for _, ns := range []string{"ome", teamNS} {
-			if err := p.Cluster.EnsureNamespace(ctx, ns); err != nil {
-				return err
-			}
-		}
-		return nil
+		return p.Cluster.EnsureNamespaces(ctx, "ome", teamNS)
 	}))
 }

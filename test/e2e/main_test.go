@@ -59,11 +59,6 @@ func run(m *testing.M) int {
 		if aqs, err = quotaclient.AcceleratorQuotas(p.Cluster.Config); err != nil {
 			return err
 		}
-		for _, ns := range []string{"ome", "ml-serving"} {
-			if err := p.Cluster.EnsureNamespace(ctx, ns); err != nil {
-				return err
-			}
-		}
-		return nil
+		return p.Cluster.EnsureNamespaces(ctx, "ome", "ml-serving")
 	})
 }

@@ -34,10 +34,8 @@ func TestMain(m *testing.M) {
 		if out, err := del.CombinedOutput(); err != nil {
 			return fmt.Errorf("deleting the ledger's CRD: %v: %s", err, out)
 		}
-		for _, ns := range []string{"ome", "ml-serving"} {
-			if err := p.Cluster.EnsureNamespace(ctx, ns); err != nil {
-				return err
-			}
+		if err := p.Cluster.EnsureNamespaces(ctx, "ome", "ml-serving"); err != nil {
+			return err
 		}
 		// The guide's cluster: ResourceFlavor a100 and four A100 nodes of 8
 		// GPUs, so the high-water mark is 32.

@@ -329,3 +329,14 @@ func (c *Cluster) EnsureNamespace(ctx context.Context, name string) error {
 	}
 	return err
 }
+
+// EnsureNamespaces creates, in order, each namespace that does not exist,
+// and stops at the first error.
+func (c *Cluster) EnsureNamespaces(ctx context.Context, names ...string) error {
+	for _, name := range names {
+		if err := c.EnsureNamespace(ctx, name); err != nil {
+			return err
+		}
+	}
+	return nil
+}

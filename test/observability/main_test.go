@@ -24,10 +24,8 @@ func TestMain(m *testing.M) {
 		if aqs, err = quotaclient.AcceleratorQuotas(p.Cluster.Config); err != nil {
 			return err
 		}
-		for _, ns := range []string{"ome", "ml-serving"} {
-			if err := p.Cluster.EnsureNamespace(ctx, ns); err != nil {
-				return err
-			}
+		if err := p.Cluster.EnsureNamespaces(ctx, "ome", "ml-serving"); err != nil {
+			return err
 		}
 		promDir, err = localcluster.EnsurePrometheus(ctx)
 		return err

@@ -17,10 +17,8 @@ var (
 func TestMain(m *testing.M) {
 	os.Exit(localcluster.RunTests(m, localcluster.Options{Kueue: true}, true, func(ctx context.Context, p *localcluster.TestPackage) error {
 		cluster, managerBin = p.Cluster, p.ManagerBin
-		for _, ns := range []string{"ome", "ml-serving"} {
-			if err := p.Cluster.EnsureNamespace(ctx, ns); err != nil {
-				return err
-			}
+		if err := p.Cluster.EnsureNamespaces(ctx, "ome", "ml-serving"); err != nil {
+			return err
 		}
 		// The guide's cluster: ResourceFlavor a100 and four A100 nodes of 8
 		// GPUs, gpu-node-1 to gpu-node-4, so the high-water mark is 32.
