@@ -602,11 +602,6 @@ func (b *bench) measure(ctx context.Context) error {
 		return err
 	}
 
-	rssLarge, err := b.rssLarge(ctx)
-	if err != nil {
-		return err
-	}
-
 	// The table.
 	t := &b.t
 	// What the default limits allow: the burst is free, the rest at QPS
@@ -641,9 +636,7 @@ func (b *bench) measure(ctx context.Context) error {
 	t.add("writes per budget change", perChange, "1 ClusterQueue + 1 status", "-")
 	t.add(fmt.Sprintf("manager CPU per ClusterQueue status update, %d vs %d ClusterQueues", sh.small*sh.teamsPerCohort, sh.cohorts*sh.teamsPerCohort),
 		fmt.Sprintf("%.2f ms", cpuLarge.Seconds()*1000), fmt.Sprintf("%.2f ms", cpuSmall.Seconds()*1000), ratio(cpuLarge.Seconds(), cpuSmall.Seconds()))
-	b.addRSS(sh.nodes, rss)
-	b.addRSS(sh.more, rssLarge)
-	return nil
+	return b.addRSSRows(ctx, rss)
 }
 
 // defaultPass starts the manager at the default limits and makes the
@@ -709,12 +702,19 @@ func (b *bench) measureRSS(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	return b.addRSSRows(ctx, rss)
+}
+
+// addRSSRows measures the large variant (rssLarge) and adds the two RSS
+// rows of the table: rss, the manager's on the tree at sh.nodes Nodes,
+// then the large variant's.
+func (b *bench) addRSSRows(ctx context.Context, rss memory) error {
 	rssLarge, err := b.rssLarge(ctx)
 	if err != nil {
 		return err
 	}
-	b.addRSS(sh.nodes, rss)
-	b.addRSS(sh.more, rssLarge)
+	b.addRSS(b.sh.nodes, rss)
+	b.addRSS(b.sh.more, rssLarge)
 	return nil
 }
 
