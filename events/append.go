@@ -81,6 +81,7 @@ func AppendMarshal(dst []byte, ev Event) ([]byte, error) {
 			{"start", ev.Start, ev.Start != nil}, {"deviceClass", ev.DeviceClass, ev.DeviceClass != nil},
 			{"resourceSlice", ev.ResourceSlice, ev.ResourceSlice != nil}, {"verdict", ev.Verdict, ev.Verdict != nil},
 			{"outcome", ev.Outcome, ev.Outcome != nil}, {"leadership", ev.Leadership, ev.Leadership != nil},
+			{"drift", ev.Drift, ev.Drift != nil},
 		} {
 			if !p.set {
 				continue
@@ -186,6 +187,19 @@ func appendQuota(dst []byte, q *Quota) ([]byte, error) {
 		}
 		dst = append(dst, `,"capacity":`...)
 		dst = append(dst, b...)
+	}
+	if len(q.Conditions) > 0 {
+		dst = append(dst, `,"conditions":[`...)
+		for i, c := range q.Conditions {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendString(append(dst, `{"type":`...), c.Type)
+			dst = appendString(append(dst, `,"status":`...), c.Status)
+			dst = append(dst, `,"since":"`...)
+			dst = append(c.Since.AppendFormat(dst, time.RFC3339Nano), `"}`...)
+		}
+		dst = append(dst, ']')
 	}
 	return append(dst, '}'), nil
 }

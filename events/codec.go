@@ -33,7 +33,10 @@ import (
 //   - 6: adds a failure's source and the MeasureRecovered kind: a failing
 //     informer's list or watch, from its first error to its recovery.
 //     Older lines read as before; a line of theirs cannot carry either.
-const SchemaVersion = 6
+//   - 7: adds the Drift kind (a Kueue object changed behind the manager's
+//     back) and an AcceleratorQuota's stored conditions (their stamps).
+//     Older lines read as before; a line of theirs cannot carry either.
+const SchemaVersion = 7
 
 // oldestVersion is the oldest schema version this build reads.
 const oldestVersion = 1
@@ -117,7 +120,8 @@ func unmarshal(line []byte) (Event, int, error) {
 		}
 	}
 	if (v < 3 && w.Event.Kind == KindVerdict) || (v < 4 && (w.Event.Kind == KindOutcome || w.Event.Kind == KindLeadership)) ||
-		(v < 6 && (w.Event.Kind == KindMeasureRecovered || (w.Event.Failure != nil && w.Event.Failure.Source != ""))) {
+		(v < 6 && (w.Event.Kind == KindMeasureRecovered || (w.Event.Failure != nil && w.Event.Failure.Source != ""))) ||
+		(v < 7 && (w.Event.Kind == KindDrift || (w.Event.Quota != nil && len(w.Event.Quota.Conditions) > 0))) {
 		return Event{}, 0, fmt.Errorf("event #%d has kind %s, which schema version %d did not have: the log is corrupt", w.Event.Seq, w.Event.Kind, v)
 	}
 	return w.Event, v, nil

@@ -75,6 +75,11 @@ func sampleEvents() []Event {
 		OutcomeReported(t0, "team-alpha", Outcome{Kind: OutcomeConflict, Message: "ClusterQueue team-alpha exists without the label"}),
 		OutcomeReported(t0, "team-alpha", Outcome{}),
 		LeadershipChanged(t0, "m1", LeadershipLost),
+		QuotaUpserted(t0, &Quota{Name: "team-gamma", Generation: 2, Spec: v1beta1.AcceleratorQuotaSpec{Role: v1beta1.RoleClusterQueue},
+			Conditions: []Stamp{{Type: "Ready", Status: "True", Since: time.Date(2026, 10, 5, 9, 40, 0, 0, time.UTC)},
+				{Type: "Materialized", Status: "False", Since: time.Date(2026, 10, 5, 9, 41, 0, 0, time.UTC)}}}),
+		Drifted(t0, "team-beta", Drift{Object: "ClusterQueue", Name: "team-beta", Change: DriftEdited, Version: "812"}),
+		Drifted(t0, "team-beta", Drift{Object: "LocalQueue", Namespace: "ml", Name: "team-beta", Change: DriftDeleted}),
 	}
 	for i := range evs {
 		evs[i].Seq = uint64(i + 1)
@@ -133,7 +138,7 @@ func TestEncodingIsPinned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"v":6,"seq":7,"time":"2026-10-05T09:41:12Z","kind":"Node","op":"upsert","key":"n1","node":{"name":"n1","labels":{"a":"1","b":"2"},"capacity":{"nvidia.com/gpu":"8"},"ready":true,"unschedulable":true}}`
+	want := `{"v":7,"seq":7,"time":"2026-10-05T09:41:12Z","kind":"Node","op":"upsert","key":"n1","node":{"name":"n1","labels":{"a":"1","b":"2"},"capacity":{"nvidia.com/gpu":"8"},"ready":true,"unschedulable":true}}`
 	if string(b) != want {
 		t.Errorf("got  %s\nwant %s", b, want)
 	}
@@ -146,8 +151,8 @@ func TestDecodeRefuses(t *testing.T) {
 		want    string
 	}{
 		"newer version": {
-			line: `{"v":7,"seq":1,"kind":"Tick","time":"2026-10-05T09:41:12Z","shiny":true}`, version: 7,
-			want: "schema version 7, newer than 6, the newest this build reads: read the log with the ome-quota-manager version that wrote it, or a newer one",
+			line: `{"v":8,"seq":1,"kind":"Tick","time":"2026-10-05T09:41:12Z","shiny":true}`, version: 8,
+			want: "schema version 8, newer than 7, the newest this build reads: read the log with the ome-quota-manager version that wrote it, or a newer one",
 		},
 		"verdict in version 2":    {line: `{"v":2,"seq":1,"kind":"Verdict","key":"a","verdict":{"uid":"u","user":"x","operation":"CREATE","allowed":true},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 2 did not have"},
 		"outcome in version 3":    {line: `{"v":3,"seq":1,"kind":"Outcome","key":"a","outcome":{"kind":"Applied"},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 3 did not have"},
@@ -218,7 +223,7 @@ func TestDecodeUpgradesVersion1(t *testing.T) {
 	if err := NewEncoder(&b).Encode(Event{Seq: 2, Time: time.Date(2026, 10, 5, 9, 41, 13, 0, time.UTC), Kind: KindSynced}); err != nil {
 		t.Fatal(err)
 	}
-	if want := `{"v":6,"seq":2,"time":"2026-10-05T09:41:13Z","kind":"Synced"}` + "\n"; b.String() != want {
+	if want := `{"v":7,"seq":2,"time":"2026-10-05T09:41:13Z","kind":"Synced"}` + "\n"; b.String() != want {
 		t.Errorf("encoded %q, want %q", b.String(), want)
 	}
 }
@@ -269,6 +274,11 @@ func TestValidate(t *testing.T) {
 		"leadership":         {ev: LeadershipChanged(t0, "m1", LeadershipLost)},
 		"leadership change":  {ev: LeadershipChanged(t0, "m1", "Stolen"), want: `change "Stolen"`},
 		"leadership key":     {ev: Event{Kind: KindLeadership, Key: "x", Leadership: &Leadership{Identity: "m1", Change: LeadershipAcquired}}, want: "only object events"},
+		"drift":              {ev: Drifted(t0, "a", Drift{Object: "Cohort", Name: "a", Change: DriftCreated})},
+		"drift no key":       {ev: Drifted(t0, "", Drift{Object: "Cohort", Name: "a", Change: DriftCreated}), want: "name the node"},
+		"drift kind":         {ev: Drifted(t0, "a", Drift{Object: "Pod", Name: "a", Change: DriftCreated}), want: `object kind "Pod"`},
+		"drift change":       {ev: Drifted(t0, "a", Drift{Object: "Cohort", Name: "a", Change: "moved"}), want: `change "moved"`},
+		"drift no payload":   {ev: Event{Kind: KindDrift, Key: "a"}, want: `"drift"`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

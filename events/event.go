@@ -84,6 +84,7 @@ type Event struct {
 	Verdict       *Verdict       `json:"verdict,omitempty"`
 	Outcome       *Outcome       `json:"outcome,omitempty"`
 	Leadership    *Leadership    `json:"leadership,omitempty"`
+	Drift         *Drift         `json:"drift,omitempty"`
 }
 
 // Quota is the compact form of an AcceleratorQuota: its spec, and the
@@ -97,6 +98,18 @@ type Quota struct {
 	Generation int64                        `json:"generation,omitempty"`
 	Spec       v1beta1.AcceleratorQuotaSpec `json:"spec"`
 	Capacity   []v1beta1.CapacityStatus     `json:"capacity,omitempty"`
+	// Conditions are the conditions its status holds, as stamps: the state
+	// keeps a condition's lastTransitionTime while its status stands, as
+	// the object shows it (schema version 7).
+	Conditions []Stamp `json:"conditions,omitempty"`
+}
+
+// Stamp is one condition of a stored status: its type, its status (True or
+// False) and its lastTransitionTime.
+type Stamp struct {
+	Type   string    `json:"type"`
+	Status string    `json:"status"`
+	Since  time.Time `json:"since"`
 }
 
 // Node is the compact form of a Kubernetes Node: what decides which
@@ -298,6 +311,7 @@ func (e *Event) payloads() (int, string) {
 		{e.Start != nil, "start"},
 		{e.DeviceClass != nil, "deviceClass"}, {e.ResourceSlice != nil, "resourceSlice"},
 		{e.Verdict != nil, "verdict"}, {e.Outcome != nil, "outcome"}, {e.Leadership != nil, "leadership"},
+		{e.Drift != nil, "drift"},
 	} {
 		if p.set {
 			if n == 0 {
@@ -387,6 +401,8 @@ func (e *Event) Validate() error {
 		return e.validateOutcome(count, first)
 	case KindLeadership:
 		return e.validateLeadership(count, first)
+	case KindDrift:
+		return e.validateDrift(count, first)
 	case KindTick, KindSynced, KindConfig, KindMeasureFailed, KindMeasureRecovered, KindStart:
 		if e.Op != "" || e.Key != "" {
 			return fmt.Errorf("%s event #%d has an op or a key: only object events carry them", e.Kind, e.Seq)

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/conversion"
 	"k8s.io/client-go/tools/cache"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
@@ -79,6 +80,18 @@ func (h *Handlers) Flavors() cache.ResourceEventHandler {
 func (h *Handlers) ClusterQueues() cache.ResourceEventHandler {
 	return handler(h, events.KindClusterQueue, QueueOf, events.QueueUpserted)
 }
+
+// sameCompact compares two compact forms as the API machinery compares
+// objects (quantities by value), and the condition stamps' times by instant:
+// the API machinery's own table has no entry for a plain time.Time, whose
+// unexported fields it refuses to compare.
+var sameCompact = func() conversion.Equalities {
+	eq := apiequality.Semantic.Copy()
+	if err := eq.AddFunc(func(a, b time.Time) bool { return a.Equal(b) }); err != nil {
+		panic(err)
+	}
+	return eq
+}()
 
 // funcs are an informer's handler functions for one kind. With version
 // set, each event carries the object's resourceVersion, and an update is
@@ -150,7 +163,7 @@ func handler[T interface {
 		same: func(oldObj, newObj any) bool {
 			o, ok1 := oldObj.(T)
 			n, ok2 := newObj.(T)
-			return ok1 && ok2 && o != nil && n != nil && apiequality.Semantic.DeepEqual(compact(o), compact(n))
+			return ok1 && ok2 && o != nil && n != nil && sameCompact.DeepEqual(compact(o), compact(n))
 		},
 		name: func(obj any) string {
 			switch o := obj.(type) {
@@ -177,12 +190,15 @@ func (h *Handlers) publish(ev events.Event) {
 }
 
 // QuotaOf is the compact form of an AcceleratorQuota: name, generation,
-// spec and status.capacity, deep-copied.
+// spec, status.capacity and the stamps of status.conditions, deep-copied.
 func QuotaOf(aq *v1beta1.AcceleratorQuota) *events.Quota {
 	q := &events.Quota{Name: aq.Name, UID: string(aq.UID), Generation: aq.Generation}
 	aq.Spec.DeepCopyInto(&q.Spec)
 	for _, c := range aq.Status.Capacity {
 		q.Capacity = append(q.Capacity, *c.DeepCopy())
+	}
+	for _, c := range aq.Status.Conditions {
+		q.Conditions = append(q.Conditions, events.Stamp{Type: c.Type, Status: string(c.Status), Since: c.LastTransitionTime.UTC()})
 	}
 	return q
 }

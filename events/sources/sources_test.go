@@ -161,20 +161,27 @@ func TestQuotaHandler(t *testing.T) {
 			Budgets: []v1beta1.Budget{{ResourceName: "nvidia.com/gpu", ResourceFlavor: "a100", Nominal: resource.MustParse("16")}}},
 	}
 	quotas.OnAdd(aq, false)
-	// Our own condition writes come back as updates: no event.
+	// Our own condition writes come back as updates, and their stamps
+	// travel: the state keeps a stamp the stored object already carries.
 	withConditions := aq.DeepCopy()
-	withConditions.Status.Conditions = []metav1.Condition{{Type: v1beta1.ConditionReady, Status: metav1.ConditionTrue}}
+	since := metav1.NewTime(time.Date(2026, 11, 30, 9, 9, 3, 0, time.UTC))
+	withConditions.Status.Conditions = []metav1.Condition{{Type: v1beta1.ConditionReady, Status: metav1.ConditionTrue, LastTransitionTime: since}}
 	quotas.OnUpdate(aq, withConditions)
+	// The same object again (a resync) is no event.
+	quotas.OnUpdate(withConditions, withConditions.DeepCopy())
 	raised := withConditions.DeepCopy()
 	raised.Generation = 2
 	raised.Spec.Budgets[0].Nominal = resource.MustParse("20")
 	quotas.OnUpdate(withConditions, raised)
 	quotas.OnDelete(cache.DeletedFinalStateUnknown{Key: "team-alpha", Obj: raised})
 
-	if diff := cmp.Diff([]string{"#0 AcceleratorQuota upsert team-alpha", "#0 AcceleratorQuota upsert team-alpha", "#0 AcceleratorQuota delete team-alpha"}, rec.summary()); diff != "" {
-		t.Errorf("events (-want +got):\n%s", diff)
+	if diff := cmp.Diff([]string{"#0 AcceleratorQuota upsert team-alpha", "#0 AcceleratorQuota upsert team-alpha", "#0 AcceleratorQuota upsert team-alpha", "#0 AcceleratorQuota delete team-alpha"}, rec.summary()); diff != "" {
+		t.Fatalf("events (-want +got):\n%s", diff)
 	}
-	if got := rec.events[1].Quota; got.Generation != 2 || got.Spec.Budgets[0].Nominal.String() != "20" {
+	if diff := cmp.Diff([]events.Stamp{{Type: v1beta1.ConditionReady, Status: "True", Since: since.UTC()}}, rec.events[1].Quota.Conditions); diff != "" {
+		t.Errorf("the status write's stamps (-want +got):\n%s", diff)
+	}
+	if got := rec.events[2].Quota; got.Generation != 2 || got.Spec.Budgets[0].Nominal.String() != "20" {
 		t.Errorf("update carries %+v", got)
 	}
 	if len(*errs) != 0 {
