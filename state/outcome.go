@@ -32,7 +32,9 @@ func (s *State) setOutcome(node string, o events.Outcome) {
 	if m.outcome != o {
 		m.rev = s.seq
 	}
+	materialized := m.materialized()
 	m.outcome = o
+	s.restamp(m, m.ready(), materialized)
 }
 
 // setLeadership records a replica taking or losing the lead. Either way
@@ -60,7 +62,9 @@ func (s *State) started() {
 func (s *State) forgetOutcomes() {
 	s.revAll = s.seq
 	for _, m := range s.members {
+		materialized := m.materialized()
 		m.outcome = events.Outcome{}
+		s.restamp(m, m.ready(), materialized)
 	}
 }
 

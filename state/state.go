@@ -88,6 +88,9 @@ type member struct {
 	message  string
 	// outcome is the leader's applier's last report on the node.
 	outcome events.Outcome
+	// since and stored date the node's conditions (stamps.go).
+	since  Since
+	stored []events.Stamp
 	// rev is the sequence number of the last event that may have changed
 	// the node's projection (see Revision).
 	rev uint64
@@ -153,9 +156,11 @@ func New() *State {
 // nothing modifies an event once it is published.
 func (s *State) Apply(ev events.Event) []Transition {
 	s.lastSeq, s.seq = ev.Seq, ev.Seq
-	if ev.Validate() != nil || ev.Kind == events.KindVerdict {
+	if ev.Validate() != nil || ev.Kind == events.KindVerdict || ev.Kind == events.KindDrift {
 		// A verdict is recorded for the audit trail only: the write it
-		// admitted reaches the state as an AcceleratorQuota event.
+		// admitted reaches the state as an AcceleratorQuota event. A
+		// drift changes nothing the state holds: it tells the shell, and
+		// a replay, why the node's objects are compared again.
 		return nil
 	}
 	s.now = ev.Time.UTC().Truncate(time.Second)

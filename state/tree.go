@@ -45,19 +45,19 @@ func (s *State) upsertQuota(q *events.Quota, version uint64) {
 		s.changedNode(name)
 	}
 	if m != nil && m.shape.equal(sh) {
-		m.spec, m.gen, m.uid, m.version = spec, q.Generation, q.UID, version
+		m.spec, m.gen, m.uid, m.version, m.stored = spec, q.Generation, q.UID, version, q.Conditions
 		return
 	}
 	created := m == nil
 	var old shape
 	if created {
-		m = &member{name: name, phase: PhasePending, place: Place{Depth: -1}, rev: s.seq}
+		m = &member{name: name, phase: PhasePending, place: Place{Depth: -1}, rev: s.seq, since: Since{s.now, s.now}}
 		s.members[name] = m
 	} else {
 		old = m.shape
 	}
 	s.relink(name, old, sh)
-	m.spec, m.gen, m.shape, m.uid, m.version = spec, q.Generation, sh, q.UID, version
+	m.spec, m.gen, m.shape, m.uid, m.version, m.stored = spec, q.Generation, sh, q.UID, version, q.Conditions
 
 	s.queue(name)
 	s.queue(old.parent)
@@ -327,7 +327,9 @@ func (s *State) settle() {
 		m.message = msg
 		if phase != m.phase {
 			move(s.machine, s.cause, name, m.phase, phase, reason, msg)
+			ready, materialized := m.ready(), m.materialized()
 			m.phase = phase
+			s.restamp(m, ready, materialized)
 		}
 	}
 }
