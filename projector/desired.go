@@ -31,8 +31,7 @@ type Output struct {
 	// Held names the nodes that exist but are not Ready: their Kueue
 	// objects, whatever they are, are neither written nor swept.
 	Held map[string]bool
-	// Statuses is every node's status, without lastTransitionTime (the
-	// applier keeps the stored one while a condition's status stands).
+	// Statuses is every node's status, its conditions dated (stamp).
 	Statuses map[string]*v1beta1.AcceleratorQuotaStatus
 }
 
@@ -109,7 +108,7 @@ type NodeOutput struct {
 	Cohort       *kueueac.CohortApplyConfiguration
 	ClusterQueue *kueueac.ClusterQueueApplyConfiguration
 	LocalQueues  []*kueueac.LocalQueueApplyConfiguration
-	// Status is the node's status, without lastTransitionTime.
+	// Status is the node's status, its conditions dated (stamp).
 	Status *v1beta1.AcceleratorQuotaStatus
 }
 
@@ -257,6 +256,9 @@ func ProjectStatus(n *Node, in Input) *v1beta1.AcceleratorQuotaStatus {
 	if materialize {
 		st.Conditions = append(st.Conditions, materialized(n))
 	}
+	for i := range st.Conditions {
+		stamp(&st.Conditions[i], n)
+	}
 	if n.Name == v1beta1.RootName {
 		st.Capacity = slices.Clone(in.Capacity)
 		st.Unbudgeted = slices.Clone(in.Unbudgeted)
@@ -274,6 +276,22 @@ func ProjectStatus(n *Node, in Input) *v1beta1.AcceleratorQuotaStatus {
 		st.Summary = summary(n)
 	}
 	return st
+}
+
+// stamp sets a condition's lastTransitionTime: the stamp the stored status
+// shows while the condition's status stands there, else when the state saw
+// it take its status.
+func stamp(c *metav1.Condition, n *Node) {
+	at := n.Since.Ready
+	if c.Type == v1beta1.ConditionMaterialized {
+		at = n.Since.Materialized
+	}
+	for _, s := range n.Stored {
+		if s.Type == c.Type && s.Status == string(c.Status) {
+			at = s.Since
+		}
+	}
+	c.LastTransitionTime = metav1.NewTime(at)
 }
 
 func materialized(n *Node) metav1.Condition {

@@ -53,6 +53,7 @@ func nodeOf(s *state.State, nv state.NodeView) Node {
 		Message:    nv.Message,
 		Outcome:    s.Outcome(nv.Name),
 	}
+	n.Since, n.Stored = s.Stamps(nv.Name)
 	if nv.Spec.Role == v1beta1.RoleClusterQueue {
 		for _, u := range s.Usage(nv.Name) {
 			if n.Usage == nil {

@@ -30,6 +30,10 @@ type Node struct {
 	// Outcome is the leader's applier's last report on the node's Kueue
 	// objects, as the state holds it: what Materialized says.
 	Outcome events.Outcome
+	// Since is when its conditions took their status, and Stored the
+	// stamps its stored status shows: they date the conditions (stamp).
+	Since  state.Since
+	Stored []events.Stamp
 }
 
 // Input is everything the projection depends on.

@@ -58,7 +58,7 @@ type Applier struct {
 	Metrics     *metrics.Metrics
 	// Workers bounds the writes in flight.
 	Workers int
-	// Now stamps lastTransitionTime on conditions that change.
+	// Now is the clock of the backoff of writes refused for good.
 	Now func() time.Time
 	// Schema, when set, is the installed CRD's status schema, which lacks
 	// fields the quota manager writes: they are left out of status writes.
@@ -79,6 +79,10 @@ type Applier struct {
 	// inflight counts the writes being sent, per object key: a cache
 	// notification for an object with a write in flight is its echo.
 	inflight map[string]int
+	// sweeping holds, per object key, the uid of an object the applier
+	// deletes: the cache's notification of that deletion is its echo
+	// (SweptEcho).
+	sweeping map[string]types.UID
 
 	// backoff holds, per object, a write that failed with an error that
 	// retrying will not heal (the API server or a webhook refused the
@@ -469,6 +473,33 @@ func (a *Applier) wrote(w write, o metav1.Object, err error) error {
 	return err
 }
 
+// sweep notes that the object of key with uid is being deleted by the
+// applier; an empty uid takes the note back (the delete failed).
+func (a *Applier) sweep(key string, uid types.UID) {
+	a.seenMu.Lock()
+	defer a.seenMu.Unlock()
+	if uid == "" {
+		delete(a.sweeping, key)
+		return
+	}
+	if a.sweeping == nil {
+		a.sweeping = map[string]types.UID{}
+	}
+	a.sweeping[key] = uid
+}
+
+// SweptEcho reports whether the deletion of a cached Kueue object (key as
+// for Echo) with uid is the applier's own sweep, and forgets the sweep.
+func (a *Applier) SweptEcho(key string, uid types.UID) bool {
+	a.seenMu.Lock()
+	defer a.seenMu.Unlock()
+	if a.sweeping[key] != uid || uid == "" {
+		return false
+	}
+	delete(a.sweeping, key)
+	return true
+}
+
 // forget drops what the applier remembers of an object deleted.
 func (a *Applier) forget(key string) {
 	a.seenMu.Lock()
@@ -592,8 +623,13 @@ func (a *Applier) sweepsOf(out *projector.Output, res *Result, cohorts []*kueuev
 			return
 		}
 		opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
+		key := kind + "/" + joinName(ns, name)
 		ws = append(ws, write{kind: kind, node: name, name: joinName(ns, name), do: func(ctx context.Context) error {
+			a.sweep(key, uid)
 			err := f(ctx, opts)
+			if err != nil {
+				a.sweep(key, "")
+			}
 			if err == nil {
 				a.Metrics.Swept.WithLabelValues(kind).Inc()
 				res.addSwept()
@@ -729,8 +765,8 @@ func retriable(err error) bool {
 		apierrors.IsTimeout(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err)
 }
 
-// statusWrites applies every node status that differs from the cached one.
-// A condition keeps its stored lastTransitionTime while its status stands.
+// statusWrites applies every node status that differs from the cached one,
+// stamps as the projection dated them.
 func (a *Applier) statusWrites(ctx context.Context, out *projector.Output, res *Result) []write {
 	names := make([]string, 0, len(out.Statuses))
 	for n := range out.Statuses {
@@ -750,9 +786,7 @@ func (a *Applier) statusWrites(ctx context.Context, out *projector.Output, res *
 		if ok && sent.hash == h && sent.before == cur.ResourceVersion {
 			continue // written, not yet in the cache
 		}
-		st := out.Statuses[name].DeepCopy()
-		stampConditions(st, &cur.Status, a.Now())
-		desired, err1 := toJSONMap(st)
+		desired, err1 := toJSONMap(out.Statuses[name])
 		cached, err2 := toJSONMap(&cur.Status)
 		if err1 != nil || err2 != nil {
 			res.Errors = append(res.Errors, fmt.Errorf("encoding the status of %s: %w", name, errors.Join(err1, err2)))
@@ -804,16 +838,4 @@ func StatusApply(name string, st *v1beta1.AcceleratorQuotaStatus) (*aqac.Acceler
 		return nil, fmt.Errorf("encoding the status of %s: %w", name, err)
 	}
 	return aqac.AcceleratorQuota(name).WithStatus(sac), nil
-}
-
-func stampConditions(st, cur *v1beta1.AcceleratorQuotaStatus, now time.Time) {
-	for i := range st.Conditions {
-		c := &st.Conditions[i]
-		c.LastTransitionTime = metav1.NewTime(now.UTC().Truncate(time.Second))
-		for _, old := range cur.Conditions {
-			if old.Type == c.Type && old.Status == c.Status {
-				c.LastTransitionTime = old.LastTransitionTime
-			}
-		}
-	}
 }
