@@ -267,9 +267,9 @@ func (m *Manager) Run(ctx context.Context) error {
 		{m.inf.core.Core().V1().Nodes().Informer(), handlers.CachedNodes()},
 		{kq.ResourceFlavors().Informer(), handlers.Flavors()},
 		{kq.ClusterQueues().Informer(), handlers.ClusterQueues()},
-		{kq.ClusterQueues().Informer(), drift{m.shell, "ClusterQueue"}},
-		{kq.Cohorts().Informer(), drift{m.shell, "Cohort"}},
-		{kq.LocalQueues().Informer(), drift{m.shell, "LocalQueue"}},
+		{kq.ClusterQueues().Informer(), drift{m.shell, "ClusterQueue", ctx}},
+		{kq.Cohorts().Informer(), drift{m.shell, "Cohort", ctx}},
+		{kq.LocalQueues().Informer(), drift{m.shell, "LocalQueue", ctx}},
 	} {
 		reg, err := h.inf.AddEventHandler(h.h)
 		if err != nil {
@@ -406,7 +406,7 @@ func (m *Manager) consume(ctx context.Context) error {
 		if ev.Kind == events.KindSynced {
 			m.stateSynced.Store(true)
 		}
-		m.shell.note(ev.Kind, changes)
+		m.shell.note(ev, changes)
 		m.metrics.Events.WithLabelValues(string(ev.Kind)).Inc()
 		m.metrics.EventLag.Observe(time.Since(ev.Time).Seconds())
 		for _, t := range transitions {

@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -128,11 +129,15 @@ func newShell(m *Manager) *shell {
 }
 
 // note takes what one applied event changed; the consumer calls it.
-func (sh *shell) note(kind events.Kind, c state.Changes) {
+func (sh *shell) note(ev events.Event, c state.Changes) {
 	if !sh.m.leader.Load() || !sh.m.stateSynced.Load() {
 		return // a new leader compares everything; Synced brings All
 	}
-	switch {
+	switch kind := ev.Kind; {
+	case kind == events.KindDrift:
+		// An object changed behind the manager's back: the node's
+		// objects are compared in full, and what differs written back.
+		sh.bulk.Add(ev.Key)
 	case c.All:
 		// The Synced marker or a new configuration: every node at once.
 		sh.resync(true)
@@ -564,13 +569,17 @@ func earliest(a, b time.Time) time.Time {
 }
 
 // drift watches the Kueue objects the manager writes: a change that is not
-// the echo of the manager's own write (someone edited, deleted or created
-// an object of a node's name) puts the node on the bulk queue. Status
+// the echo of the manager's own write or sweep (someone edited, deleted or
+// created an object of a node's name) is published as a Drift event, and
+// its node compared in full when the event is applied (shell.note), so
+// that the log says why the manager writes the object again. Status
 // updates, which Kueue makes on every admission, leave the generation
 // alone and cost nothing.
 type drift struct {
 	sh   *shell
 	kind string
+	// ctx is the manager's run: the publishing ends with it.
+	ctx context.Context
 }
 
 func (d drift) key(o metav1Object) string {
@@ -586,20 +595,34 @@ type metav1Object interface {
 	GetResourceVersion() string
 	GetGeneration() int64
 	GetLabels() map[string]string
+	GetUID() types.UID
 }
 
-func (d drift) changed(o metav1Object) {
-	if d.sh.m.applier.Echo(d.key(o), o.GetResourceVersion()) {
+// changed publishes a change of o that is not the manager's own doing.
+func (d drift) changed(o metav1Object, change events.DriftChange) {
+	m := d.sh.m
+	if change == events.DriftDeleted {
+		if m.applier.SweptEcho(d.key(o), o.GetUID()) {
+			return
+		}
+	} else if m.applier.Echo(d.key(o), o.GetResourceVersion()) {
 		return
 	}
-	if d.sh.m.leader.Load() && d.sh.m.stateSynced.Load() {
-		d.sh.bulk.Add(o.GetName())
+	if !m.leader.Load() || !m.stateSynced.Load() {
+		return // a new leader compares everything
+	}
+	ev := events.Drifted(time.Now(), o.GetName(), events.Drift{
+		Object: d.kind, Namespace: o.GetNamespace(), Name: o.GetName(), Change: change, Version: o.GetResourceVersion(),
+	})
+	if _, err := m.stream.Publish(d.ctx, ev); err != nil && d.ctx.Err() == nil {
+		// The tick's full comparison finds the object all the same.
+		klog.FromContext(d.ctx).Error(err, "cannot publish a drift; the next tick compares the object", "object", d.key(o))
 	}
 }
 
 func (d drift) OnAdd(obj any, initial bool) {
 	if o, err := meta.Accessor(obj); err == nil && !initial {
-		d.changed(o)
+		d.changed(o, events.DriftCreated)
 	}
 }
 
@@ -612,15 +635,15 @@ func (d drift) OnUpdate(oldObj, newObj any) {
 	if o.GetGeneration() == n.GetGeneration() && o.GetLabels()[v1beta1.ManagedByLabel] == n.GetLabels()[v1beta1.ManagedByLabel] {
 		return // status or metadata only
 	}
-	d.changed(n)
+	d.changed(n, events.DriftEdited)
 }
 
 func (d drift) OnDelete(obj any) {
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
 	}
-	if o, err := meta.Accessor(obj); err == nil && d.sh.m.leader.Load() && d.sh.m.stateSynced.Load() {
-		d.sh.bulk.Add(o.GetName())
+	if o, err := meta.Accessor(obj); err == nil {
+		d.changed(o, events.DriftDeleted)
 	}
 }
 
