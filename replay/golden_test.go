@@ -68,7 +68,7 @@ func TestGolden(t *testing.T) {
 		{"state-after.txt", []string{"--at", at, "--state"}, []string{"quota big gen=1 phase=CapacityExceeded", "phase=Frozen",
 			"status big-team observedGeneration=1\n  Ready=False Frozen", "Materialized=False Frozen"}},
 		{"state.txt", []string{"--state"}, []string{"leader trail\n", "statuses as the leader trail writes them",
-			"status team-alpha observedGeneration=3\n  Ready=True Admitted: node is a valid member of the quota tree\n  Degraded=False Admitted: no invariant violated\n  Materialized=True Admitted"}},
+			"status team-alpha observedGeneration=3\n  Ready=True Admitted: node is a valid member of the quota tree (since 20", "  Degraded=False Admitted: no invariant violated (since 20", "  Materialized=True Admitted"}},
 		{"state.json", []string{"--state", "-o", "json"}, []string{`"leader": "trail"`, `"type": "Materialized"`}},
 		{"objects-before.yaml", []string{"--at", before, "--objects"}, []string{"name: big-team"}},
 		{"objects-after.yaml", []string{"--at", at, "--objects"}, []string{"name: big-team"}},

@@ -138,6 +138,16 @@ type OutcomeEntry struct {
 	Event string `json:"event"`
 }
 
+// DriftEntry is one change of a Kueue object behind the manager's back.
+type DriftEntry struct {
+	Seq  uint64    `json:"seq"`
+	Time time.Time `json:"time"`
+	Node string    `json:"node"`
+	events.Drift
+	// Event is the change, for people.
+	Event string `json:"event"`
+}
+
 // Result is a replayed log: the state it ends in, the transitions on the
 // way, and what changed root's capacity.
 type Result struct {
@@ -149,6 +159,9 @@ type Result struct {
 	Verdicts []VerdictEntry
 	// Outcomes are the leader's applier's reports, in log order.
 	Outcomes []OutcomeEntry
+	// Drifts are the Kueue objects changed behind the manager's back, in
+	// log order: each made the leader compare the node's objects again.
+	Drifts []DriftEntry
 	// Events counts the events applied; Last is the last one's seq.
 	Events   int
 	Last     uint64
@@ -232,6 +245,8 @@ func Run(dir string, o Options) (*Result, error) {
 			r.Verdicts = append(r.Verdicts, verdictEntry(0, ev))
 		case events.KindOutcome:
 			r.Outcomes = append(r.Outcomes, OutcomeEntry{Seq: ev.Seq, Time: ev.Time.UTC(), Node: ev.Key, Outcome: *ev.Outcome, Event: causeOf()})
+		case events.KindDrift:
+			r.Drifts = append(r.Drifts, DriftEntry{Seq: ev.Seq, Time: ev.Time.UTC(), Node: ev.Key, Drift: *ev.Drift, Event: causeOf()})
 		}
 		prev = r.capacityChanges(ev, causeOf, prev)
 		r.Events++
@@ -358,6 +373,13 @@ func describe(ev events.Event) string {
 			return fmt.Sprintf("#%d the applier brought %s's Kueue objects in place", ev.Seq, ev.Key)
 		}
 		return fmt.Sprintf("#%d the applier reports %s on %s: %s", ev.Seq, o.Kind, ev.Key, o.Message)
+	case events.KindDrift:
+		d := ev.Drift
+		obj := d.Object + " " + d.Name
+		if d.Namespace != "" {
+			obj = d.Object + " " + d.Namespace + "/" + d.Name
+		}
+		return fmt.Sprintf("#%d %s was %s behind the manager's back (resourceVersion %s)", ev.Seq, obj, d.Change, orNone(d.Version))
 	case events.KindLeadership:
 		if ev.Leadership.Change == events.LeadershipAcquired {
 			return fmt.Sprintf("#%d %s took the lead", ev.Seq, ev.Leadership.Identity)

@@ -21,9 +21,9 @@ type StateView struct {
 	Leader string `json:"leader"`
 	// Statuses are the AcceleratorQuotas' statuses, by node name, as the
 	// leader writes them: conditions (Materialized from the applier's
-	// outcomes in the log), root's capacity, teams' usage, the summary.
-	// A condition's lastTransitionTime is left out: the API server keeps
-	// the stored one while the condition's status stands.
+	// outcomes in the log), root's capacity, teams' usage, the summary,
+	// and the stamps: a condition's lastTransitionTime and root's
+	// observedAt come from the log's events too (state.Since).
 	Statuses map[string]*v1beta1.AcceleratorQuotaStatus `json:"statuses"`
 }
 
@@ -47,7 +47,7 @@ func writeState(w io.Writer, v StateView) error {
 		st := v.Statuses[name]
 		fmt.Fprintf(&b, "status %s observedGeneration=%d\n", name, st.ObservedGeneration)
 		for _, c := range st.Conditions {
-			fmt.Fprintf(&b, "  %s=%s %s: %s\n", c.Type, c.Status, c.Reason, c.Message)
+			fmt.Fprintf(&b, "  %s=%s %s: %s (since %s)\n", c.Type, c.Status, c.Reason, c.Message, stampOf(c.LastTransitionTime.Time))
 		}
 		for _, c := range st.Capacity {
 			fmt.Fprintf(&b, "  capacity %s@%s allocatable=%s mark=%s observedAt=%s\n", c.ResourceName, c.ResourceFlavor,

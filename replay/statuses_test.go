@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	v1beta1 "ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/api/v1beta1/aqtest"
 	"ome.io/quota-manager/events"
 )
@@ -36,11 +37,24 @@ func TestStateShowsMaterializedFromOutcomes(t *testing.T) {
 		want []string
 	}{
 		"follower": {base(), []string{"no replica led here",
-			"status team-x observedGeneration=2\n  Ready=True Admitted: node is a valid member of the quota tree\n  Degraded=False Admitted: no invariant violated\n  Materialized=False Pending: enforcement objects are being written\n"}},
+			"status team-x observedGeneration=2\n  Ready=True Admitted: node is a valid member of the quota tree (since 2026-11-30T03:00:00Z)\n" +
+				"  Degraded=False Admitted: no invariant violated (since 2026-11-30T03:00:00Z)\n" +
+				"  Materialized=False Pending: enforcement objects are being written (since 2026-11-30T03:00:00Z)\n"}},
+		// Materialized took its status with the outcome event, a second
+		// after the node's creation.
 		"leader": {base(led...), []string{"leader m1\n", "statuses as the leader m1 writes them",
-			"  Materialized=True Admitted: enforcement objects match this node's budget\n  budget nvidia.com/gpu@a100 nominal=4",
-			"status root observedGeneration=1\n  Ready=True Admitted: node is a valid member of the quota tree\n  Degraded=False Admitted: no invariant violated\n  Materialized=False MaterializationFailed: Cohort root: forbidden\n"}},
-		"lost": {base(append(led, events.LeadershipChanged(t1, "m1", events.LeadershipLost))...), []string{"no replica led here", "Materialized=False Pending"}},
+			"  Materialized=True Admitted: enforcement objects match this node's budget (since 2026-11-30T03:00:01Z)\n  budget nvidia.com/gpu@a100 nominal=4",
+			"status root observedGeneration=1\n  Ready=True Admitted: node is a valid member of the quota tree (since 2026-11-30T03:00:00Z)\n" +
+				"  Degraded=False Admitted: no invariant violated (since 2026-11-30T03:00:00Z)\n" +
+				"  Materialized=False MaterializationFailed: Cohort root: forbidden (since 2026-11-30T03:00:00Z)\n"}},
+		// A stored status that shows a condition's status keeps its stamp:
+		// team-x has been Materialized since before this log began; the
+		// stored Ready=False does not stand, so Ready keeps the state's.
+		"stored": {base(append(led, events.QuotaUpserted(t1, storedAs(aqtest.Team("team-x", "root").Budget("nvidia.com/gpu", "a100", "4").Obj(),
+			events.Stamp{Type: "Materialized", Status: "True", Since: t0.Add(-time.Hour)}, events.Stamp{Type: "Ready", Status: "False", Since: t0.Add(-time.Hour)})))...),
+			[]string{"  Materialized=True Admitted: enforcement objects match this node's budget (since 2026-11-30T02:00:00Z)\n",
+				"  Ready=True Admitted: node is a valid member of the quota tree (since 2026-11-30T03:00:00Z)\n"}},
+		"lost": {base(append(led, events.LeadershipChanged(t1, "m1", events.LeadershipLost))...), []string{"no replica led here", "Materialized=False Pending: enforcement objects are being written (since 2026-11-30T03:00:01Z)"}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -65,4 +79,12 @@ func TestStateShowsMaterializedFromOutcomes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// storedAs is the compact form of aq, at generation 2, with the stored
+// conditions stamps.
+func storedAs(aq *v1beta1.AcceleratorQuota, stamps ...events.Stamp) *events.Quota {
+	q := quota(aq)
+	q.Generation, q.Conditions = 2, stamps
+	return q
 }

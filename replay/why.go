@@ -20,9 +20,61 @@ const maxInputs = 10
 // Why explains the state the node is in at the end of the replay: the
 // transition that put it there and the event behind it; for a frozen node,
 // the ancestor that froze it, explained in turn; for CapacityExceeded, the
-// high-water mark that fell and the Node inputs that lowered it.
+// high-water mark that fell and the Node inputs that lowered it. Then the
+// node's Kueue objects changed behind the manager's back, which the leader
+// wrote back: why it wrote objects it had written before.
 func (r *Result) Why(node string) ([]Step, error) {
-	return r.why(node, map[string]bool{})
+	steps, err := r.why(node, map[string]bool{})
+	if err != nil {
+		return steps, err
+	}
+	return append(steps, r.driftSteps(node)...), nil
+}
+
+// driftSteps are the last drifts of node's objects (maxInputs at most),
+// each with the repair it asked for.
+func (r *Result) driftSteps(node string) []Step {
+	var ds []DriftEntry
+	for _, d := range r.Drifts {
+		if d.Node == node {
+			ds = append(ds, d)
+		}
+	}
+	if len(ds) == 0 {
+		return nil
+	}
+	steps := []Step{{Node: node, What: fmt.Sprintf("%s's Kueue objects were changed behind the manager's back %d times in the log; each change made the leader compare them with the desired ones again:", node, len(ds))}}
+	if len(ds) > maxInputs {
+		steps = append(steps, Step{What: fmt.Sprintf("<- %d earlier changes", len(ds)-maxInputs)})
+		ds = ds[len(ds)-maxInputs:]
+	}
+	for _, d := range ds {
+		what := "<- " + d.Event
+		switch p := r.phaseAt(node, d.Seq); p {
+		case state.PhaseReady:
+			what += ": the leader wrote back what differed"
+		case "", state.PhaseDeleted:
+			what += ": no node has this name, so the leader swept the objects it had labelled"
+		default:
+			what += fmt.Sprintf(": the node was %s, so its objects were held as they were", p)
+		}
+		steps = append(steps, Step{Seq: d.Seq, What: what})
+	}
+	return steps
+}
+
+// phaseAt is node's phase after event seq, "" before its first transition.
+func (r *Result) phaseAt(node string, seq uint64) state.Phase {
+	var p state.Phase
+	for _, e := range r.Timeline {
+		if e.Seq > seq {
+			break
+		}
+		if e.Node == node {
+			p = e.To
+		}
+	}
+	return p
 }
 
 func (r *Result) why(node string, seen map[string]bool) ([]Step, error) {
