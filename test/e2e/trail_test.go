@@ -118,7 +118,8 @@ func TestAuditTrail(t *testing.T) {
 	waitMaterialized(t, "team-beta")
 	// Every status caught up with the state before the stop (a status
 	// follows a usage change of its ClusterQueue within a second), so that
-	// the last statuses written are those of the log's end.
+	// the last statuses written are those of the log's end: the very
+	// bytes, every stamp included (lastTransitionTime, observedAt).
 	eventually(t, 30*time.Second, func() string {
 		if _, diff := statusesDiffer(t, dir); diff != "" {
 			return "the statuses in the API server are not yet the replay's (-replay +API server):\n" + diff
