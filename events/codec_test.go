@@ -89,6 +89,23 @@ func sampleEvents() []Event {
 
 func ptr[T any](v T) *T { return &v }
 
+// decodeAll decodes every event of log, failing the test on an error.
+func decodeAll(t *testing.T, log string) []Event {
+	t.Helper()
+	dec := NewDecoder(strings.NewReader(log))
+	var out []Event
+	for {
+		ev, err := dec.Decode()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, ev)
+	}
+}
+
 func TestRoundTrip(t *testing.T) {
 	var buf bytes.Buffer
 	enc := NewEncoder(&buf)
@@ -99,18 +116,7 @@ func TestRoundTrip(t *testing.T) {
 		}
 	}
 	first := buf.String()
-	dec := NewDecoder(strings.NewReader(first))
-	var out []Event
-	for {
-		ev, err := dec.Decode()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, ev)
-	}
+	out := decodeAll(t, first)
 	if diff := cmp.Diff(in, out, cmp.Comparer(func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })); diff != "" {
 		t.Errorf("decoded events differ (-in +out):\n%s", diff)
 	}
@@ -203,16 +209,8 @@ func TestDecodeUpgradesVersion1(t *testing.T) {
 {"v":1,"seq":3,"time":"2026-10-05T09:42:13Z","kind":"Tick"}
 {"v":2,"seq":4,"time":"2026-10-05T09:43:13Z","kind":"Tick"}
 `
-	dec := NewDecoder(strings.NewReader(log))
 	var got []string
-	for {
-		ev, err := dec.Decode()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, ev := range decodeAll(t, log) {
 		got = append(got, ev.String())
 	}
 	want := []string{"#1 Node upsert n1", "#2 Synced", "#3 Tick", "#4 Tick"}
