@@ -486,10 +486,11 @@ func (m *Manager) materialize(ctx context.Context, name string) pass {
 			return pass{failed: true, retryAt: res.RetryAt}
 		}
 		// The node as this pass projected its objects, with the outcome
-		// the state now holds for them: a change made since queued the
-		// node again, and its next pass writes the newer status.
+		// the state now holds for them and the stamps it dated: a change
+		// made since queued the node again, and its next pass writes the
+		// newer status.
 		m.mu.Lock()
-		n.Outcome = m.st.Outcome(name)
+		n.Reported(m.st)
 		m.mu.Unlock()
 		if hold := m.shell.statusHold(name, time.Now()); hold > 0 {
 			// Written moments ago: the node comes back when the hold

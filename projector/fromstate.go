@@ -41,6 +41,14 @@ func NodeFromState(s *state.State, name string) (Node, bool) {
 	return nodeOf(s, nv), true
 }
 
+// Reported takes into n what the applier's report on the node changes in
+// the state: its outcome and the stamps of its conditions (an outcome that
+// flips Materialized dates it).
+func (n *Node) Reported(s *state.State) {
+	n.Outcome = s.Outcome(n.Name)
+	n.Since, n.Stored = s.Stamps(n.Name)
+}
+
 func nodeOf(s *state.State, nv state.NodeView) Node {
 	n := Node{
 		Name:       nv.Name,

@@ -65,3 +65,58 @@ func TestStatusReadsOutcomeFromState(t *testing.T) {
 	s.Apply(ev)
 	require.Equal(t, "False Pending", materialized()["team-alpha"])
 }
+
+// A pass reads its node before the applier reports, and the report may
+// flip Materialized: Reported takes the new outcome with the stamp the
+// state dated it with, so the status written is the one a replay prints.
+func TestReportedTakesTheOutcomesStamp(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)
+	t1 := t0.Add(5 * time.Second)
+	s := state.New()
+	c := events.DefaultConfig()
+	c.EnrolledNamespaces = []string{"ml-serving"}
+	gpus := map[string]resource.Quantity{"nvidia.com/gpu": resource.MustParse("8")}
+	evs := []events.Event{events.ConfigChanged(t0, c),
+		events.FlavorUpserted(t0, &events.Flavor{Name: "a100", NodeLabels: map[string]string{"gpu": "a100"}}),
+		events.NodeUpserted(t0, &events.Node{Name: "n1", Labels: map[string]string{"gpu": "a100"}, Capacity: gpus, Allocatable: gpus, Ready: true}),
+		events.Synced(t0)}
+	for _, aq := range []*v1beta1.AcceleratorQuota{aqtest.Root().Obj(), aqtest.Team("team-alpha", "root").Budget("nvidia.com/gpu", "a100", "2").Obj()} {
+		evs = append(evs, events.QuotaUpserted(t0, &events.Quota{Name: aq.Name, Generation: 1, Spec: aq.Spec}))
+	}
+	evs = append(evs, events.LeadershipChanged(t0, "m1", events.LeadershipAcquired))
+	seq := uint64(0)
+	apply := func(ev events.Event) {
+		seq++
+		ev.Seq = seq
+		s.Apply(ev)
+	}
+	for _, ev := range evs {
+		apply(ev)
+	}
+	n, ok := NodeFromState(s, "team-alpha")
+	require.True(t, ok)
+	apply(events.OutcomeReported(t1, "team-alpha", events.Outcome{Kind: events.OutcomeApplied}))
+	in := Settings(s, []string{"ml-serving"}, nil)
+	stale := ProjectStatus(&n, in)
+	n.Reported(s)
+	st := ProjectStatus(&n, in)
+	stamp := func(st *v1beta1.AcceleratorQuotaStatus, typ string) (string, time.Time) {
+		for _, cd := range st.Conditions {
+			if cd.Type == typ {
+				return string(cd.Status), cd.LastTransitionTime.UTC()
+			}
+		}
+		t.Fatalf("no %s condition in %+v", typ, st.Conditions)
+		return "", time.Time{}
+	}
+	status, at := stamp(stale, v1beta1.ConditionMaterialized)
+	require.Equal(t, []any{"False", t0}, []any{status, at}, "before the report")
+	status, at = stamp(st, v1beta1.ConditionMaterialized)
+	require.Equal(t, []any{"True", t1}, []any{status, at}, "Materialized, as reported")
+	status, at = stamp(st, v1beta1.ConditionReady)
+	require.Equal(t, []any{"True", t0}, []any{status, at}, "Ready stands since the creation")
+	// The replay's view: the same status from the state alone.
+	replayed, ok := NodeFromState(s, "team-alpha")
+	require.True(t, ok)
+	require.Equal(t, ProjectStatus(&replayed, in), st)
+}
