@@ -15,7 +15,9 @@ layout=1
 cache=${OME_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ome-quota-manager}
 
 # build NAME MODULE_DIR PACKAGE [LDFLAGS [TAGS]]: one binary into $dir.tmp,
-# with a package count as progress.
+# with a package count as progress. `go build -v` names each package it
+# compiles, a path without spaces; every other line (downloads, compiler
+# and linker errors, "signal: killed" when memory runs out) is shown.
 build() {
   local name=$1 mod=$2 pkg=$3 ldflags=${4:-"-s -w"} tags=${5:-}
   if [ -x "$dir/$name" ]; then return 0; fi
@@ -23,7 +25,7 @@ build() {
   echo ">> building $name from $pkg (cold: several minutes on 2 cores; cached in $dir)" >&2
   mkdir -p "$dir.tmp"
   (cd "$root/tools/$mod" && CGO_ENABLED=0 go build -mod=readonly -trimpath -v -tags "$tags" -ldflags "$ldflags" -o "$dir.tmp/$name" "$pkg") 2>&1 |
-    awk -v n="$name" '/^(go: downloading|#)/ {print > "/dev/stderr"; next} {c++; if (c % 200 == 0) {printf("   %s: %d packages compiled\n", n, c) > "/dev/stderr"; fflush("/dev/stderr")}} /\.go:[0-9]+:/ {print > "/dev/stderr"}'
+    awk -v n="$name" '/^#/ || / / {print > "/dev/stderr"; next} {c++; if (c % 200 == 0) {printf("   %s: %d packages compiled\n", n, c) > "/dev/stderr"; fflush("/dev/stderr")}}'
   if [ "${PIPESTATUS[0]}" -ne 0 ] || [ ! -x "$dir.tmp/$name" ]; then
     echo "!! building $name failed: see the errors above; re-run 'make tools' once fixed" >&2
     exit 1
