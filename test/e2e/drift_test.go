@@ -9,10 +9,13 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"ome.io/quota-manager/api/v1beta1/aqtest"
+	"ome.io/quota-manager/test/localcluster"
+	"ome.io/quota-manager/test/testutil"
 )
 
 // TestDriftRepairIsExplained: a team's ClusterQueue edited and its
@@ -22,16 +25,32 @@ import (
 // leader wrote are those "replay --state" prints, stamps included.
 func TestDriftRepairIsExplained(t *testing.T) {
 	ctx := context.Background()
-	ensureGuideCluster(t, 3)
+	// The guide's Nodes (TestGuide applies them again), and its flavor for
+	// this test only: TestGuide, which runs next, creates it.
+	for i := 1; i <= 3; i++ {
+		_, err := localcluster.ApplyNode(ctx, cluster.Kube, localcluster.GPUNode(fmt.Sprintf("gpu-node-%d", i), 8))
+		require.NoError(t, err)
+	}
+	testutil.A100Flavor(t, cluster)
 	dir := filepath.Join(t.TempDir(), "events")
 	m := startManager(t, "drift", "--event-log="+dir, "--resync-interval=1h")
+	kq := cluster.Kueue.KueueV1beta2()
 	team := aqtest.Team("drift-team", "root").Budget("nvidia.com/gpu", "a100", "2").Obj()
 	_, err := aqs.Create(ctx, team, metav1.CreateOptions{})
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = aqs.Delete(context.Background(), team.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		// Deleted while the manager runs, which sweeps its Kueue objects
+		// (and so frees the flavor for its deletion).
+		_ = aqs.Delete(context.Background(), team.Name, metav1.DeleteOptions{})
+		eventually(t, 30*time.Second, func() string {
+			if _, err := kq.ClusterQueues().Get(context.Background(), team.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return fmt.Sprintf("drift-team's ClusterQueue is not swept: %v", err)
+			}
+			return ""
+		})
+	})
 	waitMaterialized(t, team.Name)
 
-	kq := cluster.Kueue.KueueV1beta2()
 	_, err = kq.ClusterQueues().Patch(ctx, team.Name, types.JSONPatchType,
 		[]byte(`[{"op":"replace","path":"/spec/resourceGroups/0/flavors/0/resources/0/nominalQuota","value":"7"}]`), metav1.PatchOptions{})
 	require.NoError(t, err)
