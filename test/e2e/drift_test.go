@@ -38,17 +38,7 @@ func TestDriftRepairIsExplained(t *testing.T) {
 	team := aqtest.Team("drift-team", "root").Budget("nvidia.com/gpu", "a100", "2").Obj()
 	_, err := aqs.Create(ctx, team, metav1.CreateOptions{})
 	require.NoError(t, err)
-	t.Cleanup(func() {
-		// Deleted while the manager runs, which sweeps its Kueue objects
-		// (and so frees the flavor for its deletion).
-		_ = aqs.Delete(context.Background(), team.Name, metav1.DeleteOptions{})
-		eventually(t, 30*time.Second, func() string {
-			if _, err := kq.ClusterQueues().Get(context.Background(), team.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-				return fmt.Sprintf("drift-team's ClusterQueue is not swept: %v", err)
-			}
-			return ""
-		})
-	})
+	t.Cleanup(func() { _ = aqs.Delete(context.Background(), team.Name, metav1.DeleteOptions{}) })
 	waitMaterialized(t, team.Name)
 
 	_, err = kq.ClusterQueues().Patch(ctx, team.Name, types.JSONPatchType,
@@ -93,6 +83,16 @@ func TestDriftRepairIsExplained(t *testing.T) {
 	eventually(t, 30*time.Second, func() string {
 		if _, diff := statusesDiffer(t, dir); diff != "" {
 			return "the statuses in the API server are not the replay's (-replay +API server):\n" + diff
+		}
+		return ""
+	})
+
+	// Deleted while the manager runs, which sweeps its Kueue objects (and
+	// so frees the flavor for its deletion at the end of the test).
+	require.NoError(t, aqs.Delete(ctx, team.Name, metav1.DeleteOptions{}))
+	eventually(t, 30*time.Second, func() string {
+		if _, err := kq.ClusterQueues().Get(ctx, team.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Sprintf("drift-team's ClusterQueue is not swept: %v", err)
 		}
 		return ""
 	})
