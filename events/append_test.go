@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"ome.io/quota-manager/api/v1beta1"
@@ -40,7 +39,7 @@ func TestAppendMarshalEqualsJSON(t *testing.T) {
 					b.LendingLimit = ptr(qty())
 				}
 				if r.IntN(5) == 0 {
-					b.PerCluster = []v1beta1.ClusterShare{{ClusterName: pick(), Nominal: qty()}}
+					b.PerCluster = []v1beta1.ClusterShare{{Cluster: pick(), Nominal: qty()}}
 				}
 				spec.Budgets = append(spec.Budgets, b)
 			}
@@ -48,7 +47,7 @@ func TestAppendMarshalEqualsJSON(t *testing.T) {
 				spec.PriorityTier = ptr(int32(r.IntN(5) - 2))
 			}
 			if r.IntN(5) == 0 {
-				spec.Distribution = &apiextensionsv1.JSON{Raw: []byte(`{"a":1}`)}
+				spec.Distribution = &v1beta1.Distribution{Policy: []v1beta1.DistributionPolicy{"", v1beta1.DistributionExplicit, v1beta1.DistributionProportional}[r.IntN(3)]}
 			}
 			name := pick()
 			evs = append(evs, QuotaUpserted(at, &Quota{Name: name, Generation: int64(r.IntN(3)), Spec: spec}))

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"ome.io/quota-manager/api/v1beta1"
@@ -155,7 +154,7 @@ func TestSameShape(t *testing.T) {
 		t.Error("a new parent changes the shape")
 	}
 	withDist := spec("8", "p")
-	withDist.Distribution = &apiextensionsv1.JSON{Raw: []byte(`{"policy":"even"}`)}
+	withDist.Distribution = &v1beta1.Distribution{Policy: v1beta1.DistributionProportional}
 	if !SameShape("t", spec("8", "p"), withDist) {
 		t.Error("distribution is read by no rule")
 	}

@@ -126,7 +126,7 @@ func TestIgnoredEvents(t *testing.T) {
 func TestSpecChangeOutsideTheRules(t *testing.T) {
 	s := guideState(t)
 	sp := spec(v1beta1.RoleClusterQueue, under("ml-research"), budget("nvidia.com/gpu", "a100", "16"))
-	sp.Budgets[0].PerCluster = []v1beta1.ClusterShare{{ClusterName: "west", Nominal: resource.MustParse("4")}}
+	sp.Budgets[0].PerCluster = []v1beta1.ClusterShare{{Cluster: "west", Nominal: resource.MustParse("4")}}
 	ev := quota("team-alpha", sp)
 	ev.Quota.Generation = 7
 	if tr := applyAll(s, ev); tr != nil {

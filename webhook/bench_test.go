@@ -38,7 +38,7 @@ func hugeSpec(budgets, perCluster int) string {
 				if c > 0 {
 					sb.WriteByte(',')
 				}
-				fmt.Fprintf(&sb, `{"clusterName":"c%05d","nominal":1}`, c)
+				fmt.Fprintf(&sb, `{"cluster":"c%05d","nominal":1}`, c)
 			}
 			sb.WriteByte(']')
 		}

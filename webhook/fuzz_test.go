@@ -36,7 +36,7 @@ func FuzzReview(f *testing.F) {
 		[]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"ome.io","version":"v1beta1","kind":"AcceleratorQuota"},"operation":"CREATE","name":"x","object":{"spec":{"role":"ClusterQueue","parentRef":{"name":"root"},"budgets":[{"resourceName":"r","resourceFlavor":"a100","nominal":"9e99","borrowingLimit":"1e-30","lendingLimit":"123456789012345678901234567890.5"}]}}}}`),
 		hugeReview("CREATE", hugeSpec(17, 0), ""),
 		hugeReview("UPDATE", hugeSpec(2, 3), hugeSpec(17, 0)),
-		[]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"ome.io","version":"v1beta1","kind":"AcceleratorQuota"},"operation":"CREATE","name":"x","object":{"spec":{"role":"ClusterQueue","parentRef":{"name":"root"},"bud\u0067ets":[{"resourceName":"r\"\\","resourceFlavor":"a100","nominal":"1","perCluster":[{"clusterName":"c","nominal":1}]}]}}}}`),
+		[]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"ome.io","version":"v1beta1","kind":"AcceleratorQuota"},"operation":"CREATE","name":"x","object":{"spec":{"role":"ClusterQueue","parentRef":{"name":"root"},"bud\u0067ets":[{"resourceName":"r\"\\","resourceFlavor":"a100","nominal":"1","perCluster":[{"cluster":"c","nominal":1}]}]}}}}`),
 		[]byte(`{}`),
 		[]byte(`[]`),
 		[]byte(`null`),
@@ -110,7 +110,7 @@ func FuzzSpecLimits(f *testing.F) {
 		`{"budgets":[{"resourceFlavor":"` + strings.Repeat(`\u00e9`, 254) + `"}],"budgets":null}`,
 		`{"parentRef":{"name":"` + strings.Repeat("a", 64) + `"},"parentRef":{}}`,
 		`{"bud\u0067ets":[{},{},{}]}`,
-		`{"budgets":[{"perCluster":[{"clusterName":"` + strings.Repeat(`\"`, 254) + `"}]}]}`,
+		`{"budgets":[{"perCluster":[{"cluster":"` + strings.Repeat(`\"`, 254) + `"}]}]}`,
 		` { "budgets" : [ { } , { "resourceName" : "x" } ] } `,
 	} {
 		f.Add([]byte(seed))
@@ -153,8 +153,8 @@ func breaksLimits(spec *v1beta1.AcceleratorQuotaSpec) string {
 			return fmt.Sprintf("budgets[%d]: %d perCluster", i, len(b.PerCluster))
 		}
 		for j, c := range b.PerCluster {
-			if long(c.ClusterName, v1beta1.MaxClusterNameLength) {
-				return fmt.Sprintf("budgets[%d].perCluster[%d].clusterName", i, j)
+			if long(c.Cluster, v1beta1.MaxClusterNameLength) {
+				return fmt.Sprintf("budgets[%d].perCluster[%d].cluster", i, j)
 			}
 		}
 	}

@@ -191,7 +191,7 @@ func TestReview(t *testing.T) {
 			want: reviewWant{HTTPStatus: 200, UID: "u", Code: 400, Verdict: VerdictMalformed, Message: "request.object: spec.budgets[0].nominal is too long or its exponent too large to be an amount (at most 64 characters, exponent within ±30): write one such as 8, 500m or 1k"},
 		},
 		"an exponent hidden in an escape, in a perCluster share": {
-			body: []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"ome.io","version":"v1beta1","kind":"AcceleratorQuota"},"operation":"CREATE","name":"x","object":{"spec":{"role":"ClusterQueue","parentRef":{"name":"root"},"budgets":[{"resourceName":"nvidia.com/gpu","resourceFlavor":"a100","nominal":"1","perCluster":[{"clusterName":"c","nominal":"9\u0065999999999"}]}]}}}}`),
+			body: []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"ome.io","version":"v1beta1","kind":"AcceleratorQuota"},"operation":"CREATE","name":"x","object":{"spec":{"role":"ClusterQueue","parentRef":{"name":"root"},"budgets":[{"resourceName":"nvidia.com/gpu","resourceFlavor":"a100","nominal":"1","perCluster":[{"cluster":"c","nominal":"9\u0065999999999"}]}]}}}}`),
 			want: reviewWant{HTTPStatus: 200, UID: "u", Code: 400, Verdict: VerdictMalformed, Message: "request.object: spec.budgets[0].perCluster[0].nominal is too long or its exponent too large"},
 		},
 		"a lendingLimit finer than any amount": {
@@ -375,7 +375,7 @@ func TestCRDLimits(t *testing.T) {
 		{"spec.budgets[].perCluster maxItems", budget.Properties["perCluster"].MaxItems, v1beta1.MaxPerCluster},
 		{"spec.budgets[].resourceName maxLength", ptrOf(budget.Properties["resourceName"].MaxLength), v1beta1.MaxResourceNameLength},
 		{"spec.budgets[].resourceFlavor maxLength", ptrOf(budget.Properties["resourceFlavor"].MaxLength), v1beta1.MaxResourceFlavorLength},
-		{"spec.budgets[].perCluster[].clusterName maxLength", ptrOf(share.Properties["clusterName"].MaxLength), v1beta1.MaxClusterNameLength},
+		{"spec.budgets[].perCluster[].cluster maxLength", ptrOf(share.Properties["cluster"].MaxLength), v1beta1.MaxClusterNameLength},
 		{"spec.parentRef.name maxLength", ptrOf(spec.Properties["parentRef"].Properties["name"].MaxLength), v1beta1.MaxParentNameLength},
 	} {
 		if c.crd == nil || *c.crd != int64(c.want) {
@@ -422,7 +422,7 @@ func TestReviewHoldsTheCRDsLimits(t *testing.T) {
 	shares := func(n int, name string) string {
 		var out []string
 		for i := range n {
-			out = append(out, fmt.Sprintf(`{"clusterName":"c%d%s","nominal":"1"}`, i, name))
+			out = append(out, fmt.Sprintf(`{"cluster":"c%d%s","nominal":"1"}`, i, name))
 		}
 		return `{"role":"ClusterQueue","parentRef":{"name":"root"},"budgets":[{"resourceName":"nvidia.com/gpu","resourceFlavor":"a100","nominal":"1","perCluster":[` + strings.Join(out, ",") + `]}]}`
 	}
@@ -433,8 +433,8 @@ func TestReviewHoldsTheCRDsLimits(t *testing.T) {
 		"17 budgets hidden by a later key":           {`{"role":"ClusterQueue","budgets":[` + budgetsJSON(17) + `],"budgets":[]}`, "spec.budgets has more than 16 budgets"},
 		"17 budgets in a spec hidden by a later one": {`{"budgets":[` + budgetsJSON(17) + `]},"spec":{"role":"ClusterQueue"}`, "spec.budgets has more than 16 budgets"},
 		"257 perCluster entries": {shares(257, ""),
-			"request.object: spec.budgets[0].perCluster has more than 256 entries, the most the CRD allows (maxItems): keep at most 256, one per clusterName"},
-		"a clusterName of 254": {shares(3, long(252)), "request.object: spec.budgets[0].perCluster[0].clusterName is 254 characters long, more than the 253 the CRD allows (maxLength): shorten it"},
+			"request.object: spec.budgets[0].perCluster has more than 256 entries, the most the CRD allows (maxItems): keep at most 256, one per cluster"},
+		"a cluster name of 254": {shares(3, long(252)), "request.object: spec.budgets[0].perCluster[0].cluster is 254 characters long, more than the 253 the CRD allows (maxLength): shorten it"},
 		"a resourceName of 254": {one("resourceName", `"`+long(254)+`"`),
 			"request.object: spec.budgets[0].resourceName is 254 characters long, more than the 253 the CRD allows (maxLength): shorten it"},
 		"a resourceName of 254 escaped": {one("resourceName", `"`+strings.Repeat(`\u00e9`, 254)+`"`), "spec.budgets[0].resourceName is 254 characters long"},

@@ -21,7 +21,7 @@ const (
 	// Budget.ResourceFlavor.
 	MaxResourceFlavorLength = 253
 	// MaxClusterNameLength is +kubebuilder:validation:MaxLength=253 on
-	// ClusterShare.ClusterName.
+	// ClusterShare.Cluster.
 	MaxClusterNameLength = 253
 	// MaxParentNameLength is +kubebuilder:validation:MaxLength=63 on
 	// ParentReference.Name.

@@ -90,7 +90,7 @@ func checkBudgetLimits(i int, raw []byte) error {
 			return badAmount(field(string(key)), val)
 		case "perCluster":
 			if n := countElements(val, MaxPerCluster+1); n > MaxPerCluster {
-				return limitErr("%s has more than %d entries, the most the CRD allows (maxItems): keep at most %d, one per clusterName",
+				return limitErr("%s has more than %d entries, the most the CRD allows (maxItems): keep at most %d, one per cluster",
 					field("perCluster"), MaxPerCluster, MaxPerCluster)
 			}
 			j := 0
@@ -98,9 +98,9 @@ func checkBudgetLimits(i int, raw []byte) error {
 				defer func() { j++ }()
 				return eachMember(c, func(key, val []byte) error {
 					switch string(key) {
-					case "clusterName":
+					case "cluster":
 						if n := longer(val, MaxClusterNameLength); n > 0 {
-							return tooLong(field(fmt.Sprintf("perCluster[%d].clusterName", j)), n, MaxClusterNameLength)
+							return tooLong(field(fmt.Sprintf("perCluster[%d].cluster", j)), n, MaxClusterNameLength)
 						}
 					case "nominal":
 						return badAmount(field(fmt.Sprintf("perCluster[%d].nominal", j)), val)

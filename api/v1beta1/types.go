@@ -1,7 +1,6 @@
 package v1beta1
 
 import (
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -61,7 +60,14 @@ type AcceleratorQuota struct {
 	Status AcceleratorQuotaStatus `json:"status,omitempty"`
 }
 
-// AcceleratorQuotaSpec is what an admin writes for a node.
+// AcceleratorQuotaSpec is what an admin writes for a node. The split
+// fields of management mode are checked here, by the API server, as OME's
+// CRD checks them: they are team-only, an Explicit budget lists its shares
+// and a Proportional one lists none.
+// +kubebuilder:validation:XValidation:rule="self.role != 'Cohort' || !has(self.distribution)",message="distribution is a team-only field and this node is a Cohort: remove it, or make the node a ClusterQueue"
+// +kubebuilder:validation:XValidation:rule="self.role != 'Cohort' || !has(self.budgets) || self.budgets.all(b, !has(b.policy) && !has(b.perCluster))",message="policy and perCluster are team-only fields of a budget and this node is a Cohort: remove them, or make the node a ClusterQueue"
+// +kubebuilder:validation:XValidation:rule="!has(self.budgets) || self.budgets.all(b, (has(b.policy) ? b.policy : (has(self.distribution) && has(self.distribution.policy) ? self.distribution.policy : ”)) != 'Explicit' || has(b.perCluster))",message="a budget split Explicit must list each cluster's share in perCluster: add them, or split it Proportional"
+// +kubebuilder:validation:XValidation:rule="!has(self.budgets) || self.budgets.all(b, (has(b.policy) ? b.policy : (has(self.distribution) && has(self.distribution.policy) ? self.distribution.policy : ”)) != 'Proportional' || !has(b.perCluster))",message="a budget split Proportional takes no perCluster, as its shares are computed from each cluster's capacity: remove perCluster, or split it Explicit"
 type AcceleratorQuotaSpec struct {
 	// Role is Cohort (groups nodes) or ClusterQueue (a team, no children).
 	// +required
@@ -86,13 +92,30 @@ type AcceleratorQuotaSpec struct {
 	// +optional
 	PriorityTier *int32 `json:"priorityTier,omitempty"`
 
-	// Distribution is a management-mode field. It is stored untouched and
-	// has no effect in workload mode.
+	// Distribution is how the fleet budgets of a team are split among the
+	// workload clusters in management mode (a budget's own policy takes
+	// precedence). It has no effect in workload mode.
 	// +optional
-	// +kubebuilder:pruning:PreserveUnknownFields
-	// +kubebuilder:validation:Schemaless
-	// +kubebuilder:validation:Type=object
-	Distribution *apiextensionsv1.JSON `json:"distribution,omitempty"`
+	Distribution *Distribution `json:"distribution,omitempty"`
+}
+
+// DistributionPolicy is how a fleet budget is split among the workload
+// clusters: Explicit (each cluster's share listed in perCluster) or
+// Proportional (by each cluster's measured capacity of the pair).
+// +kubebuilder:validation:Enum=Explicit;Proportional
+type DistributionPolicy string
+
+// The distribution policies.
+const (
+	DistributionExplicit     DistributionPolicy = "Explicit"
+	DistributionProportional DistributionPolicy = "Proportional"
+)
+
+// Distribution is a team's default split policy for its fleet budgets.
+type Distribution struct {
+	// Policy applies to each budget that names none of its own.
+	// +optional
+	Policy DistributionPolicy `json:"policy,omitempty"`
 }
 
 // ParentReference names another AcceleratorQuota.
@@ -139,22 +162,29 @@ type Budget struct {
 	// +optional
 	LendingLimit *resource.Quantity `json:"lendingLimit,omitempty"`
 
-	// PerCluster holds per-cluster shares for management mode; stored
-	// untouched, no effect in workload mode.
+	// Policy is how this fleet budget is split among the workload clusters
+	// in management mode; unset, the spec's distribution policy applies.
+	// No effect in workload mode.
+	// +optional
+	Policy DistributionPolicy `json:"policy,omitempty"`
+
+	// PerCluster lists each workload cluster's share of this fleet budget
+	// under the Explicit policy, in management mode. No effect in
+	// workload mode.
 	// +optional
 	// +listType=map
-	// +listMapKey=clusterName
+	// +listMapKey=cluster
 	// +kubebuilder:validation:MaxItems=256
 	PerCluster []ClusterShare `json:"perCluster,omitempty"`
 }
 
 // ClusterShare is one workload cluster's share of a fleet budget.
 type ClusterShare struct {
-	// ClusterName names the workload cluster.
+	// Cluster names the workload cluster.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
-	ClusterName string `json:"clusterName"`
+	Cluster string `json:"cluster"`
 	// Nominal is that cluster's share.
 	// +required
 	Nominal resource.Quantity `json:"nominal"`

@@ -93,6 +93,34 @@ func TestCRDRejectsBadObjects(t *testing.T) {
 			obj:  aqtest.Team("crd-flavor", "root").Budget("nvidia.com/gpu", "A100_80GB", "1").Obj(),
 			want: []string{"spec.budgets[0].resourceFlavor", "should match"},
 		},
+		"distribution on a Cohort": {
+			obj:  withSplit(aqtest.Cohort("crd-cohort-dist", "root").Obj(), v1beta1.DistributionProportional),
+			want: []string{"distribution is a team-only field and this node is a Cohort"},
+		},
+		"perCluster on a Cohort's budget": {
+			obj:  withShares(aqtest.Cohort("crd-cohort-shares", "root").Budget("nvidia.com/gpu", "a100", "8").Obj(), "", "west"),
+			want: []string{"policy and perCluster are team-only fields of a budget and this node is a Cohort"},
+		},
+		"Explicit without perCluster": {
+			obj:  withSplit(aqtest.Team("crd-explicit", "root").Budget("nvidia.com/gpu", "a100", "8").Obj(), v1beta1.DistributionExplicit),
+			want: []string{"a budget split Explicit must list each cluster's share in perCluster"},
+		},
+		"Proportional with perCluster": {
+			obj:  withShares(aqtest.Team("crd-proportional", "root").Budget("nvidia.com/gpu", "a100", "8").Obj(), v1beta1.DistributionProportional, "west"),
+			want: []string{"a budget split Proportional takes no perCluster"},
+		},
+		"a budget's Proportional over the spec's Explicit, with perCluster": {
+			obj:  withSplit(withShares(aqtest.Team("crd-override", "root").Budget("nvidia.com/gpu", "a100", "8").Obj(), v1beta1.DistributionProportional, "west"), v1beta1.DistributionExplicit),
+			want: []string{"a budget split Proportional takes no perCluster"},
+		},
+		"an unknown policy": {
+			obj:  withSplit(aqtest.Team("crd-policy", "root").Budget("nvidia.com/gpu", "a100", "8").Obj(), "Even"),
+			want: []string{`spec.distribution.policy: Unsupported value: "Even"`},
+		},
+		"a share without a cluster": {
+			obj:  withShares(aqtest.Team("crd-share-name", "root").Budget("nvidia.com/gpu", "a100", "8").Obj(), v1beta1.DistributionExplicit, ""),
+			want: []string{"spec.budgets[0].perCluster[0].cluster"},
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -111,6 +139,46 @@ func TestCRDRejectsBadObjects(t *testing.T) {
 			require.True(t, apierrors.IsNotFound(getErr), "a rejected object must not be stored")
 		})
 	}
+}
+
+// withSplit sets the spec's distribution policy (none when "").
+func withSplit(aq *v1beta1.AcceleratorQuota, policy v1beta1.DistributionPolicy) *v1beta1.AcceleratorQuota {
+	aq.Spec.Distribution = &v1beta1.Distribution{Policy: policy}
+	return aq
+}
+
+// withShares sets the first budget's policy (none when "") and gives it a
+// share of 1 for each cluster named.
+func withShares(aq *v1beta1.AcceleratorQuota, policy v1beta1.DistributionPolicy, clusters ...string) *v1beta1.AcceleratorQuota {
+	b := &aq.Spec.Budgets[0]
+	b.Policy = policy
+	for _, c := range clusters {
+		b.PerCluster = append(b.PerCluster, v1beta1.ClusterShare{Cluster: c, Nominal: resource.MustParse("1")})
+	}
+	return aq
+}
+
+// The management-mode split fields are stored as OME's CRD names them: a
+// team's distribution policy, a budget's policy and its perCluster shares
+// keyed by cluster.
+func TestCRDStoresSplitFields(t *testing.T) {
+	ctx := context.Background()
+	explicit := withShares(aqtest.Team("crd-split-explicit", "root").Budget("nvidia.com/gpu", "a100", "8").Obj(), "", "west", "east")
+	withSplit(explicit, v1beta1.DistributionExplicit)
+	proportional := withSplit(aqtest.Team("crd-split-proportional", "root").Budget("nvidia.com/gpu", "a100", "8").Obj(), v1beta1.DistributionProportional)
+	for _, aq := range []*v1beta1.AcceleratorQuota{explicit, proportional} {
+		_, err := aqs.Create(ctx, aq, metav1.CreateOptions{})
+		require.NoError(t, err, aq.Name)
+		t.Cleanup(func() { _ = aqs.Delete(context.Background(), aq.Name, metav1.DeleteOptions{}) })
+	}
+	got, err := aqs.Get(ctx, explicit.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, v1beta1.DistributionExplicit, got.Spec.Distribution.Policy)
+	shares := got.Spec.Budgets[0].PerCluster
+	require.Len(t, shares, 2)
+	// Under the schema's own name: a field the schema did not name would
+	// have been pruned.
+	require.Equal(t, []string{"west", "east"}, []string{shares[0].Cluster, shares[1].Cluster})
 }
 
 func TestStatusIsASubresource(t *testing.T) {

@@ -36,6 +36,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &apiv1beta1.CapacityStatusApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("ClusterShare"):
 		return &apiv1beta1.ClusterShareApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("Distribution"):
+		return &apiv1beta1.DistributionApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("ParentReference"):
 		return &apiv1beta1.ParentReferenceApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("Reservation"):

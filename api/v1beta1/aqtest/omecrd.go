@@ -12,7 +12,6 @@ import (
 // (ome-projects/ome, charts/ome-crd/templates/ome.io_acceleratorquotas.yaml),
 // by changing what that one changes:
 //   - spec.priorityTier is a string (a DNS-1123 name), not an integer;
-//   - a perCluster share is keyed by cluster, not clusterName;
 //   - status has no summary and no unbudgeted, and has clusters,
 //     materialization, parent and sourceGeneration, which ours lacks;
 //   - kubectl get prints the first budget's resource, flavor, nominal and
@@ -35,16 +34,6 @@ func OMECRD(crdYAML []byte) (*apiextensionsv1.CustomResourceDefinition, error) {
 		Type: "string", MaxLength: ptr(int64(63)),
 		Pattern: `^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`,
 	}
-	budgets := spec.Properties["budgets"]
-	item := budgets.Items.Schema
-	share := item.Properties["perCluster"]
-	shareItem := share.Items.Schema
-	shareItem.Properties["cluster"] = shareItem.Properties["clusterName"]
-	delete(shareItem.Properties, "clusterName")
-	shareItem.Required = []string{"cluster", "nominal"}
-	share.XListMapKeys = []string{"cluster"}
-	item.Properties["perCluster"] = share
-	spec.Properties["budgets"] = budgets
 	root.Properties["spec"] = spec
 
 	status := root.Properties["status"]

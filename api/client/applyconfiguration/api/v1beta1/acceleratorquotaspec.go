@@ -5,14 +5,16 @@
 package v1beta1
 
 import (
-	v1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiv1beta1 "ome.io/quota-manager/api/v1beta1"
 )
 
 // AcceleratorQuotaSpecApplyConfiguration represents a declarative configuration of the AcceleratorQuotaSpec type for use
 // with apply.
 //
-// AcceleratorQuotaSpec is what an admin writes for a node.
+// AcceleratorQuotaSpec is what an admin writes for a node. The split
+// fields of management mode are checked here, by the API server, as OME's
+// CRD checks them: they are team-only, an Explicit budget lists its shares
+// and a Proportional one lists none.
 type AcceleratorQuotaSpecApplyConfiguration struct {
 	// Role is Cohort (groups nodes) or ClusterQueue (a team, no children).
 	Role *apiv1beta1.Role `json:"role,omitempty"`
@@ -25,9 +27,10 @@ type AcceleratorQuotaSpecApplyConfiguration struct {
 	// PriorityTier is a team field kept for management mode; it has no
 	// effect in workload mode.
 	PriorityTier *int32 `json:"priorityTier,omitempty"`
-	// Distribution is a management-mode field. It is stored untouched and
-	// has no effect in workload mode.
-	Distribution *v1.JSON `json:"distribution,omitempty"`
+	// Distribution is how the fleet budgets of a team are split among the
+	// workload clusters in management mode (a budget's own policy takes
+	// precedence). It has no effect in workload mode.
+	Distribution *DistributionApplyConfiguration `json:"distribution,omitempty"`
 }
 
 // AcceleratorQuotaSpecApplyConfiguration constructs a declarative configuration of the AcceleratorQuotaSpec type for use with
@@ -76,7 +79,7 @@ func (b *AcceleratorQuotaSpecApplyConfiguration) WithPriorityTier(value int32) *
 // WithDistribution sets the Distribution field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the Distribution field is set to the value of the last call.
-func (b *AcceleratorQuotaSpecApplyConfiguration) WithDistribution(value v1.JSON) *AcceleratorQuotaSpecApplyConfiguration {
-	b.Distribution = &value
+func (b *AcceleratorQuotaSpecApplyConfiguration) WithDistribution(value *DistributionApplyConfiguration) *AcceleratorQuotaSpecApplyConfiguration {
+	b.Distribution = value
 	return b
 }

@@ -6,6 +6,7 @@ package v1beta1
 
 import (
 	resource "k8s.io/apimachinery/pkg/api/resource"
+	apiv1beta1 "ome.io/quota-manager/api/v1beta1"
 )
 
 // BudgetApplyConfiguration represents a declarative configuration of the Budget type for use
@@ -25,8 +26,13 @@ type BudgetApplyConfiguration struct {
 	// LendingLimit is how much of nominal others may borrow while the team
 	// is idle. Unset means all of it.
 	LendingLimit *resource.Quantity `json:"lendingLimit,omitempty"`
-	// PerCluster holds per-cluster shares for management mode; stored
-	// untouched, no effect in workload mode.
+	// Policy is how this fleet budget is split among the workload clusters
+	// in management mode; unset, the spec's distribution policy applies.
+	// No effect in workload mode.
+	Policy *apiv1beta1.DistributionPolicy `json:"policy,omitempty"`
+	// PerCluster lists each workload cluster's share of this fleet budget
+	// under the Explicit policy, in management mode. No effect in
+	// workload mode.
 	PerCluster []ClusterShareApplyConfiguration `json:"perCluster,omitempty"`
 }
 
@@ -73,6 +79,14 @@ func (b *BudgetApplyConfiguration) WithBorrowingLimit(value resource.Quantity) *
 // If called multiple times, the LendingLimit field is set to the value of the last call.
 func (b *BudgetApplyConfiguration) WithLendingLimit(value resource.Quantity) *BudgetApplyConfiguration {
 	b.LendingLimit = &value
+	return b
+}
+
+// WithPolicy sets the Policy field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Policy field is set to the value of the last call.
+func (b *BudgetApplyConfiguration) WithPolicy(value apiv1beta1.DistributionPolicy) *BudgetApplyConfiguration {
+	b.Policy = &value
 	return b
 }
 

@@ -13,8 +13,8 @@ import (
 //
 // ClusterShare is one workload cluster's share of a fleet budget.
 type ClusterShareApplyConfiguration struct {
-	// ClusterName names the workload cluster.
-	ClusterName *string `json:"clusterName,omitempty"`
+	// Cluster names the workload cluster.
+	Cluster *string `json:"cluster,omitempty"`
 	// Nominal is that cluster's share.
 	Nominal *resource.Quantity `json:"nominal,omitempty"`
 }
@@ -25,11 +25,11 @@ func ClusterShare() *ClusterShareApplyConfiguration {
 	return &ClusterShareApplyConfiguration{}
 }
 
-// WithClusterName sets the ClusterName field in the declarative configuration to the given value
+// WithCluster sets the Cluster field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
-// If called multiple times, the ClusterName field is set to the value of the last call.
-func (b *ClusterShareApplyConfiguration) WithClusterName(value string) *ClusterShareApplyConfiguration {
-	b.ClusterName = &value
+// If called multiple times, the Cluster field is set to the value of the last call.
+func (b *ClusterShareApplyConfiguration) WithCluster(value string) *ClusterShareApplyConfiguration {
+	b.Cluster = &value
 	return b
 }
 

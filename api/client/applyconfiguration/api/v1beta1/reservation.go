@@ -25,7 +25,17 @@ type ReservationApplyConfiguration struct {
 	// (UPDATE and DELETE): the write can only land as the version that
 	// follows it.
 	Base *string `json:"base,omitempty"`
-	// Spec is the spec written; absent on DELETE.
+	// Since marks a standing reservation (an UPDATE of a team, with no
+	// Base): it stands for the write that made it and for the later writes
+	// of the same object, by the same replica, whose budgets are no larger
+	// than Spec's, until that replica removes it or it expires. Since is
+	// the resourceVersion of the object it was first judged on: once a
+	// replica's view has reached it and the object is gone, no write it
+	// stands for can land.
+	Since *string `json:"since,omitempty"`
+	// Spec is the spec written; absent on DELETE. It is kept as the
+	// webhook judged it, without the AcceleratorQuota's schema (whose rules
+	// would cost too much in a list of 256).
 	Spec *AcceleratorQuotaSpecApplyConfiguration `json:"spec,omitempty"`
 	// Replica names the replica that admitted it, and AdmittedAt says when
 	// on its clock. Both are for people: no replica decides on them.
@@ -76,6 +86,14 @@ func (b *ReservationApplyConfiguration) WithUID(value string) *ReservationApplyC
 // If called multiple times, the Base field is set to the value of the last call.
 func (b *ReservationApplyConfiguration) WithBase(value string) *ReservationApplyConfiguration {
 	b.Base = &value
+	return b
+}
+
+// WithSince sets the Since field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Since field is set to the value of the last call.
+func (b *ReservationApplyConfiguration) WithSince(value string) *ReservationApplyConfiguration {
+	b.Since = &value
 	return b
 }
 
