@@ -34,8 +34,12 @@ import (
 //     informer's list or watch, from its first error to its recovery.
 //     Older lines read as before; a line of theirs cannot carry either.
 //   - 7: adds the Drift kind (a Kueue object changed behind the manager's
-//     back) and an AcceleratorQuota's stored conditions (their stamps).
-//     Older lines read as before; a line of theirs cannot carry either.
+//     back) and an AcceleratorQuota's stored conditions (their stamps), and
+//     types the management-mode fields as the API now does: a perCluster
+//     share's clusterName is cluster, a distribution holds a policy. Older
+//     lines read as before, their split fields upgraded
+//     (upgradeSplitFields); a line of theirs cannot carry a drift or
+//     conditions.
 const SchemaVersion = 7
 
 // oldestVersion is the oldest schema version this build reads.
@@ -104,6 +108,12 @@ func unmarshal(line []byte) (Event, int, error) {
 	v := *probe.V
 	if v < oldestVersion || v > SchemaVersion {
 		return Event{}, 0, &VersionError{Version: v}
+	}
+	if v < 7 {
+		var err error
+		if line, err = upgradeSplitFields(line); err != nil {
+			return Event{}, 0, fmt.Errorf("schema version %d event does not decode: %w", v, err)
+		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.DisallowUnknownFields()
@@ -184,6 +194,55 @@ func (d *Decoder) Decode() (Event, error) {
 		}
 		return ev, nil
 	}
+}
+
+// upgradeSplitFields rewrites the management-mode fields of the specs in
+// a line written before schema version 7, when the API stored them
+// untyped: a perCluster share's clusterName is now cluster, and of a
+// distribution only its policy is kept (nothing else of it was ever read,
+// in any mode). A line without either field is returned as it is.
+func upgradeSplitFields(line []byte) ([]byte, error) {
+	if !bytes.Contains(line, []byte(`"clusterName"`)) && !bytes.Contains(line, []byte(`"distribution"`)) {
+		return line, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.UseNumber() // amounts as written
+	var ev map[string]any
+	if err := dec.Decode(&ev); err != nil {
+		return nil, err
+	}
+	upgrade := func(spec any) {
+		m, _ := spec.(map[string]any)
+		if m == nil {
+			return
+		}
+		if d, ok := m["distribution"].(map[string]any); ok {
+			kept := map[string]any{}
+			if p, ok := d["policy"].(string); ok {
+				kept["policy"] = p
+			}
+			m["distribution"] = kept
+		}
+		budgets, _ := m["budgets"].([]any)
+		for _, b := range budgets {
+			bm, _ := b.(map[string]any)
+			shares, _ := bm["perCluster"].([]any)
+			for _, sh := range shares {
+				if sm, _ := sh.(map[string]any); sm != nil && sm["clusterName"] != nil && sm["cluster"] == nil {
+					sm["cluster"] = sm["clusterName"]
+					delete(sm, "clusterName")
+				}
+			}
+		}
+	}
+	if q, _ := ev["quota"].(map[string]any); q != nil {
+		upgrade(q["spec"])
+	}
+	if vd, _ := ev["verdict"].(map[string]any); vd != nil {
+		upgrade(vd["old"])
+		upgrade(vd["new"])
+	}
+	return json.Marshal(ev)
 }
 
 // v1Only refuses what schema version 1 could not hold.

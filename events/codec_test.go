@@ -311,3 +311,27 @@ func TestVersion1StillReads(t *testing.T) {
 		t.Errorf("read %+v", ev)
 	}
 }
+
+// Before version 7 the API kept the split fields untyped: a share's
+// cluster was clusterName, and a distribution any object. Such lines read
+// with the shares' names kept and only the distribution's policy.
+func TestDecodeUpgradesSplitFields(t *testing.T) {
+	log := `{"v":6,"seq":1,"time":"2026-10-05T09:41:12Z","kind":"AcceleratorQuota","op":"upsert","key":"t","quota":{"name":"t","generation":1,"spec":{"role":"ClusterQueue","parentRef":{"name":"root"},"budgets":[{"resourceName":"nvidia.com/gpu","resourceFlavor":"a100","nominal":"8","perCluster":[{"clusterName":"west","nominal":"5"},{"clusterName":"east","nominal":3}]}],"distribution":{"policy":"Explicit","weights":{"west":2}}}}}
+{"v":6,"seq":2,"time":"2026-10-05T09:41:13Z","kind":"Verdict","key":"t","verdict":{"uid":"u","user":"alice","operation":"UPDATE","allowed":true,"new":{"role":"ClusterQueue","parentRef":{"name":"root"},"distribution":{"note":"x"}}}}
+`
+	evs := decodeAll(t, log)
+	if len(evs) != 2 {
+		t.Fatalf("decoded %d events, want 2", len(evs))
+	}
+	spec := evs[0].Quota.Spec
+	shares := spec.Budgets[0].PerCluster
+	if len(shares) != 2 || shares[0].Cluster != "west" || shares[0].Nominal.String() != "5" || shares[1].Cluster != "east" || shares[1].Nominal.String() != "3" {
+		t.Errorf("shares %+v, want west 5 and east 3", shares)
+	}
+	if spec.Distribution == nil || spec.Distribution.Policy != v1beta1.DistributionExplicit {
+		t.Errorf("distribution %+v, want policy Explicit", spec.Distribution)
+	}
+	if d := evs[1].Verdict.New.Distribution; d == nil || d.Policy != "" {
+		t.Errorf("the verdict's distribution %+v, want an empty one", d)
+	}
+}
