@@ -6,7 +6,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -26,25 +25,53 @@ type Selector struct {
 	res  dracel.CompilationResult
 }
 
-var (
-	selectorsMu sync.Mutex
-	selectors   = map[string]*Selector{} // a memo: the same expression compiles to the same program
-)
-
 // CompileSelector compiles a DRA CEL selector expression, as the API server
 // and the scheduler do. The error says what is wrong with it.
 func CompileSelector(expr string) (*Selector, error) {
-	selectorsMu.Lock()
-	sel := selectors[expr]
-	if sel == nil {
-		sel = &Selector{expr: expr, res: dracel.GetCompiler(dracel.Features{}).CompileCELExpression(expr, dracel.Options{})}
-		selectors[expr] = sel
-	}
-	selectorsMu.Unlock()
+	return compiled(&Selector{expr: expr, res: dracel.GetCompiler(dracel.Features{}).CompileCELExpression(expr, dracel.Options{})})
+}
+
+func compiled(sel *Selector) (*Selector, error) {
 	if sel.res.Error != nil {
-		return nil, fmt.Errorf("CEL selector %q does not compile: %s", expr, sel.res.Error.Detail)
+		return nil, fmt.Errorf("CEL selector %q does not compile: %s", sel.expr, sel.res.Error.Detail)
 	}
 	return sel, nil
+}
+
+// compile is CompileSelector through the state's memo of the selectors its
+// DeviceClasses and mappings hold: the mappings are computed again on every
+// DeviceClass change, and their expressions need not be compiled again.
+// draRebuild drops what nothing holds any more, so the memo is as large as
+// the selectors in use.
+func (s *State) compile(expr string) (*Selector, error) {
+	sel := s.dra.selectors[expr]
+	if sel == nil {
+		var err error
+		if sel, err = CompileSelector(expr); err != nil {
+			return nil, err
+		}
+		s.dra.selectors[expr] = sel
+	}
+	return sel, nil
+}
+
+// pruneSelectors drops from the memo the selectors that no DeviceClass and
+// no mapping holds.
+func (d *draState) pruneSelectors() {
+	held := map[*Selector]bool{}
+	for _, c := range d.classes {
+		for _, sel := range c.sels {
+			held[sel] = true
+		}
+	}
+	for _, m := range d.mappings {
+		for _, cs := range m.counters {
+			if cs.sel != nil {
+				held[cs.sel] = true
+			}
+		}
+	}
+	maps.DeleteFunc(d.selectors, func(_ string, sel *Selector) bool { return !held[sel] })
 }
 
 // accepts evaluates the selector on a device. An evaluation error (an
@@ -121,13 +148,15 @@ type draState struct {
 	strays   map[string]map[string]Amount // node or slice -> logical name -> unattributed amount
 	unbudget map[string]int64             // unmapped DeviceClass -> devices
 	errors   int                          // devices a selector failed on
+	// selectors is the memo of compiled selectors by expression (compile).
+	selectors map[string]*Selector
 }
 
 func newDRAState() draState {
 	return draState{
 		classes: map[string]*draClass{}, slices: map[string]*events.ResourceSlice{}, pools: map[poolKey]*draPool{},
 		byClass: map[string][]int{}, nodes: map[string]map[string]listed{}, strays: map[string]map[string]Amount{},
-		unbudget: map[string]int64{},
+		unbudget: map[string]int64{}, selectors: map[string]*Selector{},
 	}
 }
 
@@ -147,6 +176,7 @@ func (d *draState) clone() draState {
 		c.strays[k] = maps.Clone(v)
 	}
 	c.unbudget = maps.Clone(d.unbudget)
+	c.selectors = maps.Clone(d.selectors) // a compiled selector is never modified
 	return c
 }
 
@@ -178,7 +208,7 @@ func (s *State) setMappings() {
 			}
 			cs := counterSource{CounterSource: *src.Counter}
 			if expr := src.Counter.Expression(); expr != "" {
-				sel, err := CompileSelector(expr)
+				sel, err := s.compile(expr)
 				if err != nil {
 					cs.err = err.Error()
 				}
@@ -230,7 +260,7 @@ func (s *State) setClass(name string, spec *events.DeviceClass) {
 	} else {
 		c := &draClass{spec: spec}
 		for _, expr := range spec.Selectors {
-			sel, err := CompileSelector(expr)
+			sel, err := s.compile(expr)
 			if err != nil {
 				c.err, c.sels = err.Error(), nil
 				break
@@ -288,6 +318,7 @@ func (s *State) setSlice(name string, sl *events.ResourceSlice) {
 func (s *State) draRebuild() {
 	d := &s.dra
 	s.setMappings()
+	d.pruneSelectors()
 	clear(d.nodes)
 	clear(d.unbudget)
 	d.errors = 0
