@@ -3,17 +3,14 @@ package apply
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"hash/fnv"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
@@ -21,7 +18,6 @@ import (
 	kueueclient "sigs.k8s.io/kueue/client-go/clientset/versioned"
 	kueuelisters "sigs.k8s.io/kueue/client-go/listers/kueue/v1beta2"
 
-	aqac "ome.io/quota-manager/api/client/applyconfiguration/api/v1beta1"
 	aqtyped "ome.io/quota-manager/api/client/clientset/versioned/typed/api/v1beta1"
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/events"
@@ -473,33 +469,6 @@ func (a *Applier) wrote(w write, o metav1.Object, err error) error {
 	return err
 }
 
-// sweep notes that the object of key with uid is being deleted by the
-// applier; an empty uid takes the note back (the delete failed).
-func (a *Applier) sweep(key string, uid types.UID) {
-	a.seenMu.Lock()
-	defer a.seenMu.Unlock()
-	if uid == "" {
-		delete(a.sweeping, key)
-		return
-	}
-	if a.sweeping == nil {
-		a.sweeping = map[string]types.UID{}
-	}
-	a.sweeping[key] = uid
-}
-
-// SweptEcho reports whether the deletion of a cached Kueue object (key as
-// for Echo) with uid is the applier's own sweep, and forgets the sweep.
-func (a *Applier) SweptEcho(key string, uid types.UID) bool {
-	a.seenMu.Lock()
-	defer a.seenMu.Unlock()
-	if a.sweeping[key] != uid || uid == "" {
-		return false
-	}
-	delete(a.sweeping, key)
-	return true
-}
-
 // forget drops what the applier remembers of an object deleted.
 func (a *Applier) forget(key string) {
 	a.seenMu.Lock()
@@ -557,118 +526,6 @@ func joinName(ns, name string) string {
 		return name
 	}
 	return ns + "/" + name
-}
-
-// sweeps deletes managed objects that no node wants: a deleted node, a role
-// changed in place, a namespace no longer enrolled. Objects of held nodes
-// stay, and so does anything without our label.
-func (a *Applier) sweeps(ctx context.Context, out *projector.Output, res *Result) []write {
-	sel := labels.SelectorFromSet(labels.Set{v1beta1.ManagedByLabel: v1beta1.ManagedByValue})
-	cohorts, _ := a.Listers.Cohorts.List(sel)
-	cqs, _ := a.Listers.ClusterQueues.List(sel)
-	lqs, _ := a.Listers.LocalQueues.List(sel)
-	return a.sweepsOf(out, res, cohorts, cqs, lqs)
-}
-
-// nodeSweeps is sweeps for the objects named after one node.
-func (a *Applier) nodeSweeps(name string, out *projector.Output, res *Result) []write {
-	var cohorts []*kueuev1beta2.Cohort
-	var cqs []*kueuev1beta2.ClusterQueue
-	if o, err := a.Listers.Cohorts.Get(name); err == nil && managed(o.Labels) {
-		cohorts = append(cohorts, o)
-	}
-	if o, err := a.Listers.ClusterQueues.Get(name); err == nil && managed(o.Labels) {
-		cqs = append(cqs, o)
-	}
-	var lqs []*kueuev1beta2.LocalQueue
-	for _, o := range a.localQueuesNamed(name) {
-		if managed(o.Labels) {
-			lqs = append(lqs, o)
-		}
-	}
-	return a.sweepsOf(out, res, cohorts, cqs, lqs)
-}
-
-// localQueuesNamed lists the cached LocalQueues of one name, in every
-// namespace.
-func (a *Applier) localQueuesNamed(name string) []*kueuev1beta2.LocalQueue {
-	if a.Listers.LocalQueuesNamed != nil {
-		return a.Listers.LocalQueuesNamed(name)
-	}
-	all, _ := a.Listers.LocalQueues.List(labels.Everything())
-	var out []*kueuev1beta2.LocalQueue
-	for _, o := range all {
-		if o.Name == name {
-			out = append(out, o)
-		}
-	}
-	return out
-}
-
-// sweepsOf deletes, of the managed objects given, those out does not want.
-func (a *Applier) sweepsOf(out *projector.Output, res *Result, cohorts []*kueuev1beta2.Cohort, cqs []*kueuev1beta2.ClusterQueue, lqs []*kueuev1beta2.LocalQueue) []write {
-	want := map[string]bool{}
-	for _, d := range out.Cohorts {
-		want["Cohort/"+*d.Name] = true
-	}
-	for _, d := range out.ClusterQueues {
-		want["ClusterQueue/"+*d.Name] = true
-	}
-	for _, d := range out.LocalQueues {
-		want["LocalQueue/"+*d.Namespace+"/"+*d.Name] = true
-	}
-	var ws []write
-	del := func(kind, ns, name string, uid types.UID, f func(context.Context, metav1.DeleteOptions) error) {
-		if want[kind+"/"+joinName(ns, name)] || out.Held[name] || res.Outcomes[name].Kind == events.OutcomeConflict {
-			return
-		}
-		opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
-		key := kind + "/" + joinName(ns, name)
-		ws = append(ws, write{kind: kind, node: name, name: joinName(ns, name), do: func(ctx context.Context) error {
-			a.sweep(key, uid)
-			err := f(ctx, opts)
-			if err != nil {
-				a.sweep(key, "")
-			}
-			if err == nil {
-				a.Metrics.Swept.WithLabelValues(kind).Inc()
-				res.addSwept()
-			}
-			if err == nil || apierrors.IsNotFound(err) {
-				// Gone: what was remembered of it goes too, or a tree
-				// that keeps changing would keep a record per object it
-				// ever had.
-				a.forget(kind + "/" + joinName(ns, name))
-				return nil
-			}
-			return err
-		}})
-	}
-	for _, o := range cohorts {
-		del("Cohort", "", o.Name, o.UID, func(ctx context.Context, opts metav1.DeleteOptions) error {
-			return a.kueue(ctx).KueueV1beta2().Cohorts().Delete(ctx, o.Name, opts)
-		})
-	}
-	for _, o := range cqs {
-		del("ClusterQueue", "", o.Name, o.UID, func(ctx context.Context, opts metav1.DeleteOptions) error {
-			return a.kueue(ctx).KueueV1beta2().ClusterQueues().Delete(ctx, o.Name, opts)
-		})
-	}
-	for _, o := range lqs {
-		del("LocalQueue", o.Namespace, o.Name, o.UID, func(ctx context.Context, opts metav1.DeleteOptions) error {
-			return a.kueue(ctx).KueueV1beta2().LocalQueues(o.Namespace).Delete(ctx, o.Name, opts)
-		})
-	}
-	sort.Slice(ws, func(i, j int) bool { return ws[i].kind+ws[i].name < ws[j].kind+ws[j].name })
-	return ws
-}
-
-var sweptMu sync.Mutex
-
-func (r *Result) addSwept() {
-	sweptMu.Lock()
-	r.Swept++
-	sweptMu.Unlock()
 }
 
 // run sends writes through the worker pool, retrying conflicts and
@@ -763,79 +620,4 @@ func permanent(err error) bool {
 func retriable(err error) bool {
 	return apierrors.IsConflict(err) || apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) ||
 		apierrors.IsTimeout(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err)
-}
-
-// statusWrites applies every node status that differs from the cached one,
-// stamps as the projection dated them.
-func (a *Applier) statusWrites(ctx context.Context, out *projector.Output, res *Result) []write {
-	names := make([]string, 0, len(out.Statuses))
-	for n := range out.Statuses {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	var ws []write
-	for _, name := range names {
-		cur := a.Listers.AQ(name)
-		if cur == nil || !cur.DeletionTimestamp.IsZero() && name != v1beta1.RootName {
-			continue
-		}
-		h := hashOf(out.Statuses[name])
-		a.seenMu.Lock()
-		sent, ok := a.statusSent[name]
-		a.seenMu.Unlock()
-		if ok && sent.hash == h && sent.before == cur.ResourceVersion {
-			continue // written, not yet in the cache
-		}
-		desired, err1 := toJSONMap(out.Statuses[name])
-		cached, err2 := toJSONMap(&cur.Status)
-		if err1 != nil || err2 != nil {
-			res.Errors = append(res.Errors, fmt.Errorf("encoding the status of %s: %w", name, errors.Join(err1, err2)))
-			continue
-		}
-		a.Schema.Load().Prune(desired)
-		if covers(desired, cached) && covers(cached, desired) {
-			continue
-		}
-		before := cur.ResourceVersion
-		klog.V(4).InfoS("status differs", "node", name, "desired", desired, "cached", cached)
-		node := name
-		ws = append(ws, write{kind: "status", node: node, name: node, do: func(ctx context.Context) error {
-			body, err := json.Marshal(map[string]any{
-				"apiVersion": v1beta1.SchemeGroupVersion.String(), "kind": "AcceleratorQuota",
-				"metadata": map[string]any{"name": node}, "status": desired,
-			})
-			if err != nil {
-				return err
-			}
-			force := true
-			_, err = a.aqs(ctx).Patch(ctx, node, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: FieldManager, Force: &force}, "status")
-			if apierrors.IsNotFound(err) {
-				return nil
-			}
-			if err == nil {
-				a.seenMu.Lock()
-				if a.statusSent == nil {
-					a.statusSent = map[string]statusSeen{}
-				}
-				a.statusSent[node] = statusSeen{before: before, hash: h}
-				a.seenMu.Unlock()
-			}
-			return err
-		}})
-	}
-	return ws
-}
-
-// StatusApply is the apply configuration of a node's status: name and
-// status only, the fields the field manager then owns.
-func StatusApply(name string, st *v1beta1.AcceleratorQuotaStatus) (*aqac.AcceleratorQuotaApplyConfiguration, error) {
-	data, err := json.Marshal(st)
-	if err != nil {
-		return nil, fmt.Errorf("encoding the status of %s: %w", name, err)
-	}
-	sac := &aqac.AcceleratorQuotaStatusApplyConfiguration{}
-	if err := json.Unmarshal(data, sac); err != nil {
-		return nil, fmt.Errorf("encoding the status of %s: %w", name, err)
-	}
-	return aqac.AcceleratorQuota(name).WithStatus(sac), nil
 }
