@@ -172,7 +172,9 @@ func (cl *cluster) replayWithout(cfg events.Config, now time.Time, without map[s
 }
 
 // pairKey is "resource@flavor", the way the commands name a pair.
-func pairKey(resourceName, flavor string) string { return resourceName + "@" + flavor }
+func pairKey(resourceName, flavor string) string {
+	return state.Pair{Resource: resourceName, Flavor: flavor}.String()
+}
 
 // parseCapacity reads --capacity values "resource@flavor=N".
 func parseCapacity(vals []string) ([]v1beta1.CapacityStatus, error) {

@@ -14,6 +14,7 @@ import (
 
 	"ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/events"
+	"ome.io/quota-manager/state"
 	"ome.io/quota-manager/store"
 )
 
@@ -326,7 +327,7 @@ func specChanges(old, new *v1beta1.AcceleratorQuotaSpec) []string {
 		if o, had := olds[k]; had {
 			nominal, borrowing, lending = &o.Nominal, o.BorrowingLimit, o.LendingLimit
 		}
-		name := b.ResourceName + "@" + b.ResourceFlavor
+		name := state.Pair{Resource: b.ResourceName, Flavor: b.ResourceFlavor}.String()
 		for _, f := range []struct {
 			field    string
 			from, to *resource.Quantity
