@@ -317,7 +317,6 @@ func (sh *shell) run(ctx context.Context, workers int) {
 		sh.urgent.ShutDown()
 		sh.bulk.ShutDown()
 	}()
-	urgentCtx := apply.Urgent(ctx)
 	for i := 0; i < workers+urgentOnlyWorkers; i++ {
 		takesBulk := i >= urgentOnlyWorkers
 		go func() {
@@ -341,11 +340,7 @@ func (sh *shell) run(ctx context.Context, workers int) {
 						return
 					}
 				}
-				wctx := ctx
-				if q == sh.urgent {
-					wctx = urgentCtx
-				}
-				sh.work(wctx, q, k)
+				sh.work(ctx, q, k)
 			}
 		}()
 	}
@@ -355,7 +350,7 @@ func (sh *shell) run(ctx context.Context, workers int) {
 type hold struct {
 	q workqueue.TypedRateLimitingInterface[string] // the queue it came from
 	// yield stops a bulk pass between two writes: an urgent change wants
-	// the node (apply.Yielding).
+	// the node (apply.Pass.Yield).
 	yield atomic.Bool
 	// then are the queues that found the node held: it goes back on each
 	// when the hold ends.
@@ -390,7 +385,9 @@ func (sh *shell) work(ctx context.Context, q workqueue.TypedRateLimitingInterfac
 	h = &hold{q: q}
 	sh.working[name] = h
 	sh.keyMu.Unlock()
-	p := sh.m.materialize(apply.Yielding(ctx, &h.yield), name)
+	// An urgent change's writes go through the urgent clients, ahead of
+	// a bulk pass's.
+	p := sh.m.materialize(ctx, name, apply.Pass{Urgent: q == sh.urgent, Yield: &h.yield})
 	sh.release(name)
 	switch {
 	case ctx.Err() != nil:
@@ -439,7 +436,7 @@ type pass struct {
 // input (reportOutcome), and the status is projected once the state holds
 // it, so that the status the leader writes is the one a replay of its log
 // computes.
-func (m *Manager) materialize(ctx context.Context, name string) pass {
+func (m *Manager) materialize(ctx context.Context, name string, how apply.Pass) pass {
 	if !m.leader.Load() {
 		return pass{}
 	}
@@ -467,7 +464,7 @@ func (m *Manager) materialize(ctx context.Context, name string) pass {
 	}
 	objects := m.shell.fingerprint(name) // before the comparison: what it is sure to have seen
 	started := time.Now()
-	res := m.applier.ApplyNode(ctx, &no)
+	res := m.applier.ApplyNode(ctx, &no, how)
 	m.metrics.ApplySeconds.Observe(time.Since(started).Seconds())
 	if res.Yielded {
 		return pass{yielded: true}
@@ -500,7 +497,7 @@ func (m *Manager) materialize(ctx context.Context, name string) pass {
 				m.rec.Wait(oseq)
 			}
 			st := projector.ProjectStatus(&n, in)
-			sres := m.applier.ApplyNodeStatus(ctx, name, st)
+			sres := m.applier.ApplyNodeStatus(ctx, name, st, how)
 			if sres.Writes > 0 {
 				m.shell.statusWritten(name, time.Now())
 			}

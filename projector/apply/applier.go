@@ -44,8 +44,8 @@ type Listers struct {
 type Applier struct {
 	Kueue kueueclient.Interface
 	AQs   aqtyped.AcceleratorQuotaInterface
-	// UrgentKueue and UrgentAQs, when set, carry the writes made under a
-	// context marked Urgent: clients whose rate limiter serves them ahead
+	// UrgentKueue and UrgentAQs, when set, carry the writes of a Pass
+	// marked Urgent: clients whose rate limiter serves them ahead
 	// of the bulk writes, so that an admin's change does not wait for the
 	// tokens a bulk pass has reserved.
 	UrgentKueue kueueclient.Interface
@@ -126,25 +126,29 @@ type Result struct {
 	// RetryAt is the earliest time a write held back by its backoff may
 	// be sent again; zero when none is held back.
 	RetryAt time.Time
-	// Yielded says the pass stopped between two writes because its
-	// context's yield flag was set (Yielding): the node's objects may be
+	// pass is how the call was asked to write.
+	pass Pass
+	// Yielded says the pass stopped between two writes because its yield
+	// flag was set (Pass.Yield): the node's objects may be
 	// partly written, and another pass is to compare them all.
 	Yielded bool
 }
 
-type yieldKey struct{}
-
-// Yielding marks ctx with a flag that stops a node's pass between two
-// writes once set: a bulk pass yields the node to an urgent one, which
-// compares the whole node itself, rather than make it wait for the rest of
-// the node's writes.
-func Yielding(ctx context.Context, flag *atomic.Bool) context.Context {
-	return context.WithValue(ctx, yieldKey{}, flag)
+// Pass is how one call of the applier writes.
+type Pass struct {
+	// Urgent sends the writes through UrgentKueue and UrgentAQs, when set.
+	Urgent bool
+	// Yield, when not nil, stops a node's pass between two writes once it
+	// holds true: a bulk pass yields the node to an urgent one, which
+	// compares the whole node itself, rather than make it wait for the
+	// rest of the node's writes.
+	Yield *atomic.Bool
 }
 
-// yields reports whether the pass under ctx is to stop, and notes it in res.
+// yields reports whether the pass is to stop (ctx ended, or its Yield
+// flag is set), and notes a yield in r.
 func (r *Result) yields(ctx context.Context) bool {
-	if f, _ := ctx.Value(yieldKey{}).(*atomic.Bool); f != nil && f.Load() {
+	if f := r.pass.Yield; f != nil && f.Load() {
 		r.Yielded = true
 	}
 	return r.Yielded || ctx.Err() != nil
@@ -169,8 +173,8 @@ type write struct {
 // materializes: applies what differs, then sweeps what no node wants, in
 // one pass over the whole projection (the shell works node by node, with
 // ApplyNode); it reports the outcome per node.
-func (a *Applier) ApplyObjects(ctx context.Context, out *projector.Output) *Result {
-	res := &Result{Outcomes: map[string]events.Outcome{}}
+func (a *Applier) ApplyObjects(ctx context.Context, out *projector.Output, p Pass) *Result {
+	res := &Result{Outcomes: map[string]events.Outcome{}, pass: p}
 	if !out.Materialize {
 		return res
 	}
@@ -191,10 +195,10 @@ func (a *Applier) ApplyObjects(ctx context.Context, out *projector.Output) *Resu
 // wants (all of them for a node that no longer exists; a LocalQueue of a
 // namespace no longer enrolled). Its writes go one after another: the
 // shell runs nodes in parallel. The shell reports its outcome through the
-// event stream before it projects the node's status. A pass whose context
-// says to yield (Yielding) stops between two writes.
-func (a *Applier) ApplyNode(ctx context.Context, no *projector.NodeOutput) *Result {
-	res := &Result{Outcomes: map[string]events.Outcome{}}
+// event stream before it projects the node's status. A pass told to yield
+// (Pass.Yield) stops between two writes.
+func (a *Applier) ApplyNode(ctx context.Context, no *projector.NodeOutput, p Pass) *Result {
+	res := &Result{Outcomes: map[string]events.Outcome{}, pass: p}
 	if !no.Materialize {
 		return res
 	}
@@ -207,32 +211,24 @@ func (a *Applier) ApplyNode(ctx context.Context, no *projector.NodeOutput) *Resu
 
 // ApplyNodeStatus writes one node's status when it differs from the
 // cached one.
-func (a *Applier) ApplyNodeStatus(ctx context.Context, name string, st *v1beta1.AcceleratorQuotaStatus) *Result {
-	res := &Result{Outcomes: map[string]events.Outcome{}}
+func (a *Applier) ApplyNodeStatus(ctx context.Context, name string, st *v1beta1.AcceleratorQuotaStatus, p Pass) *Result {
+	res := &Result{Outcomes: map[string]events.Outcome{}, pass: p}
 	out := &projector.Output{Statuses: map[string]*v1beta1.AcceleratorQuotaStatus{name: st}}
 	a.runOneByOne(ctx, a.statusWrites(ctx, out, res), res)
 	return res
 }
 
-type urgentKey struct{}
-
-// Urgent marks ctx: the writes made under it go through UrgentKueue and
-// UrgentAQs.
-func Urgent(ctx context.Context) context.Context { return context.WithValue(ctx, urgentKey{}, true) }
-
-func isUrgent(ctx context.Context) bool { u, _ := ctx.Value(urgentKey{}).(bool); return u }
-
-// kueue is the Kueue client for a write made under ctx.
-func (a *Applier) kueue(ctx context.Context) kueueclient.Interface {
-	if a.UrgentKueue != nil && isUrgent(ctx) {
+// kueue is the Kueue client for the writes of res's pass.
+func (a *Applier) kueue(res *Result) kueueclient.Interface {
+	if a.UrgentKueue != nil && res.pass.Urgent {
 		return a.UrgentKueue
 	}
 	return a.Kueue
 }
 
-// aqs is the AcceleratorQuota client for a write made under ctx.
-func (a *Applier) aqs(ctx context.Context) aqtyped.AcceleratorQuotaInterface {
-	if a.UrgentAQs != nil && isUrgent(ctx) {
+// aqs is the AcceleratorQuota client for the writes of res's pass.
+func (a *Applier) aqs(res *Result) aqtyped.AcceleratorQuotaInterface {
+	if a.UrgentAQs != nil && res.pass.Urgent {
 		return a.UrgentAQs
 	}
 	return a.AQs
@@ -279,7 +275,7 @@ func (a *Applier) kueueWrites(ctx context.Context, out *projector.Output, res *R
 	var ws []write
 	whole := map[string]bool{} // nodes whose Cohort or ClusterQueue is foreign
 	opts := metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
-	kq := a.kueue(ctx).KueueV1beta2()
+	kq := a.kueue(res).KueueV1beta2()
 	for _, d := range out.Cohorts {
 		name := *d.Name
 		cur, err := a.Listers.Cohorts.Get(name)
@@ -561,7 +557,7 @@ func (a *Applier) run(ctx context.Context, ws []write, res *Result) {
 }
 
 // runOneByOne sends writes in order on the calling goroutine, until the
-// pass yields (Yielding).
+// pass yields (Pass.Yield).
 func (a *Applier) runOneByOne(ctx context.Context, ws []write, res *Result) {
 	var mu sync.Mutex
 	for _, w := range ws {

@@ -83,7 +83,7 @@ func BenchmarkPassInPlace(b *testing.B) {
 	ctx := context.Background()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		res := a.ApplyObjects(ctx, out)
+		res := a.ApplyObjects(ctx, out, Pass{})
 		if res.Writes != 0 || res.Confirmed != 21051 {
 			b.Fatalf("writes %d, confirmed %d; want 0 and 21051", res.Writes, res.Confirmed)
 		}

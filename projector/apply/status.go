@@ -60,7 +60,7 @@ func (a *Applier) statusWrites(ctx context.Context, out *projector.Output, res *
 				return err
 			}
 			force := true
-			_, err = a.aqs(ctx).Patch(ctx, node, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: FieldManager, Force: &force}, "status")
+			_, err = a.aqs(res).Patch(ctx, node, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: FieldManager, Force: &force}, "status")
 			if apierrors.IsNotFound(err) {
 				return nil
 			}

@@ -130,17 +130,17 @@ func (a *Applier) sweepsOf(out *projector.Output, res *Result, cohorts []*kueuev
 	}
 	for _, o := range cohorts {
 		del("Cohort", "", o.Name, o.UID, func(ctx context.Context, opts metav1.DeleteOptions) error {
-			return a.kueue(ctx).KueueV1beta2().Cohorts().Delete(ctx, o.Name, opts)
+			return a.kueue(res).KueueV1beta2().Cohorts().Delete(ctx, o.Name, opts)
 		})
 	}
 	for _, o := range cqs {
 		del("ClusterQueue", "", o.Name, o.UID, func(ctx context.Context, opts metav1.DeleteOptions) error {
-			return a.kueue(ctx).KueueV1beta2().ClusterQueues().Delete(ctx, o.Name, opts)
+			return a.kueue(res).KueueV1beta2().ClusterQueues().Delete(ctx, o.Name, opts)
 		})
 	}
 	for _, o := range lqs {
 		del("LocalQueue", o.Namespace, o.Name, o.UID, func(ctx context.Context, opts metav1.DeleteOptions) error {
-			return a.kueue(ctx).KueueV1beta2().LocalQueues(o.Namespace).Delete(ctx, o.Name, opts)
+			return a.kueue(res).KueueV1beta2().LocalQueues(o.Namespace).Delete(ctx, o.Name, opts)
 		})
 	}
 	sort.Slice(ws, func(i, j int) bool { return ws[i].kind+ws[i].name < ws[j].kind+ws[j].name })

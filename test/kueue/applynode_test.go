@@ -92,7 +92,7 @@ func TestApplyNode(t *testing.T) {
 	// Kueue's webhook answers once it is up.
 	var res *apply.Result
 	testutil.Eventually(t, 30*time.Second, func() string {
-		res = a.ApplyNode(ctx, project(team, "an-a", "an-b"))
+		res = a.ApplyNode(ctx, project(team, "an-a", "an-b"), apply.Pass{})
 		if len(res.Errors) > 0 {
 			return res.Errors[0].Error()
 		}
@@ -110,7 +110,7 @@ func TestApplyNode(t *testing.T) {
 	require.True(t, a.Echo("LocalQueue/an-a/an-team", rv))
 	require.False(t, a.Echo("LocalQueue/an-a/an-team", rv+"0"))
 
-	res = a.ApplyNode(ctx, project(team, "an-a", "an-b"))
+	res = a.ApplyNode(ctx, project(team, "an-a", "an-b"), apply.Pass{})
 	require.Equal(t, 0, res.Writes, "nothing changed: %v", res.Errors)
 	require.Equal(t, 3, res.Confirmed)
 
@@ -119,7 +119,7 @@ func TestApplyNode(t *testing.T) {
 	gone, err := listers.LocalQueues.LocalQueues("an-b").Get("an-team")
 	require.NoError(t, err)
 	require.True(t, a.Echo("LocalQueue/an-b/an-team", gone.ResourceVersion), "confirmed at the cached version")
-	res = a.ApplyNode(ctx, project(team, "an-a"))
+	res = a.ApplyNode(ctx, project(team, "an-a"), apply.Pass{})
 	require.Equal(t, 2, res.Writes, "the ClusterQueue's namespace selector changed, and a deletion: %v", res.Errors)
 	require.Equal(t, 1, res.Swept, "the LocalQueue in an-b")
 	waitFor("ClusterQueue/an-team", "LocalQueue/an-a/an-team")
@@ -128,11 +128,11 @@ func TestApplyNode(t *testing.T) {
 	// A held node keeps its objects, whatever they are.
 	held := team
 	held.Ready = false
-	res = a.ApplyNode(ctx, project(held, "an-a"))
+	res = a.ApplyNode(ctx, project(held, "an-a"), apply.Pass{})
 	require.Equal(t, 0, res.Writes)
 
 	// A node that is gone loses them all.
-	res = a.ApplyNode(ctx, &projector.NodeOutput{Name: "an-team", Materialize: true})
+	res = a.ApplyNode(ctx, &projector.NodeOutput{Name: "an-team", Materialize: true}, apply.Pass{})
 	require.Equal(t, 2, res.Swept, "%v", res.Errors)
 	waitFor()
 }

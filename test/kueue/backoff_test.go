@@ -70,7 +70,7 @@ func TestApplierBacksOffWritesKueueRefuses(t *testing.T) {
 	// not Kueue's own.
 	var res *apply.Result
 	testutil.Eventually(t, 30*time.Second, func() string {
-		res = a.ApplyObjects(ctx, out(16))
+		res = a.ApplyObjects(ctx, out(16), apply.Pass{})
 		if o := res.Outcomes["backoff-team"]; !strings.Contains(o.Message, "must be less than or equal to the nominalQuota") {
 			return "first refusal: " + o.Message
 		}
@@ -85,14 +85,14 @@ func TestApplierBacksOffWritesKueueRefuses(t *testing.T) {
 
 	// Passes within the delay send nothing, and still report why.
 	for range 3 {
-		res = a.ApplyObjects(ctx, out(16))
+		res = a.ApplyObjects(ctx, out(16), apply.Pass{})
 		require.Equal(t, 0, res.Writes, "a pass inside the backoff sent the refused object again")
 		require.Equal(t, o, res.Outcomes["backoff-team"])
 	}
 	// Each refusal doubles the delay, up to 5 minutes.
 	for _, want := range []time.Duration{4 * time.Second, 8 * time.Second, 16 * time.Second, 32 * time.Second, 64 * time.Second, 128 * time.Second, 256 * time.Second, 5 * time.Minute, 5 * time.Minute} {
 		clk.Add(res.RetryAt.Sub(clk.Now()))
-		res = a.ApplyObjects(ctx, out(16))
+		res = a.ApplyObjects(ctx, out(16), apply.Pass{})
 		require.Equal(t, 1, res.Writes, "the backoff ended, the object is sent again")
 		require.Equal(t, clk.Now().Add(want), res.RetryAt)
 		require.Contains(t, res.Outcomes["backoff-team"].Message, "every "+want.String()+" now")
@@ -100,12 +100,12 @@ func TestApplierBacksOffWritesKueueRefuses(t *testing.T) {
 
 	// Another desired object is sent at once, and its own refusal starts
 	// over at 2 s.
-	res = a.ApplyObjects(ctx, out(12))
+	res = a.ApplyObjects(ctx, out(12), apply.Pass{})
 	require.Equal(t, 1, res.Writes)
 	require.Equal(t, clk.Now().Add(2*time.Second), res.RetryAt)
 
 	// One that Kueue takes ends the backoff.
-	res = a.ApplyObjects(ctx, out(8))
+	res = a.ApplyObjects(ctx, out(8), apply.Pass{})
 	require.Equal(t, 1, res.Writes)
 	require.Empty(t, res.Errors)
 	require.Equal(t, events.OutcomeApplied, res.Outcomes["backoff-team"].Kind)

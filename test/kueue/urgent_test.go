@@ -58,7 +58,7 @@ type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-// TestApplierUrgentClient: a write made under apply.Urgent goes through
+// TestApplierUrgentClient: a write of a Pass marked Urgent goes through
 // UrgentKueue (the client with the urgent lane of the manager's rate
 // limiter), any other through Kueue.
 func TestApplierUrgentClient(t *testing.T) {
@@ -74,14 +74,14 @@ func TestApplierUrgentClient(t *testing.T) {
 	// place. A try whose answer was lost may have landed, so the next one
 	// finds the object written and sends nothing: landed is what counts.
 	testutil.Eventually(t, 30*time.Second, func() string {
-		return landed(ctx, a.ApplyObjects(apply.Urgent(ctx), out(4)), 4)
+		return landed(ctx, a.ApplyObjects(ctx, out(4), apply.Pass{Urgent: true}), 4)
 	})
 	require.Positive(t, urgent.Load(), "the urgent write went through the urgent client")
 	require.Zero(t, bulk.Load(), "the urgent write went through the bulk client")
 
 	before := urgent.Load()
 	testutil.Eventually(t, 30*time.Second, func() string {
-		return landed(ctx, a.ApplyObjects(ctx, out(2)), 2)
+		return landed(ctx, a.ApplyObjects(ctx, out(2), apply.Pass{}), 2)
 	})
 	require.Positive(t, bulk.Load(), "the bulk write went through the bulk client")
 	require.Equal(t, before, urgent.Load(), "the bulk write went through the urgent client")

@@ -66,7 +66,7 @@ func TestApplyNodeYields(t *testing.T) {
 		Budgets: []v1beta1.Budget{{ResourceName: "nvidia.com/gpu", ResourceFlavor: "a100", Nominal: resource.MustParse("4")}}}
 	no := projector.ProjectNode(&n, projector.Input{EnrolledNamespaces: projector.Namespaces(namespaces), CoverResources: projector.DefaultCoverResources()})
 
-	res := a.ApplyNode(apply.Yielding(ctx, &yield), &no)
+	res := a.ApplyNode(ctx, &no, apply.Pass{Yield: &yield})
 	require.Empty(t, res.Errors)
 	require.True(t, res.Yielded, "the flag was raised during the first write")
 	require.Equal(t, 1, res.Writes, "the write in flight, the ClusterQueue, and no more")
@@ -79,7 +79,7 @@ func TestApplyNodeYields(t *testing.T) {
 		return ""
 	})
 	var again atomic.Bool
-	res = a.ApplyNode(apply.Yielding(ctx, &again), &no)
+	res = a.ApplyNode(ctx, &no, apply.Pass{Yield: &again})
 	require.Empty(t, res.Errors)
 	require.False(t, res.Yielded)
 	require.Equal(t, 2, res.Writes, "the two LocalQueues the yielded pass left")
