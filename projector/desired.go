@@ -329,7 +329,7 @@ func summary(n *Node) *v1beta1.StatusSummary {
 	return s
 }
 
-func admittedText(n *Node, u Usage) string {
+func admittedText(n *Node, u events.Usage) string {
 	if n.Role != v1beta1.RoleClusterQueue {
 		return ""
 	}

@@ -48,7 +48,7 @@ func guideInput() Input {
 		}
 	}
 	beta := &in.Nodes[3]
-	beta.Usage = map[state.Pair]Usage{{Resource: "nvidia.com/gpu", Flavor: "a100"}: {Admitted: resource.MustParse("12"), Reserved: resource.MustParse("12"), Borrowed: resource.MustParse("4")}}
+	beta.Usage = map[state.Pair]events.Usage{{Resource: "nvidia.com/gpu", Flavor: "a100"}: {Resource: "nvidia.com/gpu", Flavor: "a100", Admitted: resource.MustParse("12"), Reserved: resource.MustParse("12"), Borrowed: resource.MustParse("4")}}
 	return in
 }
 

@@ -4,6 +4,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/events"
 	"ome.io/quota-manager/state"
 )
 
@@ -65,9 +66,9 @@ func nodeOf(s *state.State, nv state.NodeView) Node {
 	if nv.Spec.Role == v1beta1.RoleClusterQueue {
 		for _, u := range s.Usage(nv.Name) {
 			if n.Usage == nil {
-				n.Usage = map[state.Pair]Usage{}
+				n.Usage = map[state.Pair]events.Usage{}
 			}
-			n.Usage[state.Pair{Resource: u.Resource, Flavor: u.Flavor}] = Usage{Admitted: u.Admitted, Reserved: u.Reserved, Borrowed: u.Borrowed}
+			n.Usage[state.Pair{Resource: u.Resource, Flavor: u.Flavor}] = u
 		}
 	}
 	return n

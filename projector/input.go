@@ -8,11 +8,6 @@ import (
 	"ome.io/quota-manager/state"
 )
 
-// Usage is a team's use of one pair, as its ClusterQueue reports it.
-type Usage struct {
-	Admitted, Reserved, Borrowed resource.Quantity
-}
-
 // Node is one tree node as the core sees it.
 type Node struct {
 	Name       string
@@ -26,7 +21,7 @@ type Node struct {
 	// (e.g. ContainmentViolated), or Frozen for a node below one that does.
 	Reason, Message string
 	// Usage is the team's usage per pair, from its ClusterQueue's status.
-	Usage map[state.Pair]Usage
+	Usage map[state.Pair]events.Usage
 	// Outcome is the leader's applier's last report on the node's Kueue
 	// objects, as the state holds it: what Materialized says.
 	Outcome events.Outcome
