@@ -14,21 +14,28 @@ import (
 	"ome.io/quota-manager/state"
 )
 
+// cluster is the events of a cluster with ml-serving enrolled, one Node of
+// gpus GPUs on flavor a100, synced, and the tree of quotas.
+func cluster(t0 time.Time, gpus string, quotas []*v1beta1.AcceleratorQuota) []events.Event {
+	c := events.DefaultConfig()
+	c.EnrolledNamespaces = []string{"ml-serving"}
+	capacity := map[string]resource.Quantity{"nvidia.com/gpu": resource.MustParse(gpus)}
+	evs := []events.Event{events.ConfigChanged(t0, c),
+		events.FlavorUpserted(t0, &events.Flavor{Name: "a100", NodeLabels: map[string]string{"gpu": "a100"}}),
+		events.NodeUpserted(t0, &events.Node{Name: "n1", Labels: map[string]string{"gpu": "a100"}, Capacity: capacity, Allocatable: capacity, Ready: true}),
+		events.Synced(t0)}
+	for _, aq := range quotas {
+		evs = append(evs, events.QuotaUpserted(t0, &events.Quota{Name: aq.Name, Generation: 1, Spec: aq.Spec}))
+	}
+	return evs
+}
+
 // Materialized follows the outcomes the state holds, from their events: a
 // replayed log gives the statuses the leader wrote.
 func TestStatusReadsOutcomeFromState(t *testing.T) {
 	t0 := time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)
 	s := state.New()
-	c := events.DefaultConfig()
-	c.EnrolledNamespaces = []string{"ml-serving"}
-	gpus := map[string]resource.Quantity{"nvidia.com/gpu": resource.MustParse("32")}
-	evs := []events.Event{events.ConfigChanged(t0, c),
-		events.FlavorUpserted(t0, &events.Flavor{Name: "a100", NodeLabels: map[string]string{"gpu": "a100"}}),
-		events.NodeUpserted(t0, &events.Node{Name: "n1", Labels: map[string]string{"gpu": "a100"}, Capacity: gpus, Allocatable: gpus, Ready: true}),
-		events.Synced(t0)}
-	for _, aq := range append([]*v1beta1.AcceleratorQuota{aqtest.Root().Obj()}, aqtest.GuideTree()...) {
-		evs = append(evs, events.QuotaUpserted(t0, &events.Quota{Name: aq.Name, Generation: 1, Spec: aq.Spec}))
-	}
+	evs := cluster(t0, "32", append([]*v1beta1.AcceleratorQuota{aqtest.Root().Obj()}, aqtest.GuideTree()...))
 	evs = append(evs,
 		events.LeadershipChanged(t0, "m1", events.LeadershipAcquired),
 		events.OutcomeReported(t0, "team-alpha", events.Outcome{Kind: events.OutcomeApplied}),
@@ -73,16 +80,7 @@ func TestReportedTakesTheOutcomesStamp(t *testing.T) {
 	t0 := time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)
 	t1 := t0.Add(5 * time.Second)
 	s := state.New()
-	c := events.DefaultConfig()
-	c.EnrolledNamespaces = []string{"ml-serving"}
-	gpus := map[string]resource.Quantity{"nvidia.com/gpu": resource.MustParse("8")}
-	evs := []events.Event{events.ConfigChanged(t0, c),
-		events.FlavorUpserted(t0, &events.Flavor{Name: "a100", NodeLabels: map[string]string{"gpu": "a100"}}),
-		events.NodeUpserted(t0, &events.Node{Name: "n1", Labels: map[string]string{"gpu": "a100"}, Capacity: gpus, Allocatable: gpus, Ready: true}),
-		events.Synced(t0)}
-	for _, aq := range []*v1beta1.AcceleratorQuota{aqtest.Root().Obj(), aqtest.Team("team-alpha", "root").Budget("nvidia.com/gpu", "a100", "2").Obj()} {
-		evs = append(evs, events.QuotaUpserted(t0, &events.Quota{Name: aq.Name, Generation: 1, Spec: aq.Spec}))
-	}
+	evs := cluster(t0, "8", []*v1beta1.AcceleratorQuota{aqtest.Root().Obj(), aqtest.Team("team-alpha", "root").Budget("nvidia.com/gpu", "a100", "2").Obj()})
 	evs = append(evs, events.LeadershipChanged(t0, "m1", events.LeadershipAcquired))
 	seq := uint64(0)
 	apply := func(ev events.Event) {
