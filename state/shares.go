@@ -100,3 +100,33 @@ func SplitProportional(total Amount, weights []Weight) ([]Share, error) {
 	}
 	return shares, nil
 }
+
+// CheckExplicit checks an Explicit split of a fleet budget of total: each
+// share names a member cluster (members, sorted or not), none twice, and
+// the shares add up to at most the budget (less leaves the rest unused,
+// which is the admin's call). The error names the first problem and what
+// to do.
+func CheckExplicit(total Amount, shares []Share, members []string) error {
+	known := make(map[string]bool, len(members))
+	for _, m := range members {
+		known[m] = true
+	}
+	seen := make(map[string]bool, len(shares))
+	var sum Amount // at most 256 shares of at most MaxAmount: no overflow
+	for _, sh := range shares {
+		switch {
+		case !known[sh.Cluster]:
+			return fmt.Errorf("perCluster names %s, which is not a member cluster of the fleet (%d members): name a member, or add %s to the projection's clusters", sh.Cluster, len(members), sh.Cluster)
+		case seen[sh.Cluster]:
+			return fmt.Errorf("perCluster lists %s twice: keep one share per cluster", sh.Cluster)
+		case sh.Amount < 0:
+			return fmt.Errorf("the share of %s is negative (%s): shares are at least 0", sh.Cluster, sh.Amount)
+		}
+		seen[sh.Cluster] = true
+		sum += sh.Amount
+	}
+	if sum > total {
+		return fmt.Errorf("the shares in perCluster add up to %s, more than the budget of %s: lower them, or raise the budget", sum, total)
+	}
+	return nil
+}

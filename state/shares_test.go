@@ -147,3 +147,26 @@ func BenchmarkSplitProportional(b *testing.B) {
 		}
 	}
 }
+
+func TestCheckExplicit(t *testing.T) {
+	members := []string{"east", "west"}
+	if err := CheckExplicit(8000, []Share{{"west", 5000}, {"east", 3000}}, members); err != nil {
+		t.Errorf("a split that adds up to the budget: %v", err)
+	}
+	if err := CheckExplicit(8000, []Share{{"west", 5000}}, members); err != nil {
+		t.Errorf("a split below the budget: %v", err)
+	}
+	for name, tc := range map[string]struct {
+		shares []Share
+		want   string
+	}{
+		"over the budget": {[]Share{{"west", 5000}, {"east", 4000}}, "add up to 9, more than the budget of 8"},
+		"unknown cluster": {[]Share{{"north", 1000}}, "perCluster names north, which is not a member cluster"},
+		"twice":           {[]Share{{"west", 1000}, {"west", 1000}}, "perCluster lists west twice"},
+		"negative":        {[]Share{{"west", -1000}}, "the share of west is negative"},
+	} {
+		if err := CheckExplicit(8000, tc.shares, members); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: CheckExplicit(8, %v) = %v, want an error saying %q", name, tc.shares, err, tc.want)
+		}
+	}
+}
