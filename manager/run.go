@@ -535,7 +535,7 @@ func (m *Manager) becomeLeader(ctx context.Context, id string) {
 	// background: the write goes through the webhook, which may need this
 	// replica.
 	go m.ensureRoot(ctx)
-	m.shell.resync(true)
+	m.shell.resync(true, time.Time{})
 }
 
 // serve runs the metrics and health endpoints. /metrics is HTTPS with

@@ -48,13 +48,17 @@ type shell struct {
 	// confirmed holds, per node, what its last pass found in place; the
 	// tick skips a node that has not changed since (see resync).
 	confirmed map[string]confirmation
+	// applied is the time of the last event applied (UnixNano): the
+	// shell's clock for what it skips, so that it goes by the stream.
+	applied atomic.Int64
 }
 
 // confirmation is what a pass that wrote nothing and failed nothing
 // compared: the state's Revision of the node, the resourceVersions of the
 // node's cached objects (its AcceleratorQuota, and the Kueue objects of its
 // name: a Cohort, a ClusterQueue, its LocalQueues in every namespace) as a
-// fingerprint taken before the comparison, and when.
+// fingerprint taken before the comparison, and when (the time of the last
+// event applied then).
 type confirmation struct {
 	rev     uint64
 	objects uint64
@@ -129,6 +133,7 @@ func newShell(m *Manager) *shell {
 
 // note takes what one applied event changed; the consumer calls it.
 func (sh *shell) note(ev events.Event, c state.Changes) {
+	sh.applied.Store(ev.Time.UnixNano())
 	if !sh.m.leader.Load() || !sh.m.stateSynced.Load() {
 		return // a new leader compares everything; Synced brings All
 	}
@@ -139,13 +144,13 @@ func (sh *shell) note(ev events.Event, c state.Changes) {
 		sh.bulk.Add(ev.Key)
 	case c.All:
 		// The Synced marker or a new configuration: every node at once.
-		sh.resync(true)
+		sh.resync(true, ev.Time)
 	case kind == events.KindTick:
 		// A tick is the periodic full comparison: the safety net. It
 		// looks at every node, off the consumer's goroutine, so that the
 		// events behind the tick (an admin's write the webhook waits for)
 		// are not held up.
-		go sh.resync(false)
+		go sh.resync(false, ev.Time)
 	case len(c.Nodes) > bulkPerEvent:
 		for _, n := range c.Nodes {
 			sh.bulk.Add(n)
@@ -167,8 +172,10 @@ func (sh *shell) note(ev events.Event, c state.Changes) {
 // compared a resync interval ago or more is compared all the same, the
 // lot spread over half a tick interval rather than queued at once, so
 // that a change the reducer failed to report is still found, and no tick
-// is a burst.
-func (sh *shell) resync(every bool) {
+// is a burst. now is the tick's time, and a pass's confirmation is dated
+// with the last event applied before it: what is skipped goes by the
+// stream's times, not by this replica's clock.
+func (sh *shell) resync(every bool, now time.Time) {
 	m := sh.m
 	if !m.leader.Load() || !m.stateSynced.Load() {
 		return
@@ -177,7 +184,6 @@ func (sh *shell) resync(every bool) {
 	nodes := m.st.Revisions()
 	m.mu.Unlock()
 	names := make(map[string]bool, len(nodes))
-	now := time.Now()
 	var due []string
 	var queued, unchanged int
 	for _, n := range nodes {
@@ -287,7 +293,7 @@ func (sh *shell) confirm(name string, rev, objects uint64, clean bool) {
 	sh.keyMu.Lock()
 	defer sh.keyMu.Unlock()
 	if clean {
-		sh.confirmed[name] = confirmation{rev: rev, objects: objects, at: time.Now()}
+		sh.confirmed[name] = confirmation{rev: rev, objects: objects, at: time.Unix(0, sh.applied.Load())}
 	} else {
 		delete(sh.confirmed, name)
 	}
