@@ -55,8 +55,12 @@ func SplitProportional(total Amount, weights []Weight) ([]Share, error) {
 	if len(weights) == 0 {
 		return nil, fmt.Errorf("no member cluster to split the budget %s among", total)
 	}
-	ws := slices.Clone(weights)
-	slices.SortFunc(ws, func(a, b Weight) int { return cmp.Compare(a.Cluster, b.Cluster) })
+	byName := func(a, b Weight) int { return cmp.Compare(a.Cluster, b.Cluster) }
+	ws := weights
+	if !slices.IsSortedFunc(ws, byName) { // the state keeps its members sorted
+		ws = slices.Clone(weights)
+		slices.SortFunc(ws, byName)
+	}
 	var basis uint64
 	for i, w := range ws {
 		switch {
@@ -92,8 +96,13 @@ func SplitProportional(total Amount, weights []Weight) ([]Share, error) {
 			order[i] = i
 		}
 		// Largest remainder first; equal remainders in name order, which
-		// the stable sort keeps (ws is sorted by name).
-		slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(rems[b], rems[a]) })
+		// is index order (ws is sorted by name).
+		slices.SortFunc(order, func(a, b int) int {
+			if c := cmp.Compare(rems[b], rems[a]); c != 0 {
+				return c
+			}
+			return cmp.Compare(a, b)
+		})
 		for _, i := range order[:left] {
 			shares[i].Amount += unit
 		}
