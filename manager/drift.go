@@ -11,6 +11,7 @@ import (
 
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/events"
+	"ome.io/quota-manager/projector/apply"
 )
 
 // drift watches the Kueue objects the manager writes: a change that is not
@@ -28,10 +29,7 @@ type drift struct {
 }
 
 func (d drift) key(o metav1Object) string {
-	if ns := o.GetNamespace(); ns != "" {
-		return d.kind + "/" + ns + "/" + o.GetName()
-	}
-	return d.kind + "/" + o.GetName()
+	return apply.ObjectKey(d.kind, o.GetNamespace(), o.GetName())
 }
 
 type metav1Object interface {

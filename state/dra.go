@@ -28,14 +28,11 @@ type Selector struct {
 // CompileSelector compiles a DRA CEL selector expression, as the API server
 // and the scheduler do. The error says what is wrong with it.
 func CompileSelector(expr string) (*Selector, error) {
-	return compiled(&Selector{expr: expr, res: dracel.GetCompiler(dracel.Features{}).CompileCELExpression(expr, dracel.Options{})})
-}
-
-func compiled(sel *Selector) (*Selector, error) {
-	if sel.res.Error != nil {
-		return nil, fmt.Errorf("CEL selector %q does not compile: %s", sel.expr, sel.res.Error.Detail)
+	res := dracel.GetCompiler(dracel.Features{}).CompileCELExpression(expr, dracel.Options{})
+	if res.Error != nil {
+		return nil, fmt.Errorf("CEL selector %q does not compile: %s", expr, res.Error.Detail)
 	}
-	return sel, nil
+	return &Selector{expr: expr, res: res}, nil
 }
 
 // compile is CompileSelector through the state's memo of the selectors its

@@ -329,7 +329,7 @@ func (a *Applier) decide(res *Result, kind, ns, name, node string, desired, cach
 		res.setOutcome(node, conflict(kind, ns, name))
 		return write{}, false
 	}
-	key := kind + "/" + joinName(ns, name)
+	key := ObjectKey(kind, ns, name)
 	if exists && a.matches(key, desired, cached) {
 		a.forgive(key)
 		res.Confirmed++
@@ -476,8 +476,7 @@ func (a *Applier) forget(key string) {
 	a.forgive(key)
 }
 
-// Echo reports whether a cached Kueue object (key "Kind/name" or
-// "LocalQueue/namespace/name") is the manager's own doing: a write of it is
+// Echo reports whether a cached Kueue object (key: ObjectKey) is the manager's own doing: a write of it is
 // in flight, or its resourceVersion is the one the manager's last write of
 // it returned. The shell ignores such notifications.
 func (a *Applier) Echo(key, resourceVersion string) bool {
@@ -516,6 +515,11 @@ func isNil(v any) bool {
 	}
 	return v == nil
 }
+
+// ObjectKey is how the applier keys a Kueue object in what it remembers
+// ("Kind/name", or "LocalQueue/namespace/name"), and how Echo and SweptEcho
+// are asked about one.
+func ObjectKey(kind, ns, name string) string { return kind + "/" + joinName(ns, name) }
 
 func joinName(ns, name string) string {
 	if ns == "" {

@@ -93,21 +93,21 @@ func (a *Applier) localQueuesNamed(name string) []*kueuev1beta2.LocalQueue {
 func (a *Applier) sweepsOf(out *projector.Output, res *Result, cohorts []*kueuev1beta2.Cohort, cqs []*kueuev1beta2.ClusterQueue, lqs []*kueuev1beta2.LocalQueue) []write {
 	want := map[string]bool{}
 	for _, d := range out.Cohorts {
-		want["Cohort/"+*d.Name] = true
+		want[ObjectKey("Cohort", "", *d.Name)] = true
 	}
 	for _, d := range out.ClusterQueues {
-		want["ClusterQueue/"+*d.Name] = true
+		want[ObjectKey("ClusterQueue", "", *d.Name)] = true
 	}
 	for _, d := range out.LocalQueues {
-		want["LocalQueue/"+*d.Namespace+"/"+*d.Name] = true
+		want[ObjectKey("LocalQueue", *d.Namespace, *d.Name)] = true
 	}
 	var ws []write
 	del := func(kind, ns, name string, uid types.UID, f func(context.Context, metav1.DeleteOptions) error) {
-		if want[kind+"/"+joinName(ns, name)] || out.Held[name] || res.Outcomes[name].Kind == events.OutcomeConflict {
+		key := ObjectKey(kind, ns, name)
+		if want[key] || out.Held[name] || res.Outcomes[name].Kind == events.OutcomeConflict {
 			return
 		}
 		opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
-		key := kind + "/" + joinName(ns, name)
 		ws = append(ws, write{kind: kind, node: name, name: joinName(ns, name), do: func(ctx context.Context) error {
 			a.sweep(key, uid)
 			err := f(ctx, opts)
@@ -122,7 +122,7 @@ func (a *Applier) sweepsOf(out *projector.Output, res *Result, cohorts []*kueuev
 				// Gone: what was remembered of it goes too, or a tree
 				// that keeps changing would keep a record per object it
 				// ever had.
-				a.forget(kind + "/" + joinName(ns, name))
+				a.forget(key)
 				return nil
 			}
 			return err
