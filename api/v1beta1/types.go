@@ -17,6 +17,20 @@ const (
 	// RootFinalizer keeps root (and so the marks in its status) until the
 	// manager, or an admin, lets it go.
 	RootFinalizer = "ome.io/accelerator-quota"
+
+	// OriginLabel marks a copy that a management plane projected onto a
+	// member cluster; its value is the plane's origin (--origin). A node
+	// without it was written on the cluster itself.
+	OriginLabel = "ome.io/quota-origin"
+	// OriginUIDAnnotation holds the uid of the plane's node a copy was
+	// made from, so that a copy of an earlier life of the name is told
+	// from a copy of the current one.
+	OriginUIDAnnotation = "ome.io/quota-origin-uid"
+	// SourceGenerationAnnotation holds the generation of the plane's node
+	// a copy was made from.
+	SourceGenerationAnnotation = "ome.io/quota-source-generation"
+	// ClusterAnnotation names the member cluster a copy was made for.
+	ClusterAnnotation = "ome.io/quota-cluster"
 )
 
 // Role is what a node of the tree is written to Kueue as.
@@ -228,6 +242,36 @@ type AcceleratorQuotaStatus struct {
 	// Summary holds the compact text that `kubectl get aq` prints.
 	// +optional
 	Summary *StatusSummary `json:"summary,omitempty"`
+
+	// Clusters is, on a management plane, how each member cluster's copy
+	// of the node stands. Empty in workload mode.
+	// +optional
+	// +listType=map
+	// +listMapKey=cluster
+	// +kubebuilder:validation:MaxItems=256
+	Clusters []ClusterStatus `json:"clusters,omitempty"`
+
+	// SourceGeneration is, on a copy projected by a management plane, the
+	// generation of the plane's node that the copy's Kueue objects were
+	// last written from.
+	// +optional
+	SourceGeneration int64 `json:"sourceGeneration,omitempty"`
+}
+
+// ClusterStatus is how one member cluster's copy of a fleet node stands.
+type ClusterStatus struct {
+	Cluster string `json:"cluster"`
+	// AppliedGeneration is the node's generation the copy last written to
+	// the member was made from.
+	// +optional
+	AppliedGeneration int64 `json:"appliedGeneration,omitempty"`
+	// MaterializedGeneration is the generation the member's manager last
+	// wrote Kueue objects from (the copy's status.sourceGeneration).
+	// +optional
+	MaterializedGeneration int64 `json:"materializedGeneration,omitempty"`
+	// Message says why the member is behind, or unreachable.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // CapacityStatus is the measured capacity of one (resource, flavor) pair.
@@ -242,6 +286,20 @@ type CapacityStatus struct {
 	// ObservedAt is when the figures were last measured and written.
 	// +optional
 	ObservedAt metav1.Time `json:"observedAt,omitempty"`
+	// PerCluster is, on a management plane, each member cluster's part of
+	// the figures above, as its own root reports them.
+	// +optional
+	// +listType=map
+	// +listMapKey=cluster
+	// +kubebuilder:validation:MaxItems=256
+	PerCluster []ClusterCapacity `json:"perCluster,omitempty"`
+}
+
+// ClusterCapacity is one member cluster's capacity of a pair.
+type ClusterCapacity struct {
+	Cluster       string            `json:"cluster"`
+	Allocatable   resource.Quantity `json:"allocatable"`
+	HighWaterMark resource.Quantity `json:"highWaterMark"`
 }
 
 // BudgetStatus is a team's usage of one budget, from its ClusterQueue.
@@ -256,6 +314,24 @@ type BudgetStatus struct {
 	// +optional
 	Reserved resource.Quantity `json:"reserved,omitempty"`
 	// Borrowed is the part of Admitted taken above nominal from the cohort.
+	// +optional
+	Borrowed resource.Quantity `json:"borrowed,omitempty"`
+	// PerCluster is, on a management plane, each member cluster's share of
+	// the budget and what its Kueue admitted and borrowed there.
+	// +optional
+	// +listType=map
+	// +listMapKey=cluster
+	// +kubebuilder:validation:MaxItems=256
+	PerCluster []ClusterBudgetStatus `json:"perCluster,omitempty"`
+}
+
+// ClusterBudgetStatus is one member cluster's share of a budget and its
+// use there.
+type ClusterBudgetStatus struct {
+	Cluster string            `json:"cluster"`
+	Nominal resource.Quantity `json:"nominal"`
+	// +optional
+	Admitted resource.Quantity `json:"admitted,omitempty"`
 	// +optional
 	Borrowed resource.Quantity `json:"borrowed,omitempty"`
 }

@@ -34,8 +34,14 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &apiv1beta1.BudgetStatusApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("CapacityStatus"):
 		return &apiv1beta1.CapacityStatusApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("ClusterBudgetStatus"):
+		return &apiv1beta1.ClusterBudgetStatusApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("ClusterCapacity"):
+		return &apiv1beta1.ClusterCapacityApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("ClusterShare"):
 		return &apiv1beta1.ClusterShareApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("ClusterStatus"):
+		return &apiv1beta1.ClusterStatusApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("Distribution"):
 		return &apiv1beta1.DistributionApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("ParentReference"):

@@ -28,6 +28,13 @@ type AcceleratorQuotaStatusApplyConfiguration struct {
 	Unbudgeted []UnbudgetedDevicesApplyConfiguration `json:"unbudgeted,omitempty"`
 	// Summary holds the compact text that `kubectl get aq` prints.
 	Summary *StatusSummaryApplyConfiguration `json:"summary,omitempty"`
+	// Clusters is, on a management plane, how each member cluster's copy
+	// of the node stands. Empty in workload mode.
+	Clusters []ClusterStatusApplyConfiguration `json:"clusters,omitempty"`
+	// SourceGeneration is, on a copy projected by a management plane, the
+	// generation of the plane's node that the copy's Kueue objects were
+	// last written from.
+	SourceGeneration *int64 `json:"sourceGeneration,omitempty"`
 }
 
 // AcceleratorQuotaStatusApplyConfiguration constructs a declarative configuration of the AcceleratorQuotaStatus type for use with
@@ -101,5 +108,26 @@ func (b *AcceleratorQuotaStatusApplyConfiguration) WithUnbudgeted(values ...*Unb
 // If called multiple times, the Summary field is set to the value of the last call.
 func (b *AcceleratorQuotaStatusApplyConfiguration) WithSummary(value *StatusSummaryApplyConfiguration) *AcceleratorQuotaStatusApplyConfiguration {
 	b.Summary = value
+	return b
+}
+
+// WithClusters adds the given value to the Clusters field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Clusters field.
+func (b *AcceleratorQuotaStatusApplyConfiguration) WithClusters(values ...*ClusterStatusApplyConfiguration) *AcceleratorQuotaStatusApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithClusters")
+		}
+		b.Clusters = append(b.Clusters, *values[i])
+	}
+	return b
+}
+
+// WithSourceGeneration sets the SourceGeneration field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the SourceGeneration field is set to the value of the last call.
+func (b *AcceleratorQuotaStatusApplyConfiguration) WithSourceGeneration(value int64) *AcceleratorQuotaStatusApplyConfiguration {
+	b.SourceGeneration = &value
 	return b
 }

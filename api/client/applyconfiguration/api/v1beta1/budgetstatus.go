@@ -22,6 +22,9 @@ type BudgetStatusApplyConfiguration struct {
 	Reserved *resource.Quantity `json:"reserved,omitempty"`
 	// Borrowed is the part of Admitted taken above nominal from the cohort.
 	Borrowed *resource.Quantity `json:"borrowed,omitempty"`
+	// PerCluster is, on a management plane, each member cluster's share of
+	// the budget and what its Kueue admitted and borrowed there.
+	PerCluster []ClusterBudgetStatusApplyConfiguration `json:"perCluster,omitempty"`
 }
 
 // BudgetStatusApplyConfiguration constructs a declarative configuration of the BudgetStatus type for use with
@@ -75,5 +78,18 @@ func (b *BudgetStatusApplyConfiguration) WithReserved(value resource.Quantity) *
 // If called multiple times, the Borrowed field is set to the value of the last call.
 func (b *BudgetStatusApplyConfiguration) WithBorrowed(value resource.Quantity) *BudgetStatusApplyConfiguration {
 	b.Borrowed = &value
+	return b
+}
+
+// WithPerCluster adds the given value to the PerCluster field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the PerCluster field.
+func (b *BudgetStatusApplyConfiguration) WithPerCluster(values ...*ClusterBudgetStatusApplyConfiguration) *BudgetStatusApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithPerCluster")
+		}
+		b.PerCluster = append(b.PerCluster, *values[i])
+	}
 	return b
 }

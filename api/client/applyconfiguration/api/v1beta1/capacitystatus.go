@@ -23,6 +23,9 @@ type CapacityStatusApplyConfiguration struct {
 	HighWaterMark *resource.Quantity `json:"highWaterMark,omitempty"`
 	// ObservedAt is when the figures were last measured and written.
 	ObservedAt *v1.Time `json:"observedAt,omitempty"`
+	// PerCluster is, on a management plane, each member cluster's part of
+	// the figures above, as its own root reports them.
+	PerCluster []ClusterCapacityApplyConfiguration `json:"perCluster,omitempty"`
 }
 
 // CapacityStatusApplyConfiguration constructs a declarative configuration of the CapacityStatus type for use with
@@ -68,5 +71,18 @@ func (b *CapacityStatusApplyConfiguration) WithHighWaterMark(value resource.Quan
 // If called multiple times, the ObservedAt field is set to the value of the last call.
 func (b *CapacityStatusApplyConfiguration) WithObservedAt(value v1.Time) *CapacityStatusApplyConfiguration {
 	b.ObservedAt = &value
+	return b
+}
+
+// WithPerCluster adds the given value to the PerCluster field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the PerCluster field.
+func (b *CapacityStatusApplyConfiguration) WithPerCluster(values ...*ClusterCapacityApplyConfiguration) *CapacityStatusApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithPerCluster")
+		}
+		b.PerCluster = append(b.PerCluster, *values[i])
+	}
 	return b
 }
