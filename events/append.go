@@ -81,7 +81,7 @@ func AppendMarshal(dst []byte, ev Event) ([]byte, error) {
 			{"start", ev.Start, ev.Start != nil}, {"deviceClass", ev.DeviceClass, ev.DeviceClass != nil},
 			{"resourceSlice", ev.ResourceSlice, ev.ResourceSlice != nil}, {"verdict", ev.Verdict, ev.Verdict != nil},
 			{"outcome", ev.Outcome, ev.Outcome != nil}, {"leadership", ev.Leadership, ev.Leadership != nil},
-			{"drift", ev.Drift, ev.Drift != nil},
+			{"drift", ev.Drift, ev.Drift != nil}, {"member", ev.Member, ev.Member != nil},
 		} {
 			if !p.set {
 				continue

@@ -80,6 +80,10 @@ func sampleEvents() []Event {
 				{Type: "Materialized", Status: "False", Since: time.Date(2026, 10, 5, 9, 41, 0, 0, time.UTC)}}}),
 		Drifted(t0, "team-beta", Drift{Object: "ClusterQueue", Name: "team-beta", Change: DriftEdited, Version: "812"}),
 		Drifted(t0, "team-beta", Drift{Object: "LocalQueue", Namespace: "ml", Name: "team-beta", Change: DriftDeleted}),
+		ConfigChanged(t0, Config{Mode: ModeManagement, Members: []string{"west", "east"}, MeasuredResources: []string{"nvidia.com/gpu"}}),
+		MemberSeen(t0, "east", []string{"a100"}, []MemberCapacity{{Resource: "nvidia.com/gpu", Flavor: "a100",
+			Allocatable: resource.MustParse("6"), HighWaterMark: resource.MustParse("8")}}),
+		MemberLost(t0, "east", "Get \"https://east:6443/\": dial tcp: connection refused"),
 	}
 	for i := range evs {
 		evs[i].Seq = uint64(i + 1)
@@ -144,7 +148,7 @@ func TestEncodingIsPinned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"v":7,"seq":7,"time":"2026-10-05T09:41:12Z","kind":"Node","op":"upsert","key":"n1","node":{"name":"n1","labels":{"a":"1","b":"2"},"capacity":{"nvidia.com/gpu":"8"},"ready":true,"unschedulable":true}}`
+	want := `{"v":8,"seq":7,"time":"2026-10-05T09:41:12Z","kind":"Node","op":"upsert","key":"n1","node":{"name":"n1","labels":{"a":"1","b":"2"},"capacity":{"nvidia.com/gpu":"8"},"ready":true,"unschedulable":true}}`
 	if string(b) != want {
 		t.Errorf("got  %s\nwant %s", b, want)
 	}
@@ -157,10 +161,12 @@ func TestDecodeRefuses(t *testing.T) {
 		want    string
 	}{
 		"newer version": {
-			line: `{"v":8,"seq":1,"kind":"Tick","time":"2026-10-05T09:41:12Z","shiny":true}`, version: 8,
-			want: "schema version 8, newer than 7, the newest this build reads: read the log with the ome-quota-manager version that wrote it, or a newer one",
+			line: `{"v":9,"seq":1,"kind":"Tick","time":"2026-10-05T09:41:12Z","shiny":true}`, version: 9,
+			want: "schema version 9, newer than 8, the newest this build reads: read the log with the ome-quota-manager version that wrote it, or a newer one",
 		},
 		"verdict in version 2":    {line: `{"v":2,"seq":1,"kind":"Verdict","key":"a","verdict":{"uid":"u","user":"x","operation":"CREATE","allowed":true},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 2 did not have"},
+		"member in version 7":     {line: `{"v":7,"seq":1,"kind":"Member","key":"east","member":{"reachable":false},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 7 did not have"},
+		"members in version 7":    {line: `{"v":7,"seq":1,"kind":"Config","config":{"maxTreeDepth":5,"hysteresisPercent":10,"reportInterval":"1m0s","measuredResources":["r"],"mode":"management","members":["east"]},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 7 did not have"},
 		"outcome in version 3":    {line: `{"v":3,"seq":1,"kind":"Outcome","key":"a","outcome":{"kind":"Applied"},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 3 did not have"},
 		"leadership in version 3": {line: `{"v":3,"seq":1,"kind":"Leadership","leadership":{"identity":"m1","change":"Acquired"},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 3 did not have"},
 		"outcome bad kind":        {line: `{"v":4,"seq":1,"kind":"Outcome","key":"a","outcome":{"kind":"Written"},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: `kind "Written"`},
@@ -221,7 +227,7 @@ func TestDecodeUpgradesVersion1(t *testing.T) {
 	if err := NewEncoder(&b).Encode(Event{Seq: 2, Time: time.Date(2026, 10, 5, 9, 41, 13, 0, time.UTC), Kind: KindSynced}); err != nil {
 		t.Fatal(err)
 	}
-	if want := `{"v":7,"seq":2,"time":"2026-10-05T09:41:13Z","kind":"Synced"}` + "\n"; b.String() != want {
+	if want := `{"v":8,"seq":2,"time":"2026-10-05T09:41:13Z","kind":"Synced"}` + "\n"; b.String() != want {
 		t.Errorf("encoded %q, want %q", b.String(), want)
 	}
 }
@@ -277,6 +283,17 @@ func TestValidate(t *testing.T) {
 		"drift kind":         {ev: Drifted(t0, "a", Drift{Object: "Pod", Name: "a", Change: DriftCreated}), want: `object kind "Pod"`},
 		"drift change":       {ev: Drifted(t0, "a", Drift{Object: "Cohort", Name: "a", Change: "moved"}), want: `change "moved"`},
 		"drift no payload":   {ev: Event{Kind: KindDrift, Key: "a"}, want: `"drift"`},
+		"member":             {ev: MemberSeen(t0, "east", []string{"h100", "a100"}, []MemberCapacity{{Resource: "nvidia.com/gpu", Flavor: "h100"}, {Resource: "nvidia.com/gpu", Flavor: "a100"}})},
+		"member lost":        {ev: MemberLost(t0, "east", "dial tcp: connection refused")},
+		"member no key":      {ev: MemberLost(t0, "", "x"), want: "name the member cluster"},
+		"member lost marks":  {ev: Event{Kind: KindMember, Key: "east", Member: &Member{Flavors: []string{"a"}}}, want: "carries only why"},
+		"member unsorted":    {ev: Event{Kind: KindMember, Key: "east", Member: &Member{Reachable: true, Flavors: []string{"b", "a"}}}, want: "unsorted or twice"},
+		"member twice":       {ev: Event{Kind: KindMember, Key: "east", Member: &Member{Reachable: true, Capacity: []MemberCapacity{{Resource: "r", Flavor: "f"}, {Resource: "r", Flavor: "f"}}}}, want: "unsorted or twice (r@f)"},
+		"member negative":    {ev: Event{Kind: KindMember, Key: "east", Member: &Member{Reachable: true, Capacity: []MemberCapacity{{Resource: "r", Flavor: "f", HighWaterMark: resource.MustParse("-1")}}}}, want: "negative"},
+		"member no payload":  {ev: Event{Kind: KindMember, Key: "a"}, want: `"member"`},
+		"config mode":        {ev: ConfigChanged(t0, Config{Mode: "fleet"}), want: `mode is "fleet"`},
+		"config members":     {ev: ConfigChanged(t0, Config{Members: []string{"east"}}), want: "only a management plane has members"},
+		"config fleet":       {ev: ConfigChanged(t0, Config{Mode: ModeManagement, Members: []string{"west", "east", "east"}})},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -52,6 +52,12 @@ type Config struct {
 	// DeviceClassMappings map DRA DeviceClasses to logical resource names
 	// (--dra-config), in the shape of Kueue's configuration.
 	DeviceClassMappings []DeviceClassMapping `json:"deviceClassMappings,omitempty"`
+	// Mode is ModeManagement on a management plane (--mode management),
+	// "" in workload mode.
+	Mode string `json:"mode,omitempty"`
+	// Members are a management plane's member clusters (the chart's
+	// projection.clusters), sorted and without duplicates.
+	Members []string `json:"members,omitempty"`
 }
 
 // DefaultConfig is the configuration in force before any Config event.
@@ -78,6 +84,7 @@ func (c Config) Normalized() Config {
 		out.CoverResources = nil
 	}
 	out.DeviceClassMappings = slices.Clone(c.DeviceClassMappings)
+	out.Members = slices.Compact(slices.Sorted(slices.Values(c.Members)))
 	return out
 }
 
@@ -89,7 +96,8 @@ func (c Config) Equal(o Config) bool {
 		slices.Equal(c.MeasuredResources, o.MeasuredResources) &&
 		slices.Equal(c.EnrolledNamespaces, o.EnrolledNamespaces) &&
 		maps.EqualFunc(c.CoverResources, o.CoverResources, func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 }) &&
-		mappingsEqual(c.DeviceClassMappings, o.DeviceClassMappings)
+		mappingsEqual(c.DeviceClassMappings, o.DeviceClassMappings) &&
+		c.Mode == o.Mode && slices.Equal(c.Members, o.Members)
 }
 
 // Validate reports the first thing wrong with c, saying which flag to fix.
@@ -122,6 +130,20 @@ func (c Config) Validate() error {
 	for r, q := range c.CoverResources {
 		if r == "" || q.Sign() <= 0 {
 			return fmt.Errorf("cover resource %q has ceiling %s: name a resource and give it a positive ceiling in --cover-resources", r, q.String())
+		}
+	}
+	switch {
+	case c.Mode != "" && c.Mode != ModeManagement:
+		return fmt.Errorf("mode is %q: it must be %q or empty (workload); fix --mode", c.Mode, ModeManagement)
+	case c.Mode == "" && len(c.Members) > 0:
+		return fmt.Errorf("%d member clusters are listed in workload mode: only a management plane has members; fix --mode or --member", len(c.Members))
+	}
+	for i, m := range c.Members {
+		if m == "" || len(m) > 253 {
+			return fmt.Errorf("member cluster %d has an empty name or one longer than 253 characters: fix --member", i)
+		}
+		if i > 0 && c.Members[i-1] >= m {
+			return fmt.Errorf("member clusters must be sorted and unique, but %q follows %q: use Config.Normalized", m, c.Members[i-1])
 		}
 	}
 	if err := validateMappings(c.DeviceClassMappings); err != nil {

@@ -85,6 +85,7 @@ type Event struct {
 	Outcome       *Outcome       `json:"outcome,omitempty"`
 	Leadership    *Leadership    `json:"leadership,omitempty"`
 	Drift         *Drift         `json:"drift,omitempty"`
+	Member        *Member        `json:"member,omitempty"`
 }
 
 // Quota is the compact form of an AcceleratorQuota: its spec, and the
@@ -311,7 +312,7 @@ func (e *Event) payloads() (int, string) {
 		{e.Start != nil, "start"},
 		{e.DeviceClass != nil, "deviceClass"}, {e.ResourceSlice != nil, "resourceSlice"},
 		{e.Verdict != nil, "verdict"}, {e.Outcome != nil, "outcome"}, {e.Leadership != nil, "leadership"},
-		{e.Drift != nil, "drift"},
+		{e.Drift != nil, "drift"}, {e.Member != nil, "member"},
 	} {
 		if p.set {
 			if n == 0 {
@@ -403,6 +404,8 @@ func (e *Event) Validate() error {
 		return e.validateLeadership(count, first)
 	case KindDrift:
 		return e.validateDrift(count, first)
+	case KindMember:
+		return e.validateMember(count, first)
 	case KindTick, KindSynced, KindConfig, KindMeasureFailed, KindMeasureRecovered, KindStart:
 		if e.Op != "" || e.Key != "" {
 			return fmt.Errorf("%s event #%d has an op or a key: only object events carry them", e.Kind, e.Seq)

@@ -1,0 +1,100 @@
+package events
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// KindMember is what a management plane learned of one member cluster:
+// whether it answers, which ResourceFlavors it has and the capacity its own
+// root reports. Its Key is the cluster's name. It came with schema version 8.
+const KindMember Kind = "Member"
+
+// ModeManagement is Config.Mode of a management plane; "" is workload mode.
+const ModeManagement = "management"
+
+// Member is the payload of a Member event. A reachable member's event
+// carries all the plane reads of it, never a delta. An unreachable one's
+// carries only why: the state keeps the flavors and capacity it last had,
+// so that nothing moves because a link dropped.
+type Member struct {
+	Reachable bool   `json:"reachable"`
+	Message   string `json:"message,omitempty"`
+	// Flavors are the member's Kueue ResourceFlavors, sorted.
+	Flavors []string `json:"flavors,omitempty"`
+	// Capacity is the member's root status.capacity, sorted by resource,
+	// then flavor: its high-water marks, already damped by its manager.
+	Capacity []MemberCapacity `json:"capacity,omitempty"`
+}
+
+// MemberCapacity is one pair of a member's root capacity.
+type MemberCapacity struct {
+	Resource      string            `json:"resource"`
+	Flavor        string            `json:"flavor"`
+	Allocatable   resource.Quantity `json:"allocatable"`
+	HighWaterMark resource.Quantity `json:"highWaterMark"`
+}
+
+// MemberSeen is member cluster read at t: its flavors and capacity.
+func MemberSeen(t time.Time, cluster string, flavors []string, capacity []MemberCapacity) Event {
+	m := &Member{Reachable: true, Flavors: slices.Sorted(slices.Values(flavors)), Capacity: slices.Clone(capacity)}
+	slices.SortFunc(m.Capacity, func(a, b MemberCapacity) int {
+		if a.Resource != b.Resource {
+			return compareStrings(a.Resource, b.Resource)
+		}
+		return compareStrings(a.Flavor, b.Flavor)
+	})
+	return Event{Time: t, Kind: KindMember, Key: cluster, Member: m}
+}
+
+// MemberLost is member cluster not answering from t on, and why.
+func MemberLost(t time.Time, cluster, why string) Event {
+	return Event{Time: t, Kind: KindMember, Key: cluster, Member: &Member{Message: why}}
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// validateMember checks a Member event's shape.
+func (e *Event) validateMember(count int, first string) error {
+	switch {
+	case e.Op != "":
+		return fmt.Errorf("member event #%d has an op: only object events carry one", e.Seq)
+	case e.Key == "":
+		return fmt.Errorf("member event #%d has no key: name the member cluster", e.Seq)
+	case count != 1 || first != "member":
+		return fmt.Errorf("member event #%d must carry exactly one payload, %q", e.Seq, "member")
+	}
+	m := e.Member
+	if !m.Reachable && (len(m.Flavors) > 0 || len(m.Capacity) > 0) {
+		return fmt.Errorf("member event #%d for %q is unreachable and carries flavors or capacity: an unreachable member's event carries only why", e.Seq, e.Key)
+	}
+	if !slices.IsSorted(m.Flavors) || len(slices.Compact(slices.Clone(m.Flavors))) != len(m.Flavors) {
+		return fmt.Errorf("member event #%d for %q lists flavors unsorted or twice: use MemberSeen", e.Seq, e.Key)
+	}
+	for i, c := range m.Capacity {
+		if c.Resource == "" || c.Flavor == "" {
+			return fmt.Errorf("member event #%d for %q has a capacity entry without a resource or a flavor", e.Seq, e.Key)
+		}
+		if i > 0 {
+			p := m.Capacity[i-1]
+			if p.Resource > c.Resource || (p.Resource == c.Resource && p.Flavor >= c.Flavor) {
+				return fmt.Errorf("member event #%d for %q lists capacity unsorted or twice (%s@%s): use MemberSeen", e.Seq, e.Key, c.Resource, c.Flavor)
+			}
+		}
+		if c.HighWaterMark.Sign() < 0 || c.Allocatable.Sign() < 0 {
+			return fmt.Errorf("member event #%d for %q has a negative capacity for %s@%s", e.Seq, e.Key, c.Resource, c.Flavor)
+		}
+	}
+	return nil
+}
