@@ -89,6 +89,32 @@ type Budget struct {
 	// Oversized names the first amount above MaxAmount, as written
 	// ("nominal 1e30"); "" when there is none.
 	Oversized string
+	// Split is how a management plane splits the budget among its member
+	// clusters (SplitPolicy), and PerCluster the shares an Explicit split
+	// lists, sorted by cluster. Workload mode reads neither.
+	Split      v1beta1.DistributionPolicy
+	PerCluster []Share
+}
+
+func (b Budget) equal(o Budget) bool {
+	return b.Pair == o.Pair && b.Nominal == o.Nominal && b.BorrowingLimit == o.BorrowingLimit &&
+		b.LendingLimit == o.LendingLimit && b.LendingAboveNominal == o.LendingAboveNominal &&
+		b.Oversized == o.Oversized && b.Split == o.Split && slices.Equal(b.PerCluster, o.PerCluster)
+}
+
+// SplitPolicy is the split a budget of spec follows: its own policy, else
+// the spec's distribution policy, else Explicit when it lists shares and
+// Proportional when it does not.
+func SplitPolicy(spec *v1beta1.AcceleratorQuotaSpec, b *v1beta1.Budget) v1beta1.DistributionPolicy {
+	switch {
+	case b.Policy != "":
+		return b.Policy
+	case spec.Distribution != nil && spec.Distribution.Policy != "":
+		return spec.Distribution.Policy
+	case len(b.PerCluster) > 0:
+		return v1beta1.DistributionExplicit
+	}
+	return v1beta1.DistributionProportional
 }
 
 // BudgetsOf reads a spec's budgets, sorted by pair.
@@ -105,6 +131,14 @@ func BudgetsOf(spec *v1beta1.AcceleratorQuotaSpec) []Budget {
 			LendingLimit:        b.LendingLimit != nil,
 			LendingAboveNominal: b.LendingLimit != nil && b.LendingLimit.Cmp(b.Nominal) > 0,
 			Oversized:           oversized(&b),
+			Split:               SplitPolicy(spec, &b),
+		}
+		if len(b.PerCluster) > 0 {
+			ob.PerCluster = make([]Share, len(b.PerCluster))
+			for i, sh := range b.PerCluster {
+				ob.PerCluster[i] = Share{Cluster: sh.Cluster, Amount: AmountOf(sh.Nominal)}
+			}
+			slices.SortFunc(ob.PerCluster, func(a, b Share) int { return cmp.Compare(a.Cluster, b.Cluster) })
 		}
 		if ob.Oversized != "" {
 			ob.Nominal = 0

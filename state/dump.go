@@ -25,8 +25,17 @@ func (s *State) Dump() string {
 		m, _ := json.Marshal(c.DeviceClassMappings)
 		w("config deviceClassMappings=%s", m)
 	}
+	if c.Mode != "" {
+		w("config mode=%s members=%s", c.Mode, strings.Join(c.Members, ","))
+	}
 	if s.leader != "" {
 		w("leader %s", s.leader)
+	}
+	for _, mv := range s.Members() {
+		w("member %s reachable=%t reported=%t message=%q flavors=%s", mv.Name, mv.Reachable, mv.Reported, mv.Message, strings.Join(mv.Flavors, ","))
+		for _, e := range mv.Capacity {
+			w("  capacity %s allocatable=%s mark=%s", e.Pair, e.Allocatable, e.HighWaterMark)
+		}
 	}
 	for _, name := range sortedKeys(s.members) {
 		m := s.members[name]
@@ -36,6 +45,13 @@ func (s *State) Dump() string {
 		w("  message %s", m.message)
 		for _, v := range m.viols {
 			w("  violation %s", v)
+		}
+		for _, sp := range m.splits {
+			var parts []string
+			for _, sh := range sp.Shares {
+				parts = append(parts, sh.Cluster+"="+sh.Amount.String())
+			}
+			w("  split %s %s: %s", sp.Pair, sp.Policy, strings.Join(parts, ","))
 		}
 		if o := m.outcome; o.Kind != events.OutcomeNone {
 			w("  outcome %s", strings.TrimSuffix(string(o.Kind)+": "+o.Message, ": "))

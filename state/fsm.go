@@ -28,6 +28,7 @@ const (
 	PhaseDepthExceeded       Phase = Phase(ReasonDepthExceeded)
 	PhaseBudgetInvalid       Phase = Phase(ReasonBudgetInvalid)
 	PhaseFlavorMissing       Phase = Phase(ReasonFlavorMissing)
+	PhaseSplitInvalid        Phase = Phase(ReasonSplitInvalid)
 	PhaseContainmentViolated Phase = Phase(ReasonContainmentViolated)
 	PhaseCapacityExceeded    Phase = Phase(ReasonCapacityExceeded)
 	PhaseDeleted             Phase = "Deleted"
@@ -36,7 +37,7 @@ const (
 // livePhases are the phases a node can be in while it exists.
 var livePhases = []Phase{
 	PhasePending, PhaseReady, PhaseFrozen, PhaseParentMissing, PhaseParentCycle, PhaseUnreachable,
-	PhaseNodeKindInvalid, PhaseDepthExceeded, PhaseBudgetInvalid, PhaseFlavorMissing, PhaseContainmentViolated, PhaseCapacityExceeded,
+	PhaseNodeKindInvalid, PhaseDepthExceeded, PhaseBudgetInvalid, PhaseFlavorMissing, PhaseSplitInvalid, PhaseContainmentViolated, PhaseCapacityExceeded,
 }
 
 // Transition is a node's move from one phase to another, with the reason
@@ -85,6 +86,11 @@ const (
 	// last rule, appears or clears, so a node moves only between Ready,
 	// Frozen and CapacityExceeded.
 	CauseCapacity Cause = "capacity"
+	// CauseMember is what a management plane read of a member cluster:
+	// its flavors (FlavorMissing, with what it hides, as for CauseFlavor)
+	// and its marks (SplitInvalid of a Proportional split, and
+	// CapacityExceeded, on the fleet's sums).
+	CauseMember Cause = "member"
 	// CauseNone is every other event (usage, outcomes, leadership,
 	// markers, verdicts): no node moves.
 	CauseNone Cause = "none"
@@ -101,6 +107,8 @@ func causeOf(k events.Kind) Cause {
 		return CauseFlavor
 	case events.KindNode, events.KindDeviceClass, events.KindResourceSlice, events.KindTick, events.KindSynced:
 		return CauseCapacity
+	case events.KindMember:
+		return CauseMember
 	}
 	return CauseNone
 }
@@ -109,6 +117,7 @@ var (
 	settledPhases  = livePhases[1:]
 	flavorPhases   = []Phase{PhaseReady, PhaseFrozen, PhaseFlavorMissing, PhaseContainmentViolated, PhaseCapacityExceeded}
 	capacityPhases = []Phase{PhaseReady, PhaseFrozen, PhaseCapacityExceeded}
+	memberPhases   = []Phase{PhaseReady, PhaseFrozen, PhaseFlavorMissing, PhaseSplitInvalid, PhaseContainmentViolated, PhaseCapacityExceeded}
 )
 
 // legalMoves is the machine's table: for each cause, the phases a node
@@ -119,6 +128,7 @@ var legalMoves = map[Cause]struct{ from, to []Phase }{
 	CauseConfig:   {settledPhases, settledPhases},
 	CauseFlavor:   {flavorPhases, flavorPhases},
 	CauseCapacity: {capacityPhases, capacityPhases},
+	CauseMember:   {memberPhases, memberPhases},
 }
 
 // eventName names the machine's event that enters phase to for cause c:

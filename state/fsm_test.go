@@ -20,7 +20,9 @@ func TestMachine(t *testing.T) {
 	anyLive := append(slices.Clone(settled), PhaseDeleted)
 	low := []Phase{PhaseReady, PhaseFrozen, PhaseFlavorMissing, PhaseContainmentViolated, PhaseCapacityExceeded}
 	mark := []Phase{PhaseReady, PhaseFrozen, PhaseCapacityExceeded}
+	fleet := []Phase{PhaseReady, PhaseFrozen, PhaseFlavorMissing, PhaseSplitInvalid, PhaseContainmentViolated, PhaseCapacityExceeded}
 	spec := map[Cause]map[Phase][]Phase{
+		CauseMember:   {},
 		CauseTree:     {},
 		CauseConfig:   {},
 		CauseFlavor:   {},
@@ -38,6 +40,9 @@ func TestMachine(t *testing.T) {
 	}
 	for _, p := range mark { // capacity: only the last rule
 		spec[CauseCapacity][p] = mark
+	}
+	for _, p := range fleet { // a member's flavors and marks: what they hide too
+		spec[CauseMember][p] = fleet
 	}
 
 	var got []string
@@ -70,10 +75,10 @@ func TestMachine(t *testing.T) {
 			}
 		}
 	}
-	// Tree: Pending to 11 settled phases and Deleted, 11 settled to 10
-	// others and Deleted; configuration: 11 to 10; flavors 5 to 4;
-	// capacity 3 to 2.
-	if want := 12 + 11*11 + 11*10 + 5*4 + 3*2; legal != want {
+	// Tree: Pending to 12 settled phases and Deleted, 12 settled to 11
+	// others and Deleted; configuration: 12 to 11; flavors 5 to 4;
+	// capacity 3 to 2; a member 6 to 5.
+	if want := 13 + 12*12 + 12*11 + 5*4 + 3*2 + 6*5; legal != want {
 		t.Errorf("the table allows %d moves, want %d", legal, want)
 	}
 
@@ -98,6 +103,7 @@ func TestCauses(t *testing.T) {
 		events.KindNode: CauseCapacity, events.KindDeviceClass: CauseCapacity, events.KindResourceSlice: CauseCapacity,
 		events.KindTick: CauseCapacity, events.KindSynced: CauseCapacity,
 		events.KindClusterQueue: CauseNone, events.KindMeasureFailed: CauseNone, events.KindMeasureRecovered: CauseNone,
+		events.KindMember: CauseMember, events.KindDrift: CauseNone,
 		events.KindOutcome: CauseNone, events.KindLeadership: CauseNone, events.KindStart: CauseNone, events.KindVerdict: CauseNone,
 	}
 	for k, c := range want {

@@ -26,6 +26,7 @@ const (
 	ReasonDepthExceeded       Reason = "DepthExceeded"
 	ReasonBudgetInvalid       Reason = "BudgetInvalid"
 	ReasonFlavorMissing       Reason = "FlavorMissing"
+	ReasonSplitInvalid        Reason = "SplitInvalid"
 	ReasonContainmentViolated Reason = "ContainmentViolated"
 	ReasonCapacityExceeded    Reason = "CapacityExceeded"
 	ReasonFrozen              Reason = "Frozen"
@@ -39,7 +40,7 @@ const (
 // ancestor is broken too: its own fault is the one it can fix.
 var Precedence = []Reason{
 	ReasonParentMissing, ReasonParentCycle, ReasonUnreachable, ReasonNodeKindInvalid,
-	ReasonDepthExceeded, ReasonBudgetInvalid, ReasonFlavorMissing, ReasonContainmentViolated, ReasonCapacityExceeded,
+	ReasonDepthExceeded, ReasonBudgetInvalid, ReasonFlavorMissing, ReasonSplitInvalid, ReasonContainmentViolated, ReasonCapacityExceeded,
 }
 
 // Messages of a healthy node's conditions, as the guide prints them.
@@ -171,6 +172,14 @@ type Env interface {
 	HighWaterMark(p Pair) Amount
 	// MaxTreeDepth is the configured maximum depth; 0 means no limit.
 	MaxTreeDepth() int
+	// Fleet is, on a management plane (ok), its member clusters, sorted,
+	// and the first of them that has not reported its capacity yet (""
+	// when every one has). On a management plane FlavorExists and
+	// HighWaterMark read the fleet: a flavor some member has, the sum of
+	// the members' marks.
+	Fleet() (members []string, waiting string, ok bool)
+	// MemberMark is a member cluster's high-water mark of p.
+	MemberMark(member string, p Pair) Amount
 }
 
 // Facts is what the rules read of one node.
@@ -186,7 +195,7 @@ type Facts struct {
 // A rule appends the violations of one node to dst. The rule book lists
 // them in Precedence order.
 var ruleBook = [...]func(dst []Violation, f *Facts, env Env) []Violation{
-	CheckParent, CheckKind, CheckDepth, CheckBudgets, CheckFlavors, CheckContainment, CheckCapacity,
+	CheckParent, CheckKind, CheckDepth, CheckBudgets, CheckFlavors, CheckSplit, CheckContainment, CheckCapacity,
 }
 
 // EvaluateNode appends every violation of one node to dst, in Precedence
@@ -395,6 +404,9 @@ type Tree map[string]*v1beta1.AcceleratorQuotaSpec
 // applies the same rules incrementally and always agrees with it.
 func Evaluate(tree Tree, marks map[Pair]Amount, flavors map[string]bool, cfg events.Config) []Violation {
 	env := &staticEnv{marks: marks, flavors: flavors, maxDepth: cfg.MaxTreeDepth, sums: map[string]map[Pair]Total{}}
+	if cfg.Mode == events.ModeManagement {
+		env.members = cfg.Members
+	}
 	budgets := make(map[string][]Budget, len(tree))
 	for name, spec := range tree {
 		budgets[name] = BudgetsOf(spec)
@@ -425,12 +437,20 @@ type staticEnv struct {
 	flavors  map[string]bool
 	sums     map[string]map[Pair]Total
 	maxDepth int
+	members  []string // on a management plane, else nil
 }
 
 func (e *staticEnv) FlavorExists(f string) bool             { return e.flavors[f] }
 func (e *staticEnv) ChildTotal(parent string, p Pair) Total { return e.sums[parent][p] }
 func (e *staticEnv) HighWaterMark(p Pair) Amount            { return e.marks[p] }
 func (e *staticEnv) MaxTreeDepth() int                      { return e.maxDepth }
+
+// Fleet and MemberMark: a tree judged on its own, on a management plane,
+// has marks of the fleet only (the sum over the members), so each member
+// is taken to hold them all. That is enough to judge: a Proportional split
+// is refused when the marks are all 0, which is when their sum is.
+func (e *staticEnv) Fleet() ([]string, string, bool)    { return e.members, "", e.members != nil }
+func (e *staticEnv) MemberMark(_ string, p Pair) Amount { return e.marks[p] }
 
 // Places computes every node's place from scratch, in O(tree).
 func Places(tree Tree) map[string]Place {

@@ -34,6 +34,7 @@ type State struct {
 	unattributed map[string]Amount            // resource -> installed on nodes matching no flavor
 	strays       map[string]struct{}          // nodes with unattributed capacity
 	dra          draState                     // DRA DeviceClasses, ResourceSlices and their contributions
+	fleet        *fleet                       // a management plane's member clusters; nil in workload mode
 
 	// Root's capacity status.
 	synced   bool
@@ -94,10 +95,13 @@ type member struct {
 	// rev is the sequence number of the last event that may have changed
 	// the node's projection (see Revision).
 	rev uint64
+	// splits are a team's budgets split among a management plane's
+	// members, from its last evaluation (Splits).
+	splits []BudgetSplit
 }
 
 // shape is what the rules read of a spec; a spec change that leaves it
-// alone (distribution, perCluster, a limit's amount) re-evaluates nothing.
+// alone (a limit's amount, a priorityTier's value) re-evaluates nothing.
 type shape struct {
 	role         v1beta1.Role
 	parent       string // parentOf
@@ -118,7 +122,7 @@ func shapeOf(name string, spec *v1beta1.AcceleratorQuotaSpec) shape {
 
 func (s shape) equal(o shape) bool {
 	return s.role == o.role && s.parent == o.parent && s.hasParentRef == o.hasParentRef &&
-		s.priorityTier == o.priorityTier && slices.Equal(s.budgets, o.budgets)
+		s.priorityTier == o.priorityTier && slices.EqualFunc(s.budgets, o.budgets, Budget.equal)
 }
 
 // New returns the state before any event: no tree, no cluster, the default
@@ -206,6 +210,8 @@ func (s *State) Apply(ev events.Event) []Transition {
 		}
 	case events.KindConfig:
 		s.setConfig(*ev.Config)
+	case events.KindMember:
+		s.setMember(ev.Key, ev.Member)
 	case events.KindSynced:
 		s.synced = true
 		s.measure()
@@ -253,6 +259,7 @@ func (s *State) setConfig(c events.Config) {
 		s.setMappings()
 		s.recount()
 	}
+	s.setMembers()
 	for name := range s.members {
 		s.pass.eval[name] = struct{}{}
 	}
@@ -276,6 +283,9 @@ func (s *State) MaxTreeDepth() int { return s.cfg.MaxTreeDepth }
 
 // FlavorExists implements Env.
 func (s *State) FlavorExists(flavor string) bool {
+	if s.fleet != nil {
+		return s.fleet.flavors[flavor] > 0
+	}
 	_, ok := s.flavors[flavor]
 	return ok
 }
@@ -285,6 +295,9 @@ func (s *State) ChildTotal(parent string, p Pair) Total { return s.sums[parent][
 
 // HighWaterMark implements Env: the mark of p on root, 0 when p has none.
 func (s *State) HighWaterMark(p Pair) Amount {
+	if s.fleet != nil {
+		return s.fleet.marks[p]
+	}
 	if e := s.entries[p]; e != nil {
 		return e.mark
 	}
@@ -398,8 +411,12 @@ func (s *State) Tree() Tree {
 	return t
 }
 
-// Marks are root's high-water marks, for Evaluate.
+// Marks are root's high-water marks, for Evaluate (on a management
+// plane, the sums of the members' marks).
 func (s *State) Marks() map[Pair]Amount {
+	if s.fleet != nil {
+		return clone(s.fleet.marks)
+	}
 	out := make(map[Pair]Amount, len(s.entries))
 	for p, e := range s.entries {
 		out[p] = e.mark
@@ -407,8 +424,16 @@ func (s *State) Marks() map[Pair]Amount {
 	return out
 }
 
-// FlavorNames is the set of ResourceFlavors that exist, for Evaluate.
+// FlavorNames is the set of ResourceFlavors that exist, for Evaluate (on
+// a management plane, those some member has).
 func (s *State) FlavorNames() map[string]bool {
+	if s.fleet != nil {
+		out := make(map[string]bool, len(s.fleet.flavors))
+		for f := range s.fleet.flavors {
+			out[f] = true
+		}
+		return out
+	}
 	out := make(map[string]bool, len(s.flavors))
 	for f := range s.flavors {
 		out[f] = true
@@ -480,6 +505,7 @@ func (s *State) Clone() *State {
 	c.unattributed = maps.Clone(s.unattributed)
 	c.strays = maps.Clone(s.strays)
 	c.dra = s.dra.clone()
+	c.fleet = s.fleet.clone()
 	c.entries = make(map[Pair]*entry, len(s.entries))
 	for k, v := range s.entries {
 		ce := *v

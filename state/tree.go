@@ -341,6 +341,22 @@ func (s *State) evaluate(m *member) []Violation {
 	if p := s.members[m.shape.parent]; p != nil && m.shape.parent != "" {
 		f.ParentRole = p.shape.role
 	}
+	var splits []BudgetSplit
+	if s.fleet != nil {
+		splits, _ = SplitBudgets(nil, f, s)
+	}
+	if !slices.EqualFunc(m.splits, splits, BudgetSplit.equal) {
+		// The node's copies change, and so may its ancestors': a Cohort
+		// is copied to the members where some team below it has a share.
+		// At most one step per node: a loop of parentRefs ends the walk.
+		for cur, steps := m, 0; cur != nil && steps <= len(s.members); cur, steps = s.members[cur.shape.parent], steps+1 {
+			s.changedNode(cur.name)
+			if cur.shape.parent == "" {
+				break
+			}
+		}
+	}
+	m.splits = splits
 	return EvaluateNode(nil, f, s)
 }
 

@@ -1,0 +1,326 @@
+package state
+
+import (
+	"fmt"
+	"slices"
+
+	"ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/events"
+)
+
+// A management plane (Config.Mode management) holds the fleet's tree: its
+// budgets are fleet totals, split among the member clusters its Config
+// lists. What the plane reads of a member comes as Member events: its
+// ResourceFlavors and its root's high-water marks when it answers, why not
+// when it does not. The rules read the fleet as one cluster: a flavor
+// exists when some member has it, and a pair's high-water mark is the sum
+// of the members' marks. A member that stops answering keeps the flavors
+// and marks it last reported, so its shares stay where they were.
+
+// fleet is a management plane's view of its member clusters.
+type fleet struct {
+	clusters map[string]*cluster
+	names    []string        // the members, sorted
+	marks    map[Pair]Amount // pair -> the sum of the members' marks
+	flavors  map[string]int  // flavor -> how many members have it
+	reported map[string]bool // members that have reported at least once
+}
+
+// cluster is one member cluster, as its Member events say.
+type cluster struct {
+	reachable   bool
+	message     string // why it does not answer
+	flavors     []string
+	marks       map[Pair]Amount
+	allocatable map[Pair]Amount
+}
+
+func newFleet() *fleet {
+	return &fleet{clusters: map[string]*cluster{}, marks: map[Pair]Amount{}, flavors: map[string]int{}, reported: map[string]bool{}}
+}
+
+func (f *fleet) clone() *fleet {
+	if f == nil {
+		return nil
+	}
+	c := &fleet{clusters: make(map[string]*cluster, len(f.clusters)), names: f.names,
+		marks: clone(f.marks), flavors: clone(f.flavors), reported: clone(f.reported)}
+	for name, cl := range f.clusters {
+		cc := *cl // flavors and the maps are replaced, never modified
+		c.clusters[name] = &cc
+	}
+	return c
+}
+
+func clone[K comparable, V any](m map[K]V) map[K]V {
+	out := make(map[K]V, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// setMembers puts the configured member list in force: a member no longer
+// listed takes its flavors and marks with it, a new one starts unreported.
+func (s *State) setMembers() {
+	if s.cfg.Mode != events.ModeManagement {
+		s.fleet = nil
+		return
+	}
+	if s.fleet == nil {
+		s.fleet = newFleet()
+	}
+	f := s.fleet
+	for name, cl := range f.clusters {
+		if !slices.Contains(s.cfg.Members, name) {
+			s.report(name, cl, nil, nil)
+			delete(f.clusters, name)
+			delete(f.reported, name)
+		}
+	}
+	for _, name := range s.cfg.Members {
+		if f.clusters[name] == nil {
+			f.clusters[name] = &cluster{message: "not heard from yet"}
+		}
+	}
+	f.names = s.cfg.Members
+}
+
+// setMember applies a Member event. An event for a cluster the
+// configuration does not list changes nothing.
+func (s *State) setMember(name string, m *events.Member) {
+	if s.fleet == nil || s.fleet.clusters[name] == nil {
+		return
+	}
+	cl := s.fleet.clusters[name]
+	if !m.Reachable {
+		if cl.reachable || cl.message != m.Message {
+			cl.reachable, cl.message = false, m.Message
+			s.changedEverything()
+		}
+		return
+	}
+	if !cl.reachable {
+		s.changedEverything()
+	}
+	cl.reachable, cl.message = true, ""
+	marks := make(map[Pair]Amount, len(m.Capacity))
+	alloc := make(map[Pair]Amount, len(m.Capacity))
+	for _, c := range m.Capacity {
+		p := Pair{c.Resource, c.Flavor}
+		marks[p], alloc[p] = AmountOf(c.HighWaterMark), AmountOf(c.Allocatable)
+	}
+	if !s.fleet.reported[name] {
+		s.fleet.reported[name] = true
+		for n := range s.members { // a split that waited for it may go on
+			s.queue(n)
+		}
+	}
+	if !mapsEqualAmount(cl.allocatable, alloc) {
+		s.changedEverything() // root's per-cluster capacity shows it
+	}
+	s.report(name, cl, m.Flavors, marks)
+	cl.allocatable = alloc
+}
+
+// report replaces a member's flavors and marks, keeping the fleet's sums
+// and queueing the nodes whose rules read what moved.
+func (s *State) report(name string, cl *cluster, flavors []string, marks map[Pair]Amount) {
+	f := s.fleet
+	for p, old := range cl.marks {
+		if marks[p] != old {
+			f.marks[p] += marks[p] - old
+			if f.marks[p] == 0 {
+				delete(f.marks, p)
+			}
+			s.markMoved(p)
+		}
+	}
+	for p, mark := range marks {
+		if _, had := cl.marks[p]; !had && mark != 0 {
+			f.marks[p] += mark
+			s.markMoved(p)
+		}
+	}
+	for _, fl := range cl.flavors {
+		if !slices.Contains(flavors, fl) {
+			if f.flavors[fl]--; f.flavors[fl] == 0 {
+				delete(f.flavors, fl)
+				s.flavorMoved(fl)
+			}
+		}
+	}
+	for _, fl := range flavors {
+		if !slices.Contains(cl.flavors, fl) {
+			if f.flavors[fl]++; f.flavors[fl] == 1 {
+				s.flavorMoved(fl)
+			}
+		}
+	}
+	cl.flavors, cl.marks = flavors, marks
+}
+
+func (s *State) flavorMoved(flavor string) {
+	for n := range s.byFlavor[flavor] {
+		s.queue(n)
+	}
+}
+
+func mapsEqualAmount(a, b map[Pair]Amount) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// changedEverything marks every node's projection as changed: what a
+// member reports shows on every fleet node's status.
+func (s *State) changedEverything() {
+	s.changedAll = true
+	s.revAll = s.seq
+}
+
+// Fleet implements Env.
+func (s *State) Fleet() (members []string, waiting string, ok bool) {
+	if s.fleet == nil {
+		return nil, "", false
+	}
+	for _, name := range s.fleet.names {
+		if !s.fleet.reported[name] {
+			return s.fleet.names, name, true
+		}
+	}
+	return s.fleet.names, "", true
+}
+
+// MemberView is one member cluster as the plane last heard of it.
+type MemberView struct {
+	Name      string
+	Reachable bool
+	// Message says why it does not answer.
+	Message string
+	// Reported is whether it ever reported its capacity.
+	Reported bool
+	Flavors  []string
+	// Capacity is its root's capacity, by pair (allocatable and
+	// high-water mark).
+	Capacity []CapacityEntry
+}
+
+// Members lists a management plane's member clusters, by name; nil in
+// workload mode.
+func (s *State) Members() []MemberView {
+	if s.fleet == nil {
+		return nil
+	}
+	out := make([]MemberView, 0, len(s.fleet.names))
+	for _, name := range s.fleet.names {
+		cl := s.fleet.clusters[name]
+		mv := MemberView{Name: name, Reachable: cl.reachable, Message: cl.message, Reported: s.fleet.reported[name], Flavors: cl.flavors}
+		for p, mark := range cl.marks {
+			mv.Capacity = append(mv.Capacity, CapacityEntry{Pair: p, HighWaterMark: mark, Allocatable: cl.allocatable[p]})
+		}
+		slices.SortFunc(mv.Capacity, func(a, b CapacityEntry) int { return a.Pair.Compare(b.Pair) })
+		out = append(out, mv)
+	}
+	return out
+}
+
+// BudgetSplit is one fleet budget split among the member clusters.
+type BudgetSplit struct {
+	Pair
+	Policy v1beta1.DistributionPolicy
+	// Shares are the members' shares, by cluster; a member without one
+	// has none.
+	Shares []Share
+}
+
+func (b BudgetSplit) equal(o BudgetSplit) bool {
+	return b.Pair == o.Pair && b.Policy == o.Policy && slices.Equal(b.Shares, o.Shares)
+}
+
+// SplitBudgets splits a team's budgets among the fleet's members, in the
+// budgets' order, and appends to dst the SplitInvalid violations of those
+// it cannot split: an Explicit split that CheckExplicit refuses, a
+// Proportional one over marks that are all 0, or one that waits for a
+// member that has not reported yet (the node is held until it has). It
+// splits nothing outside a management plane, nor on a Cohort: a Cohort's
+// budget is only a cap on its children's fleet totals.
+func SplitBudgets(dst []Violation, f *Facts, env Env) ([]BudgetSplit, []Violation) {
+	members, waiting, ok := env.Fleet()
+	if !ok || f.Spec.Role != v1beta1.RoleClusterQueue {
+		return nil, dst
+	}
+	out := make([]BudgetSplit, 0, len(f.Budgets))
+	bad := func(b *Budget, format string, args ...any) {
+		dst = append(dst, Violation{f.Name, ReasonSplitInvalid, b.Pair.String(), fmt.Sprintf(
+			"budget %s on %s: ", b.Resource, b.Flavor) + fmt.Sprintf(format, args...)})
+	}
+	for i := range f.Budgets {
+		b := &f.Budgets[i]
+		if b.Oversized != "" {
+			continue // BudgetInvalid says what to fix first
+		}
+		split := BudgetSplit{Pair: b.Pair, Policy: b.Split}
+		switch b.Split {
+		case v1beta1.DistributionExplicit:
+			if err := CheckExplicit(b.Nominal, b.PerCluster, members); err != nil {
+				bad(b, "%v", err)
+				continue
+			}
+			split.Shares = b.PerCluster
+		case v1beta1.DistributionProportional:
+			if waiting != "" {
+				bad(b, "member cluster %s has not reported its capacity yet, and a Proportional split needs every member's: the node is held until it does (check that the plane reaches it)", waiting)
+				continue
+			}
+			weights := make([]Weight, len(members))
+			for j, m := range members {
+				weights[j] = Weight{Cluster: m, Mark: env.MemberMark(m, b.Pair)}
+			}
+			shares, err := SplitProportional(b.Nominal, weights)
+			if err != nil && b.Nominal > 0 {
+				bad(b, "%v", err)
+				continue
+			}
+			split.Shares = shares // a budget of 0 splits into nothing
+		default:
+			bad(b, "policy %q is neither Explicit nor Proportional: fix the budget's policy or spec.distribution.policy", b.Split)
+			continue
+		}
+		out = append(out, split)
+	}
+	return out, dst
+}
+
+// CheckSplit is SplitInvalid, on a management plane: a team's budget that
+// cannot be split among the member clusters (SplitBudgets).
+func CheckSplit(dst []Violation, f *Facts, env Env) []Violation {
+	_, dst = SplitBudgets(dst, f, env)
+	return dst
+}
+
+// MemberMark implements Env: member's high-water mark of p, 0 when it has
+// none.
+func (s *State) MemberMark(member string, p Pair) Amount {
+	if s.fleet == nil || s.fleet.clusters[member] == nil {
+		return 0
+	}
+	return s.fleet.clusters[member].marks[p]
+}
+
+// Splits is how a team's budgets are split among a management plane's
+// members, as the last evaluation of the node computed them: nil outside a
+// management plane, for a Cohort, and for budgets that break SplitInvalid.
+// The slices are the state's own: do not modify them.
+func (s *State) Splits(node string) []BudgetSplit {
+	if m := s.members[node]; m != nil {
+		return m.splits
+	}
+	return nil
+}

@@ -1,0 +1,207 @@
+package state
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/events"
+)
+
+func fleetConfig(members ...string) events.Event {
+	c := events.DefaultConfig()
+	c.Mode, c.Members = events.ModeManagement, members
+	return events.ConfigChanged(t0, c)
+}
+
+func gpus(flavor string, mark string) events.MemberCapacity {
+	return events.MemberCapacity{Resource: "nvidia.com/gpu", Flavor: flavor, Allocatable: resource.MustParse(mark), HighWaterMark: resource.MustParse(mark)}
+}
+
+func fleetTeam(parent, nominal string, policy v1beta1.DistributionPolicy, shares ...v1beta1.ClusterShare) *v1beta1.AcceleratorQuotaSpec {
+	return &v1beta1.AcceleratorQuotaSpec{Role: v1beta1.RoleClusterQueue, ParentRef: &v1beta1.ParentReference{Name: parent},
+		Budgets: []v1beta1.Budget{{ResourceName: "nvidia.com/gpu", ResourceFlavor: "a100", Nominal: resource.MustParse(nominal), Policy: policy, PerCluster: shares}}}
+}
+
+func share(cluster, nominal string) v1beta1.ClusterShare {
+	return v1beta1.ClusterShare{Cluster: cluster, Nominal: resource.MustParse(nominal)}
+}
+
+// splitOf renders a team's split of gpu@a100 as "east=5,west=3", or its
+// status when it has none.
+func splitOf(s *State, node string) string {
+	for _, sp := range s.Splits(node) {
+		var parts []string
+		for _, sh := range sp.Shares {
+			parts = append(parts, sh.Cluster+"="+sh.Amount.String())
+		}
+		return strings.Join(parts, ",")
+	}
+	st, _ := s.NodeStatus(node)
+	return string(st.Phase) + ": " + st.Message
+}
+
+func fleetState(t *testing.T) *State {
+	t.Helper()
+	s := New()
+	applyAll(s, fleetConfig("west", "east"), events.Synced(t0),
+		quota("root", &v1beta1.AcceleratorQuotaSpec{Role: v1beta1.RoleCohort}),
+		quota("ml", &v1beta1.AcceleratorQuotaSpec{Role: v1beta1.RoleCohort, ParentRef: &v1beta1.ParentReference{Name: "root"}}),
+		quota("team-a", fleetTeam("ml", "8", "")),
+		quota("team-b", fleetTeam("ml", "4", "", share("east", "3"), share("west", "1"))),
+	)
+	return s
+}
+
+// A Proportional split waits until every member has reported; an Explicit
+// one does not. The shares follow the members' marks exactly, a member
+// that stops answering keeps its share, and marks that are all 0 are an
+// error on the node, not an even split.
+func TestFleetShares(t *testing.T) {
+	s := fleetState(t)
+	if st, _ := s.NodeStatus("team-b"); st.Phase != PhaseFlavorMissing {
+		t.Errorf("team-b on a flavor no member reported: %s, want FlavorMissing", st.Phase)
+	}
+	applyAll(s, events.MemberSeen(t0, "east", []string{"a100"}, []events.MemberCapacity{gpus("a100", "6")}))
+	if got, want := splitOf(s, "team-a"), "SplitInvalid: budget nvidia.com/gpu on a100: member cluster west has not reported its capacity yet"; !strings.HasPrefix(got, want) {
+		t.Errorf("before west reported, team-a: %s, want it to start with %q", got, want)
+	}
+	if got := splitOf(s, "team-b"); got != "east=3,west=1" {
+		t.Errorf("team-b's Explicit split: %s", got)
+	}
+
+	tr := applyAll(s, events.MemberSeen(t0, "west", []string{"a100"}, []events.MemberCapacity{gpus("a100", "2")}))
+	if got := splitOf(s, "team-a"); got != "east=6,west=2" {
+		t.Errorf("team-a over marks 6 and 2: %s", got)
+	}
+	for _, n := range []string{"team-a", "team-b", "ml"} {
+		if st, _ := s.NodeStatus(n); st.Phase != PhaseReady {
+			t.Errorf("%s: %s %s, want Ready", n, st.Phase, st.Message)
+		}
+	}
+	if len(tr) == 0 {
+		t.Error("members reporting moved no node")
+	}
+
+	// 8 over marks 6 and 4: 4.8 and 3.2, whole GPUs: the unit left goes
+	// to the larger remainder.
+	applyAll(s, events.MemberSeen(t0, "west", []string{"a100"}, []events.MemberCapacity{gpus("a100", "4")}))
+	if got := splitOf(s, "team-a"); got != "east=5,west=3" {
+		t.Errorf("team-a over marks 6 and 4: %s", got)
+	}
+	if got := s.HighWaterMark(Pair{"nvidia.com/gpu", "a100"}); got != AmountOf(resource.MustParse("10")) {
+		t.Errorf("fleet mark %s, want 10", got)
+	}
+
+	// West stops answering: nothing moves, and it says why.
+	rev, _ := s.Revision("team-a")
+	if tr := applyAll(s, events.MemberLost(t0, "west", "dial tcp 10.0.0.2:6443: connection refused")); len(tr) != 0 {
+		t.Errorf("an unreachable member moved nodes: %v", tr)
+	}
+	if got := splitOf(s, "team-a"); got != "east=5,west=3" {
+		t.Errorf("team-a with west unreachable: %s", got)
+	}
+	if now, _ := s.Revision("team-a"); now == rev {
+		t.Error("a member turning unreachable changed no node's projection, but every fleet node's status names it")
+	}
+	west := s.Members()[1]
+	if west.Name != "west" || west.Reachable || !strings.Contains(west.Message, "connection refused") || len(west.Capacity) != 1 {
+		t.Errorf("west as the state has it: %+v", west)
+	}
+
+	// Every mark 0: an error on the node, with what to do.
+	applyAll(s, events.MemberSeen(t0, "east", []string{"a100"}, []events.MemberCapacity{gpus("a100", "0")}),
+		events.MemberSeen(t0, "west", []string{"a100"}, []events.MemberCapacity{gpus("a100", "0")}))
+	if got := splitOf(s, "team-a"); !strings.Contains(got, "SplitInvalid: budget nvidia.com/gpu on a100: every member cluster's high-water mark is 0") {
+		t.Errorf("team-a over zero marks: %s", got)
+	}
+	if err := checkInvariants(s); err != nil {
+		t.Error(err)
+	}
+}
+
+// An Explicit split is refused when it names a cluster that is not a
+// member or adds up to more than the budget; a Member event of a cluster
+// the configuration does not list changes nothing; a member removed from
+// the configuration takes its marks along.
+func TestFleetExplicitAndMembers(t *testing.T) {
+	s := fleetState(t)
+	applyAll(s, events.MemberSeen(t0, "east", []string{"a100"}, []events.MemberCapacity{gpus("a100", "6")}),
+		events.MemberSeen(t0, "west", []string{"a100"}, []events.MemberCapacity{gpus("a100", "6")}),
+		quota("team-c", fleetTeam("root", "4", v1beta1.DistributionExplicit, share("north", "4"))),
+		quota("team-d", fleetTeam("root", "4", v1beta1.DistributionExplicit, share("east", "3"), share("west", "2"))),
+	)
+	for node, want := range map[string]string{
+		"team-c": "perCluster names north, which is not a member cluster of the fleet",
+		"team-d": "the shares in perCluster add up to 5, more than the budget of 4",
+	} {
+		if got := splitOf(s, node); !strings.Contains(got, "SplitInvalid: ") || !strings.Contains(got, want) {
+			t.Errorf("%s: %s, want %q", node, got, want)
+		}
+	}
+	before := s.Dump()
+	applyAll(s, events.MemberSeen(t0, "north", []string{"a100"}, []events.MemberCapacity{gpus("a100", "100")}))
+	if diff := cmp.Diff(strings.SplitN(before, "\n", 2)[1], strings.SplitN(s.Dump(), "\n", 2)[1]); diff != "" {
+		t.Errorf("an unlisted cluster's event changed the state (-before +after):\n%s", diff)
+	}
+
+	// The configuration drops west: its mark leaves the fleet's sum, and
+	// Proportional shares go to the members that remain.
+	applyAll(s, fleetConfig("east"))
+	if got := splitOf(s, "team-a"); got != "east=8" {
+		t.Errorf("team-a with east alone: %s", got)
+	}
+	if got := s.HighWaterMark(Pair{"nvidia.com/gpu", "a100"}); got != AmountOf(resource.MustParse("6")) {
+		t.Errorf("fleet mark %s, want 6", got)
+	}
+}
+
+// Outside a management plane nothing is split, and the split fields
+// change no verdict.
+func TestWorkloadModeSplitsNothing(t *testing.T) {
+	s := guideState(t)
+	applyAll(s, quota("team-x", fleetTeam("ml-research", "4", v1beta1.DistributionExplicit, share("nowhere", "9"))))
+	if sp := s.Splits("team-x"); sp != nil {
+		t.Errorf("workload mode split team-x: %v", sp)
+	}
+	if st, _ := s.NodeStatus("team-x"); st.Phase == PhaseSplitInvalid {
+		t.Errorf("workload mode judged a split: %s", st.Message)
+	}
+}
+
+// The reducer and the rule book from scratch agree on a fleet tree once
+// every member has reported.
+func TestFleetAgreesWithEvaluate(t *testing.T) {
+	s := fleetState(t)
+	applyAll(s, events.MemberSeen(t0, "east", []string{"a100"}, []events.MemberCapacity{gpus("a100", "0")}),
+		events.MemberSeen(t0, "west", []string{"a100"}, []events.MemberCapacity{gpus("a100", "0")}),
+		quota("team-c", fleetTeam("root", "4", v1beta1.DistributionExplicit, share("north", "4"))))
+	tree := Tree{}
+	var want []Violation
+	for _, n := range s.Nodes() {
+		tree[n.Name] = n.Spec
+	}
+	for _, n := range s.Nodes() {
+		want = append(want, n.Violations...)
+	}
+	marks := map[Pair]Amount{}
+	got := Evaluate(tree, marks, map[string]bool{"a100": true}, s.Config())
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("reducer vs Evaluate (-reducer +evaluate):\n%s", diff)
+	}
+	if !slicesContainReason(got, ReasonSplitInvalid) {
+		t.Error("no SplitInvalid in the tree: the test proves nothing")
+	}
+}
+
+func slicesContainReason(vs []Violation, r Reason) bool {
+	for _, v := range vs {
+		if v.Reason == r {
+			return true
+		}
+	}
+	return false
+}
