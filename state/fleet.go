@@ -300,8 +300,9 @@ func SplitBudgets(dst []Violation, f *Facts, env Env) ([]BudgetSplit, []Violatio
 
 // CheckSplit is SplitInvalid, on a management plane: a team's budget that
 // cannot be split among the member clusters (SplitBudgets).
+// It leaves the splits it made in f.Splits.
 func CheckSplit(dst []Violation, f *Facts, env Env) []Violation {
-	_, dst = SplitBudgets(dst, f, env)
+	f.Splits, dst = SplitBudgets(dst, f, env)
 	return dst
 }
 

@@ -190,6 +190,9 @@ type Facts struct {
 	Place   Place
 	// ParentRole is the role of the node's parent when it exists, else "".
 	ParentRole v1beta1.Role
+	// Splits is what CheckSplit made of a team's budgets: an output of
+	// the rule book, read by the reducer (State.Splits).
+	Splits []BudgetSplit
 }
 
 // A rule appends the violations of one node to dst. The rule book lists

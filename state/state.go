@@ -343,11 +343,13 @@ type NodeView struct {
 	Violations []Violation
 	// FrozenBy is the nearest ancestor that breaks a rule, if any.
 	FrozenBy string
+	// UID is the object's metadata.uid.
+	UID string
 }
 
 func (s *State) view(m *member) NodeView {
 	return NodeView{
-		Name: m.name, Generation: m.gen, Spec: m.spec, Parent: m.shape.parent,
+		Name: m.name, UID: m.uid, Generation: m.gen, Spec: m.spec, Parent: m.shape.parent,
 		Children: slices.Clone(s.kids[m.name]), Depth: m.place.Depth,
 		Status:     m.status(),
 		Violations: slices.Clone(m.viols), FrozenBy: m.frozenBy,

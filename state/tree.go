@@ -341,11 +341,8 @@ func (s *State) evaluate(m *member) []Violation {
 	if p := s.members[m.shape.parent]; p != nil && m.shape.parent != "" {
 		f.ParentRole = p.shape.role
 	}
-	var splits []BudgetSplit
-	if s.fleet != nil {
-		splits, _ = SplitBudgets(nil, f, s)
-	}
-	if !slices.EqualFunc(m.splits, splits, BudgetSplit.equal) {
+	viols := EvaluateNode(nil, f, s)
+	if !slices.EqualFunc(m.splits, f.Splits, BudgetSplit.equal) {
 		// The node's copies change, and so may its ancestors': a Cohort
 		// is copied to the members where some team below it has a share.
 		// At most one step per node: a loop of parentRefs ends the walk.
@@ -356,8 +353,8 @@ func (s *State) evaluate(m *member) []Violation {
 			}
 		}
 	}
-	m.splits = splits
-	return EvaluateNode(nil, f, s)
+	m.splits = f.Splits
+	return viols
 }
 
 // primary is the primary reason of a node's own violations, "" for none.

@@ -55,6 +55,13 @@ func (w *Wrapper) Lend(q string) *Wrapper {
 	return w
 }
 
+// Share adds a cluster's share to the last budget's perCluster.
+func (w *Wrapper) Share(cluster, nominal string) *Wrapper {
+	b := &w.aq.Spec.Budgets[len(w.aq.Spec.Budgets)-1]
+	b.PerCluster = append(b.PerCluster, v1beta1.ClusterShare{Cluster: cluster, Nominal: resource.MustParse(nominal)})
+	return w
+}
+
 // Obj returns a copy of the object built so far.
 func (w *Wrapper) Obj() *v1beta1.AcceleratorQuota { return w.aq.DeepCopy() }
 

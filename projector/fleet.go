@@ -1,0 +1,171 @@
+package projector
+
+import (
+	"cmp"
+	"slices"
+	"strconv"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1beta1 "ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/state"
+)
+
+// The fleet half of the projector: on a management plane, the
+// AcceleratorQuota copies each member cluster should hold. A member gets a
+// copy of every team that has a share there, with the team's share in
+// place of each fleet budget, and of the Cohorts above it as topology
+// without budgets, so that the copies' parentRefs resolve on the member;
+// never of root, which the member's own manager creates. Copies carry no
+// split (no policy, no perCluster): a member enforces a number, it does
+// not split one again.
+
+// FleetNode is what the fleet half reads of one node of the fleet tree.
+type FleetNode struct {
+	Name       string
+	UID        string
+	Generation int64
+	Spec       *v1beta1.AcceleratorQuotaSpec
+	// Parent is the parent the node's place follows; Depth its edges
+	// below root (-1 when it does not reach root).
+	Parent string
+	Depth  int
+	// Ready is false for a node that breaks a rule or sits below one that
+	// does: its copies are held on every member as they are.
+	Ready bool
+	// Splits are a team's budgets split among the members.
+	Splits []state.BudgetSplit
+}
+
+// FleetFromState reads the fleet tree from the state, by name.
+func FleetFromState(s *state.State) []FleetNode {
+	views := s.Nodes()
+	out := make([]FleetNode, 0, len(views))
+	for _, nv := range views {
+		out = append(out, FleetNode{Name: nv.Name, UID: nv.UID, Generation: nv.Generation, Spec: nv.Spec,
+			Parent: nv.Parent, Depth: nv.Depth, Ready: nv.Status.Ready(), Splits: s.Splits(nv.Name)})
+	}
+	return out
+}
+
+// MemberCopies is what one member cluster should hold.
+type MemberCopies struct {
+	// Copies are the copies to write, parents before children (by depth,
+	// then name): a member refuses a node whose parent it does not hold.
+	Copies []*v1beta1.AcceleratorQuota
+	// Held are the fleet nodes that are not Ready: whatever copy of them
+	// the member holds is left exactly as it is, neither written nor
+	// swept. Every other copy of this origin that Copies does not list is
+	// to be swept.
+	Held []string
+}
+
+// Copies computes the copies member cluster should hold of the fleet
+// tree nodes (by name, as FleetFromState gives them), marked as written by
+// origin. It is pure: the same nodes give the same copies.
+func Copies(nodes []FleetNode, cluster, origin string) MemberCopies {
+	byName := make(map[string]*FleetNode, len(nodes))
+	for i := range nodes {
+		byName[nodes[i].Name] = &nodes[i]
+	}
+	var out MemberCopies
+	topology := map[string]bool{} // Cohorts to copy as topology
+	var teams []*FleetNode
+	for i := range nodes {
+		n := &nodes[i]
+		if n.Name == v1beta1.RootName || n.Depth < 0 {
+			continue
+		}
+		if !n.Ready {
+			out.Held = append(out.Held, n.Name)
+		} else if n.Spec.Role != v1beta1.RoleClusterQueue || !hasShare(n, cluster) {
+			continue
+		} else {
+			teams = append(teams, n)
+		}
+		// The Cohorts above it, so that its copy's parentRef resolves: a
+		// held node's copy may be on the member, and its parent must stay.
+		for p := byName[n.Parent]; p != nil && p.Name != v1beta1.RootName && !topology[p.Name]; p = byName[p.Parent] {
+			topology[p.Name] = true
+		}
+	}
+	for name := range topology {
+		if n := byName[name]; n.Ready {
+			out.Copies = append(out.Copies, copyOf(n, cluster, origin))
+		}
+	}
+	for _, n := range teams {
+		out.Copies = append(out.Copies, copyOf(n, cluster, origin))
+	}
+	slices.SortFunc(out.Copies, func(a, b *v1beta1.AcceleratorQuota) int {
+		if c := cmp.Compare(byName[a.Name].Depth, byName[b.Name].Depth); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Name, b.Name)
+	})
+	return out
+}
+
+func hasShare(n *FleetNode, cluster string) bool {
+	for _, sp := range n.Splits {
+		if shareOn(sp, cluster) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func shareOn(sp state.BudgetSplit, cluster string) state.Amount {
+	i, ok := slices.BinarySearchFunc(sp.Shares, cluster, func(s state.Share, c string) int { return cmp.Compare(s.Cluster, c) })
+	if !ok {
+		return 0
+	}
+	return sp.Shares[i].Amount
+}
+
+// copyOf is the copy of one fleet node on cluster: a Cohort's without
+// budgets; a team's with its non-zero shares as nominal, its
+// borrowingLimit as it is, and its lendingLimit at most the share (Kueue
+// refuses a ClusterQueue that lends more than it has).
+func copyOf(n *FleetNode, cluster, origin string) *v1beta1.AcceleratorQuota {
+	c := &v1beta1.AcceleratorQuota{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:   n.Name,
+			Labels: map[string]string{v1beta1.OriginLabel: origin},
+			Annotations: map[string]string{
+				v1beta1.OriginUIDAnnotation:        n.UID,
+				v1beta1.SourceGenerationAnnotation: strconv.FormatInt(n.Generation, 10),
+				v1beta1.ClusterAnnotation:          cluster,
+			},
+		},
+		Spec: v1beta1.AcceleratorQuotaSpec{Role: n.Spec.Role, ParentRef: &v1beta1.ParentReference{Name: n.Parent}},
+	}
+	c.SetGroupVersionKind(v1beta1.SchemeGroupVersion.WithKind("AcceleratorQuota"))
+	if n.Spec.Role != v1beta1.RoleClusterQueue {
+		return c
+	}
+	c.Spec.PriorityTier = n.Spec.PriorityTier
+	for _, b := range n.Spec.Budgets {
+		i := slices.IndexFunc(n.Splits, func(sp state.BudgetSplit) bool {
+			return sp.Resource == b.ResourceName && sp.Flavor == b.ResourceFlavor
+		})
+		if i < 0 {
+			continue
+		}
+		amount := shareOn(n.Splits[i], cluster)
+		if amount == 0 {
+			continue // the member's team has no quota of it: no budget
+		}
+		cb := v1beta1.Budget{ResourceName: b.ResourceName, ResourceFlavor: b.ResourceFlavor, Nominal: amount.Quantity(),
+			BorrowingLimit: b.BorrowingLimit}
+		if b.LendingLimit != nil {
+			lend := min(state.AmountOf(*b.LendingLimit), amount).Quantity()
+			cb.LendingLimit = &lend
+		}
+		c.Spec.Budgets = append(c.Spec.Budgets, cb)
+	}
+	slices.SortFunc(c.Spec.Budgets, func(a, b v1beta1.Budget) int {
+		return state.Pair{Resource: a.ResourceName, Flavor: a.ResourceFlavor}.Compare(state.Pair{Resource: b.ResourceName, Flavor: b.ResourceFlavor})
+	})
+	return c
+}

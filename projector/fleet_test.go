@@ -1,0 +1,159 @@
+package projector
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	v1beta1 "ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/api/v1beta1/aqtest"
+	"ome.io/quota-manager/events"
+	"ome.io/quota-manager/state"
+)
+
+// fleet is a management plane's events: members east and west, each
+// reporting a100 GPUs, and the tree.
+func fleet(t0 time.Time, east, west string, quotas ...*v1beta1.AcceleratorQuota) []events.Event {
+	c := events.DefaultConfig()
+	c.Mode, c.Members = events.ModeManagement, []string{"east", "west"}
+	gpus := func(n string) []events.MemberCapacity {
+		return []events.MemberCapacity{{Resource: "nvidia.com/gpu", Flavor: "a100", Allocatable: resource.MustParse(n), HighWaterMark: resource.MustParse(n)}}
+	}
+	evs := []events.Event{events.ConfigChanged(t0, c), events.Synced(t0),
+		events.MemberSeen(t0, "east", []string{"a100"}, gpus(east)), events.MemberSeen(t0, "west", []string{"a100"}, gpus(west))}
+	for i, aq := range quotas {
+		evs = append(evs, events.QuotaUpserted(t0, &events.Quota{Name: aq.Name, UID: fmt.Sprintf("uid-%d", i), Generation: 3, Spec: aq.Spec}))
+	}
+	return evs
+}
+
+// render is a copy in one line: name, parent, budgets and marks.
+func render(c *v1beta1.AcceleratorQuota) string {
+	var budgets []string
+	for _, b := range c.Spec.Budgets {
+		s := fmt.Sprintf("%s@%s=%s", b.ResourceName, b.ResourceFlavor, b.Nominal.String())
+		if b.LendingLimit != nil {
+			s += " lend " + b.LendingLimit.String()
+		}
+		if b.BorrowingLimit != nil {
+			s += " borrow " + b.BorrowingLimit.String()
+		}
+		if len(b.PerCluster) > 0 || b.Policy != "" {
+			s += " SPLIT LEAKED"
+		}
+		budgets = append(budgets, s)
+	}
+	return fmt.Sprintf("%s %s <- %s [%s] origin=%s uid=%s gen=%s cluster=%s", c.Spec.Role, c.Name, c.Spec.ParentRef.Name,
+		strings.Join(budgets, "; "), c.Labels[v1beta1.OriginLabel], c.Annotations[v1beta1.OriginUIDAnnotation],
+		c.Annotations[v1beta1.SourceGenerationAnnotation], c.Annotations[v1beta1.ClusterAnnotation])
+}
+
+// Each member gets the teams with a share there, with the share as
+// nominal, the Cohorts above them as bare topology, parents first, never
+// root; a frozen team is held, and its Cohort stays.
+func TestCopies(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
+	s := state.New()
+	for _, ev := range fleet(t0, "6", "2",
+		aqtest.Root().Obj(),
+		aqtest.Cohort("ml", "root").Budget("nvidia.com/gpu", "a100", "8").Obj(),
+		aqtest.Team("team-a", "ml").Budget("nvidia.com/gpu", "a100", "4").Lend("2").Borrow("1").Obj(),
+		aqtest.Team("team-b", "ml").Budget("nvidia.com/gpu", "a100", "3").Share("east", "3").Obj(),
+		aqtest.Cohort("ops", "root").Obj(),
+		aqtest.Cohort("ops-gpu", "ops").Obj(),
+		aqtest.Team("team-c", "ops-gpu").Budget("nvidia.com/gpu", "a100", "1").Share("north", "1").Obj(),
+		aqtest.Cohort("empty", "root").Obj(),
+	) {
+		ev.Seq = s.LastSeq() + 1
+		s.Apply(ev)
+	}
+	nodes := FleetFromState(s)
+	for cluster, want := range map[string][]string{
+		"east": {
+			"Cohort ml <- root [] origin=plane-1 uid=uid-1 gen=3 cluster=east",
+			"Cohort ops <- root [] origin=plane-1 uid=uid-4 gen=3 cluster=east",
+			"Cohort ops-gpu <- ops [] origin=plane-1 uid=uid-5 gen=3 cluster=east",
+			"ClusterQueue team-a <- ml [nvidia.com/gpu@a100=3 lend 2 borrow 1] origin=plane-1 uid=uid-2 gen=3 cluster=east",
+			"ClusterQueue team-b <- ml [nvidia.com/gpu@a100=3] origin=plane-1 uid=uid-3 gen=3 cluster=east",
+		},
+		"west": {
+			"Cohort ml <- root [] origin=plane-1 uid=uid-1 gen=3 cluster=west",
+			"Cohort ops <- root [] origin=plane-1 uid=uid-4 gen=3 cluster=west",
+			"Cohort ops-gpu <- ops [] origin=plane-1 uid=uid-5 gen=3 cluster=west",
+			"ClusterQueue team-a <- ml [nvidia.com/gpu@a100=1 lend 1 borrow 1] origin=plane-1 uid=uid-2 gen=3 cluster=west",
+		},
+	} {
+		mc := Copies(nodes, cluster, "plane-1")
+		var got []string
+		for _, c := range mc.Copies {
+			got = append(got, render(c))
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("copies on %s (-want +got):\n%s", cluster, diff)
+		}
+		if diff := cmp.Diff([]string{"team-c"}, mc.Held); diff != "" {
+			t.Errorf("held on %s (-want +got):\n%s", cluster, diff)
+		}
+	}
+	if st, _ := s.NodeStatus("team-c"); st.Phase != state.PhaseSplitInvalid {
+		t.Fatalf("team-c: %s, want SplitInvalid: the test holds nothing", st.Phase)
+	}
+}
+
+// BenchmarkFleetShares is the plane's pure work at 100 member clusters and
+// 1,000 Proportional teams under 10 Cohorts: one member's mark moving
+// (every team's split made again), then every member's copies computed.
+func BenchmarkFleetShares(b *testing.B) {
+	t0 := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
+	c := events.DefaultConfig()
+	c.Mode = events.ModeManagement
+	for i := range 100 {
+		c.Members = append(c.Members, fmt.Sprintf("member-%03d", i))
+	}
+	s := state.New()
+	apply := func(ev events.Event) {
+		ev.Seq = s.LastSeq() + 1
+		s.Apply(ev)
+	}
+	apply(events.ConfigChanged(t0, c))
+	apply(events.Synced(t0))
+	mark := func(n int) []events.MemberCapacity {
+		q := resource.MustParse(fmt.Sprint(n))
+		return []events.MemberCapacity{{Resource: "nvidia.com/gpu", Flavor: "a100", Allocatable: q, HighWaterMark: q}}
+	}
+	for i, m := range c.Members {
+		apply(events.MemberSeen(t0, m, []string{"a100"}, mark(64+i)))
+	}
+	apply(events.QuotaUpserted(t0, &events.Quota{Name: "root", Spec: aqtest.Root().Obj().Spec}))
+	for g := range 10 {
+		apply(events.QuotaUpserted(t0, &events.Quota{Name: fmt.Sprintf("group-%d", g), Spec: aqtest.Cohort(fmt.Sprintf("group-%d", g), "root").Obj().Spec}))
+	}
+	for i := range 1000 {
+		name := fmt.Sprintf("team-%04d", i)
+		spec := aqtest.Team(name, fmt.Sprintf("group-%d", i%10)).Budget("nvidia.com/gpu", "a100", fmt.Sprint(1+i%7)).Obj().Spec
+		apply(events.QuotaUpserted(t0, &events.Quota{Name: name, Spec: spec}))
+	}
+	if st, _ := s.NodeStatus("team-0999"); !st.Ready() {
+		b.Fatalf("team-0999: %s %s", st.Phase, st.Message)
+	}
+	b.Run("mark-moves", func(b *testing.B) {
+		for i := 0; b.Loop(); i++ {
+			apply(events.MemberSeen(t0, "member-050", []string{"a100"}, mark(100+i%2)))
+		}
+	})
+	b.Run("copies-every-member", func(b *testing.B) {
+		copies := 0
+		for b.Loop() {
+			nodes := FleetFromState(s)
+			copies = 0
+			for _, m := range c.Members {
+				copies += len(Copies(nodes, m, "plane").Copies)
+			}
+		}
+		b.ReportMetric(float64(copies), "copies")
+	})
+}
