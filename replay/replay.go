@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"ome.io/quota-manager/api/v1beta1"
@@ -148,6 +149,16 @@ type DriftEntry struct {
 	Event string `json:"event"`
 }
 
+// MemberEntry is one report of a management plane on a member cluster.
+type MemberEntry struct {
+	Seq     uint64    `json:"seq"`
+	Time    time.Time `json:"time"`
+	Cluster string    `json:"cluster"`
+	events.Member
+	// Event is the report, for people.
+	Event string `json:"event"`
+}
+
 // Result is a replayed log: the state it ends in, the transitions on the
 // way, and what changed root's capacity.
 type Result struct {
@@ -162,6 +173,9 @@ type Result struct {
 	// Drifts are the Kueue objects changed behind the manager's back, in
 	// log order: each made the leader compare the node's objects again.
 	Drifts []DriftEntry
+	// Members are what a management plane read of its member clusters,
+	// in log order.
+	Members []MemberEntry
 	// Events counts the events applied; Last is the last one's seq.
 	Events   int
 	Last     uint64
@@ -247,6 +261,8 @@ func Run(dir string, o Options) (*Result, error) {
 			r.Outcomes = append(r.Outcomes, OutcomeEntry{Seq: ev.Seq, Time: ev.Time.UTC(), Node: ev.Key, Outcome: *ev.Outcome, Event: causeOf()})
 		case events.KindDrift:
 			r.Drifts = append(r.Drifts, DriftEntry{Seq: ev.Seq, Time: ev.Time.UTC(), Node: ev.Key, Drift: *ev.Drift, Event: causeOf()})
+		case events.KindMember:
+			r.Members = append(r.Members, MemberEntry{Seq: ev.Seq, Time: ev.Time.UTC(), Cluster: ev.Key, Member: *ev.Member, Event: causeOf()})
 		}
 		prev = r.capacityChanges(ev, causeOf, prev)
 		r.Events++
@@ -380,6 +396,15 @@ func describe(ev events.Event) string {
 			obj = d.Object + " " + d.Namespace + "/" + d.Name
 		}
 		return fmt.Sprintf("#%d %s was %s behind the manager's back (resourceVersion %s)", ev.Seq, obj, d.Change, orNone(d.Version))
+	case events.KindMember:
+		if m := ev.Member; !m.Reachable {
+			return fmt.Sprintf("#%d member cluster %s does not answer: %s", ev.Seq, ev.Key, m.Message)
+		}
+		var marks []string
+		for _, c := range ev.Member.Capacity {
+			marks = append(marks, fmt.Sprintf("%s@%s=%s", c.Resource, c.Flavor, c.HighWaterMark.String()))
+		}
+		return fmt.Sprintf("#%d member cluster %s reported high-water marks %s", ev.Seq, ev.Key, orNone(strings.Join(marks, ",")))
 	case events.KindLeadership:
 		if ev.Leadership.Change == events.LeadershipAcquired {
 			return fmt.Sprintf("#%d %s took the lead", ev.Seq, ev.Leadership.Identity)

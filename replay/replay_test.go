@@ -170,3 +170,41 @@ func TestUsageErrors(t *testing.T) {
 		t.Errorf("a missing folder: exit %d (%s)", code, errOut.String())
 	}
 }
+
+// On a management plane's log, --why names the policy behind a team's
+// shares, each member's mark and the report that brought it, and says
+// that a member that stopped answering keeps its mark.
+func TestWhyExplainsAShare(t *testing.T) {
+	cfg := events.DefaultConfig()
+	cfg.Mode, cfg.Members = events.ModeManagement, []string{"east", "west"}
+	gpus := func(n string) []events.MemberCapacity {
+		q := resource.MustParse(n)
+		return []events.MemberCapacity{{Resource: "nvidia.com/gpu", Flavor: "a100", Allocatable: q, HighWaterMark: q}}
+	}
+	evs := []events.Event{events.ConfigChanged(t0, cfg), events.Synced(t0),
+		events.MemberSeen(t0, "east", []string{"a100"}, gpus("6")),
+		events.MemberSeen(t0, "west", []string{"a100"}, gpus("2"))}
+	for _, aq := range []*v1beta1.AcceleratorQuota{
+		aqtest.Root().Obj(),
+		aqtest.Team("team-a", "root").Budget("nvidia.com/gpu", "a100", "8").Obj(),
+		aqtest.Team("team-b", "root").Budget("nvidia.com/gpu", "a100", "3").Share("east", "3").Obj(),
+	} {
+		evs = append(evs, events.QuotaUpserted(t0, quota(aq)))
+	}
+	evs = append(evs, events.MemberSeen(t0.Add(time.Minute), "west", []string{"a100"}, gpus("4")),
+		events.MemberLost(t0.Add(2*time.Minute), "west", "dial tcp: i/o timeout"))
+	dir := writeLog(t, evs)
+	got := run(t, dir, "--why", "team-a")
+	for _, w := range []string{
+		"team-a's budget nvidia.com/gpu@a100 is split Proportional among the member clusters: east=5, west=3",
+		"<- east's high-water mark of nvidia.com/gpu@a100 is 6, member cluster east reported high-water marks nvidia.com/gpu@a100=6 at #3",
+		"<- west's high-water mark of nvidia.com/gpu@a100 is 4, member cluster west reported high-water marks nvidia.com/gpu@a100=4 at #8; it does not answer (dial tcp: i/o timeout), so it keeps that mark and its share",
+	} {
+		if !strings.Contains(got, w) {
+			t.Errorf("--why team-a lacks %q:\n%s", w, got)
+		}
+	}
+	if got := run(t, dir, "--why", "team-b"); !strings.Contains(got, "is split Explicit among the member clusters: east=3") || !strings.Contains(got, "<- as written in the budget's perCluster") {
+		t.Errorf("--why team-b:\n%s", got)
+	}
+}

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"fmt"
+	"strings"
 
 	"ome.io/quota-manager/state"
 )
@@ -28,7 +29,57 @@ func (r *Result) Why(node string) ([]Step, error) {
 	if err != nil {
 		return steps, err
 	}
+	steps = append(steps, r.shareSteps(node)...)
 	return append(steps, r.driftSteps(node)...), nil
+}
+
+// shareSteps explain, on a management plane, how each of a team's budgets
+// is split among the member clusters: the policy, each member's share and,
+// for a Proportional split, each member's high-water mark of the pair and
+// the report that brought it (a member that does not answer keeps the mark
+// it reported last).
+func (r *Result) shareSteps(node string) []Step {
+	var steps []Step
+	for _, sp := range r.State.Splits(node) {
+		var parts []string
+		for _, sh := range sp.Shares {
+			parts = append(parts, sh.Cluster+"="+sh.Amount.String())
+		}
+		steps = append(steps, Step{Node: node, What: fmt.Sprintf("%s's budget %s is split %s among the member clusters: %s",
+			node, sp.Pair, sp.Policy, orNone(strings.Join(parts, ", ")))})
+		if sp.Policy != "Proportional" {
+			steps = append(steps, Step{What: "<- as written in the budget's perCluster"})
+			continue
+		}
+		for _, mv := range r.State.Members() {
+			mark := state.Amount(0)
+			for _, c := range mv.Capacity {
+				if c.Pair == sp.Pair {
+					mark = c.HighWaterMark
+				}
+			}
+			what := fmt.Sprintf("<- %s's high-water mark of %s is %s", mv.Name, sp.Pair, mark)
+			if e := r.lastReport(mv.Name, true); e != nil {
+				what += ", " + strings.TrimPrefix(e.Event, fmt.Sprintf("#%d ", e.Seq)) + fmt.Sprintf(" at #%d", e.Seq)
+			}
+			if !mv.Reachable {
+				what += fmt.Sprintf("; it does not answer (%s), so it keeps that mark and its share", mv.Message)
+			}
+			steps = append(steps, Step{Seq: 0, What: what})
+		}
+	}
+	return steps
+}
+
+// lastReport is the last Member event of cluster, the last one that
+// found it answering when reachable is true.
+func (r *Result) lastReport(cluster string, reachable bool) *MemberEntry {
+	for i := len(r.Members) - 1; i >= 0; i-- {
+		if e := &r.Members[i]; e.Cluster == cluster && (!reachable || e.Reachable) {
+			return e
+		}
+	}
+	return nil
 }
 
 // driftSteps are the last drifts of node's objects (maxInputs at most),
