@@ -1,0 +1,126 @@
+package fleet
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	kueueclient "sigs.k8s.io/kueue/client-go/clientset/versioned"
+
+	"ome.io/quota-manager/api/client/clientset/versioned"
+	"ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/api/v1beta1/aqtest"
+	"ome.io/quota-manager/events"
+	"ome.io/quota-manager/manager"
+	"ome.io/quota-manager/projector"
+	"ome.io/quota-manager/projector/apply"
+	"ome.io/quota-manager/state"
+	"ome.io/quota-manager/test/chart"
+)
+
+// splitOne is a split of nvidia.com/gpu@a100 that gives cluster amount
+// (in milli-units).
+func splitOne(cluster string, amount state.Amount) []state.BudgetSplit {
+	return []state.BudgetSplit{{Pair: state.Pair{Resource: "nvidia.com/gpu", Flavor: "a100"}, Policy: v1beta1.DistributionExplicit,
+		Shares: []state.Share{{Cluster: cluster, Amount: amount}}}}
+}
+
+// The chart's remoteAccess values on a member create the identity a
+// plane's kubeconfig uses there. With that ServiceAccount's real token,
+// the member source reads the member and the copy writer writes and sweeps
+// copies; the same token may not write a status, touch Kueue's queues or
+// read Secrets.
+func TestRemoteAccessRBAC(t *testing.T) {
+	ctx := context.Background()
+	r, err := chart.Render("ome-system", nil, "quotaManager.mode=workload", "quotaManager.remoteAccess.enabled=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const name = "ome-quota-manager-remote-access"
+	if err := member.EnsureNamespace(ctx, "ome-system"); err != nil {
+		t.Fatal(err)
+	}
+	dyn := dynamic.NewForConfigOrDie(member.Config)
+	for _, kind := range []string{"ClusterRole", "ClusterRoleBinding", "ServiceAccount"} {
+		o := r.Get(kind, name)
+		if o == nil {
+			t.Fatalf("the chart renders no %s %s: %v", kind, name, r.Kinds())
+		}
+		gvk := o.GroupVersionKind()
+		res := dyn.Resource(schema.GroupVersionResource{Group: gvk.Group, Version: gvk.Version, Resource: strings.ToLower(kind) + "s"})
+		var err error
+		if kind == "ServiceAccount" {
+			_, err = res.Namespace("ome-system").Create(ctx, o, metav1.CreateOptions{})
+		} else {
+			_, err = res.Create(ctx, o, metav1.CreateOptions{})
+		}
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatalf("creating %s: %v", kind, err)
+		}
+	}
+	if s := r.Get("Secret", name+"-token"); s == nil || s.GetAnnotations()[corev1.ServiceAccountNameKey] != name {
+		t.Errorf("the chart renders no token Secret for %s", name)
+	}
+	token, err := member.ServiceAccountToken(ctx, "ome-system", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := rest.AnonymousClientConfig(member.Config)
+	cfg.BearerToken = token
+
+	// What the plane does with it works.
+	if _, err := aqs.Create(ctx, aqtest.Root().Obj(), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	var got []events.Event
+	src := &manager.MemberSource{Name: "east", Quotas: versioned.NewForConfigOrDie(cfg), Kueue: kueueclient.NewForConfigOrDie(cfg),
+		Publish: func(ev events.Event) { got = append(got, ev) }, Now: time.Now, Timeout: 5 * time.Second}
+	if ev := src.Poll(ctx); ev == nil || !ev.Member.Reachable {
+		t.Fatalf("the member source with the plane's token: %+v", ev)
+	}
+	w := &apply.CopyWriter{Origin: "plane-rbac", Quotas: versioned.NewForConfigOrDie(cfg)}
+	copyOf := projector.Copies([]projector.FleetNode{
+		{Name: "root", Spec: &aqtest.Root().Obj().Spec, Depth: 0, Ready: true},
+		{Name: "rbac-team", UID: "u1", Generation: 1, Spec: &aqtest.Team("rbac-team", "root").Budget("nvidia.com/gpu", "a100", "1").Obj().Spec,
+			Parent: "root", Depth: 1, Ready: true, Splits: splitOne("east", 1000)},
+	}, "east", "plane-rbac")
+	if rep, err := w.Apply(ctx, copyOf); err != nil || len(rep.Failed) > 0 || len(rep.Written) != 1 {
+		t.Fatalf("writing a copy with the plane's token: %v %+v", err, rep)
+	}
+	if rep, err := w.Apply(ctx, projector.MemberCopies{}); err != nil || len(rep.Failed) > 0 || len(rep.Swept) != 1 {
+		t.Fatalf("sweeping it with the plane's token: %v %+v", err, rep)
+	}
+
+	// And nothing more: the API server's own answer for each.
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	for _, ra := range []authorizationv1.ResourceAttributes{
+		{Group: "ome.io", Resource: "acceleratorquotas", Subresource: "status", Verb: "patch"},
+		{Group: "ome.io", Resource: "acceleratorquotas", Subresource: "status", Verb: "update"},
+		{Group: "kueue.x-k8s.io", Resource: "clusterqueues", Verb: "create"},
+		{Group: "kueue.x-k8s.io", Resource: "resourceflavors", Verb: "create"},
+		{Group: "", Resource: "secrets", Verb: "list"},
+		{Group: "", Resource: "nodes", Verb: "list"},
+	} {
+		review, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx,
+			&authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &ra}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if review.Status.Allowed {
+			t.Errorf("the plane's token may %s %s/%s %s", ra.Verb, ra.Group, ra.Resource, ra.Subresource)
+		}
+	}
+	_, err = versioned.NewForConfigOrDie(cfg).OmeV1beta1().AcceleratorQuotas().UpdateStatus(ctx, &v1beta1.AcceleratorQuota{ObjectMeta: metav1.ObjectMeta{Name: "root"}}, metav1.UpdateOptions{})
+	if !apierrors.IsForbidden(err) {
+		t.Errorf("a status write with the plane's token: %v, want Forbidden", err)
+	}
+}
