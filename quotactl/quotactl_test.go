@@ -280,3 +280,55 @@ func TestOnlyWebhookHoldsCertificateCode(t *testing.T) {
 }
 
 func timeParse(s string) (time.Duration, error) { return time.ParseDuration(s) }
+
+// validate --offline --members judges a fleet tree's splits: an Explicit
+// split naming a cluster that is not a member, a Proportional one with no
+// capacity to split by, and a tree that keeps every rule.
+func TestValidateOfflineFleet(t *testing.T) {
+	noCluster(t)
+	tree := func(shares string) string {
+		return "apiVersion: ome.io/v1beta1\nkind: AcceleratorQuota\nmetadata: {name: root}\nspec: {role: Cohort}\n---\n" +
+			"apiVersion: ome.io/v1beta1\nkind: AcceleratorQuota\nmetadata: {name: team-a}\nspec:\n  role: ClusterQueue\n  parentRef: {name: root}\n  budgets:\n" +
+			"  - {resourceName: nvidia.com/gpu, resourceFlavor: a100, nominal: '8', perCluster: [" + shares + "]}\n---\n" +
+			"apiVersion: ome.io/v1beta1\nkind: AcceleratorQuota\nmetadata: {name: team-b}\nspec:\n  role: ClusterQueue\n  parentRef: {name: root}\n  budgets:\n" +
+			"  - {resourceName: nvidia.com/gpu, resourceFlavor: a100, nominal: '4'}\n"
+	}
+	good := tree("{cluster: east, nominal: '5'}, {cluster: west, nominal: '3'}")
+	cases := map[string]struct {
+		stdin string
+		args  []string
+		code  int
+		out   string
+	}{
+		"splits that hold": {stdin: good, args: []string{"--capacity", "nvidia.com/gpu@a100=64"}, out: "the tree keeps every rule\n"},
+		"a share for a cluster that is not a member": {
+			stdin: tree("{cluster: east, nominal: '5'}, {cluster: north, nominal: '3'}"), args: []string{"--capacity", "nvidia.com/gpu@a100=64"}, code: 2,
+			out: "denied team-a (<stdin>:6): team-a: budget nvidia.com/gpu on a100: perCluster names north, which is not a member cluster of the fleet (2 members): name a member, or add north to the projection's clusters\n" +
+				"1 violation(s): the webhook would deny these writes, or the tree breaks a rule\n",
+		},
+		"shares above the budget": {
+			stdin: tree("{cluster: east, nominal: '5'}, {cluster: west, nominal: '4'}"), args: []string{"--capacity", "nvidia.com/gpu@a100=64"}, code: 2,
+			out: "denied team-a (<stdin>:6): team-a: budget nvidia.com/gpu on a100: the shares in perCluster add up to 9, more than the budget of 8: lower them, or raise the budget\n" +
+				"1 violation(s): the webhook would deny these writes, or the tree breaks a rule\n",
+		},
+		"nothing to split by": {
+			stdin: good, code: 2,
+			out: "denied team-b (<stdin>:15): team-b: budget nvidia.com/gpu on a100: every member cluster's high-water mark is 0, so there is nothing to split the budget 4 by: add capacity to a member, or split it explicitly (perCluster)\n" +
+				"1 violation(s): the webhook would deny these writes, or the tree breaks a rule\n",
+		},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := runWith(c.stdin, append([]string{"quota", "validate", "--offline", "-f", "-", "--members", "west,east"}, c.args...)...)
+			require.Equal(t, c.code, r.code, r.out+r.errOut)
+			require.Equal(t, c.out, r.out)
+			require.Empty(t, r.errOut)
+		})
+	}
+	// The same shares in workload mode split nothing and break no rule.
+	r := runWith(tree("{cluster: north, nominal: '9'}"), "quota", "validate", "--offline", "-f", "-", "--capacity", "nvidia.com/gpu@a100=64")
+	require.Equal(t, 0, r.code, r.out+r.errOut)
+	r = runWith("", "quota", "validate", "--members", "east")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.errOut, "--members is for --offline")
+}

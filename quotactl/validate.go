@@ -24,6 +24,7 @@ type validateOptions struct {
 	offline      bool
 	capacity     []string
 	withoutNodes []string
+	members      []string
 	output       string
 }
 
@@ -42,6 +43,11 @@ a warning, as the webhook admits it: the node reports CapacityExceeded.
 the files hold none, every named ResourceFlavor is assumed to exist, and budgets are checked
 against capacity only for the pairs given with --capacity resource@flavor=N.
 
+--members judges the files as a management plane's fleet tree split among those member clusters:
+an Explicit split (perCluster) must name members only, each once, and add up to at most its budget,
+and a Proportional one needs a --capacity mark above 0 for its pair. Every named ResourceFlavor is
+assumed to exist on some member.
+
 --without-nodes answers "what if I retire these Nodes?": it recomputes the high-water marks
 without them, by the hysteresis rule with --capacity-hysteresis-percent, and lists the tree nodes
 that would become CapacityExceeded or frozen. A value with "=" or "!" is a label selector, any
@@ -57,6 +63,9 @@ when --without-nodes would freeze a node), 1 for a usage or API error.`,
 
   # Check files without a cluster, against 32 A100 GPUs
   kubectl ome quota validate --offline -f quota-tree.yaml --capacity nvidia.com/gpu@a100=32
+
+  # Check a fleet tree's Explicit splits among two member clusters
+  kubectl ome quota validate --offline -f fleet-tree.yaml --members east,west --capacity nvidia.com/gpu@a100=64
 
   # What freezes if two nodes are retired?
   kubectl ome quota validate --without-nodes gpu-node-1,gpu-node-2
@@ -74,6 +83,7 @@ when --without-nodes would freeze a node), 1 for a usage or API error.`,
 	fs.StringSliceVar(&v.deletes, "delete", nil, "Names of tree nodes to try deleting, after the files.")
 	fs.BoolVar(&v.offline, "offline", false, "Judge the files alone, without a cluster.")
 	fs.StringSliceVar(&v.capacity, "capacity", nil, "With --offline: high-water marks, as resource@flavor=N.")
+	fs.StringSliceVar(&v.members, "members", nil, "With --offline: judge a management plane's fleet tree, split among these member clusters.")
 	fs.StringSliceVar(&v.withoutNodes, "without-nodes", nil, "Node names or label selectors: recompute the marks without these Nodes.")
 	addOutputFlag(fs, &v.output)
 	return c
@@ -88,6 +98,8 @@ func (v *validateOptions) run(c *cobra.Command) error {
 		return usageError(c, "--without-nodes needs the cluster's Nodes: drop --offline")
 	case !v.offline && len(v.capacity) > 0:
 		return usageError(c, "--capacity is for --offline; online, the marks are root's")
+	case !v.offline && len(v.members) > 0:
+		return usageError(c, "--members is for --offline: a plane's members are its own configuration")
 	case v.offline && len(v.files) == 0:
 		return usageError(c, "--offline judges files: pass them with -f")
 	}
@@ -105,6 +117,13 @@ func (v *validateOptions) run(c *cobra.Command) error {
 	cfg, err := v.coreConfig(c)
 	if err != nil {
 		return err
+	}
+	if len(v.members) > 0 {
+		cfg.Mode, cfg.Members = events.ModeManagement, v.members
+		cfg = cfg.Normalized()
+		if err := cfg.Validate(); err != nil {
+			return usageError(c, "%s", strings.ReplaceAll(err.Error(), "fix --member", "fix --members"))
+		}
 	}
 	now := v.now()
 
@@ -234,11 +253,25 @@ func offlineBase(cfg events.Config, now time.Time, writes []write, marks []v1bet
 	for _, m := range marks {
 		flavors[m.ResourceFlavor] = true
 	}
-	for _, f := range slices.Sorted(maps.Keys(flavors)) {
-		r.apply(events.FlavorUpserted(now, &events.Flavor{Name: f}))
-	}
 	for i := range marks {
 		marks[i].ObservedAt = metav1.NewTime(now)
+	}
+	if cfg.Mode == events.ModeManagement {
+		// A fleet: every flavor on every member, and the marks all on
+		// the first one (the rules read their sum).
+		names := slices.Sorted(maps.Keys(flavors))
+		for i, m := range cfg.Members {
+			var capacity []events.MemberCapacity
+			if i == 0 {
+				for _, c := range marks {
+					capacity = append(capacity, events.MemberCapacity{Resource: c.ResourceName, Flavor: c.ResourceFlavor, Allocatable: c.Allocatable, HighWaterMark: c.HighWaterMark})
+				}
+			}
+			r.apply(events.MemberSeen(now, m, names, capacity))
+		}
+	}
+	for _, f := range slices.Sorted(maps.Keys(flavors)) {
+		r.apply(events.FlavorUpserted(now, &events.Flavor{Name: f}))
 	}
 	r.apply(events.QuotaUpserted(now, &events.Quota{Name: v1beta1.RootName,
 		Spec: v1beta1.AcceleratorQuotaSpec{Role: v1beta1.RoleCohort}, Capacity: marks}))
