@@ -200,7 +200,7 @@ func (s *State) contribute(name string, m *host, sign Amount) {
 // deleted one keeps its entries until then.
 func (s *State) setFlavor(name string, labels map[string]string, exists bool) {
 	old, existed := s.flavors[name]
-	if exists == existed && (!exists || mapsEqual(old, labels)) {
+	if exists == existed && (!exists || maps.Equal(old, labels)) {
 		return
 	}
 	if !existed {
@@ -247,21 +247,7 @@ func (s *State) setFlavor(name string, labels map[string]string, exists bool) {
 			delete(s.tallies, Pair{r, name})
 		}
 	}
-	for n := range s.byFlavor[name] {
-		s.queue(n)
-	}
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
+	s.flavorMoved(name)
 }
 
 // recount rebuilds every tally from the nodes: O(nodes), when the measured

@@ -2,6 +2,7 @@ package state
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	"ome.io/quota-manager/api/v1beta1"
@@ -44,20 +45,12 @@ func (f *fleet) clone() *fleet {
 		return nil
 	}
 	c := &fleet{clusters: make(map[string]*cluster, len(f.clusters)), names: f.names,
-		marks: clone(f.marks), flavors: clone(f.flavors), reported: clone(f.reported)}
+		marks: maps.Clone(f.marks), flavors: maps.Clone(f.flavors), reported: maps.Clone(f.reported)}
 	for name, cl := range f.clusters {
 		cc := *cl // flavors and the maps are replaced, never modified
 		c.clusters[name] = &cc
 	}
 	return c
-}
-
-func clone[K comparable, V any](m map[K]V) map[K]V {
-	out := make(map[K]V, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 // setMembers puts the configured member list in force: a member no longer
@@ -116,7 +109,7 @@ func (s *State) setMember(name string, m *events.Member) {
 			s.queue(n)
 		}
 	}
-	if !mapsEqualAmount(cl.allocatable, alloc) {
+	if !maps.Equal(cl.allocatable, alloc) {
 		s.changedEverything() // root's per-cluster capacity shows it
 	}
 	s.report(name, cl, m.Flavors, marks)
@@ -164,18 +157,6 @@ func (s *State) flavorMoved(flavor string) {
 	for n := range s.byFlavor[flavor] {
 		s.queue(n)
 	}
-}
-
-func mapsEqualAmount(a, b map[Pair]Amount) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 // changedEverything marks every node's projection as changed: what a

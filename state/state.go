@@ -417,7 +417,7 @@ func (s *State) Tree() Tree {
 // plane, the sums of the members' marks).
 func (s *State) Marks() map[Pair]Amount {
 	if s.fleet != nil {
-		return clone(s.fleet.marks)
+		return maps.Clone(s.fleet.marks)
 	}
 	out := make(map[Pair]Amount, len(s.entries))
 	for p, e := range s.entries {
