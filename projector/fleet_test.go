@@ -15,22 +15,6 @@ import (
 	"ome.io/quota-manager/state"
 )
 
-// fleet is a management plane's events: members east and west, each
-// reporting a100 GPUs, and the tree.
-func fleet(t0 time.Time, east, west string, quotas ...*v1beta1.AcceleratorQuota) []events.Event {
-	c := events.DefaultConfig()
-	c.Mode, c.Members = events.ModeManagement, []string{"east", "west"}
-	gpus := func(n string) []events.MemberCapacity {
-		return []events.MemberCapacity{{Resource: "nvidia.com/gpu", Flavor: "a100", Allocatable: resource.MustParse(n), HighWaterMark: resource.MustParse(n)}}
-	}
-	evs := []events.Event{events.ConfigChanged(t0, c), events.Synced(t0),
-		events.MemberSeen(t0, "east", []string{"a100"}, gpus(east)), events.MemberSeen(t0, "west", []string{"a100"}, gpus(west))}
-	for i, aq := range quotas {
-		evs = append(evs, events.QuotaUpserted(t0, &events.Quota{Name: aq.Name, UID: fmt.Sprintf("uid-%d", i), Generation: 3, Spec: aq.Spec}))
-	}
-	return evs
-}
-
 // render is a copy in one line: name, parent, budgets and marks.
 func render(c *v1beta1.AcceleratorQuota) string {
 	var budgets []string
@@ -58,7 +42,7 @@ func render(c *v1beta1.AcceleratorQuota) string {
 func TestCopies(t *testing.T) {
 	t0 := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
 	s := state.New()
-	for _, ev := range fleet(t0, "6", "2",
+	for _, ev := range aqtest.FleetEvents(t0, "6", "2",
 		aqtest.Root().Obj(),
 		aqtest.Cohort("ml", "root").Budget("nvidia.com/gpu", "a100", "8").Obj(),
 		aqtest.Team("team-a", "ml").Budget("nvidia.com/gpu", "a100", "4").Lend("2").Borrow("1").Obj(),
@@ -74,17 +58,17 @@ func TestCopies(t *testing.T) {
 	nodes := FleetFromState(s)
 	for cluster, want := range map[string][]string{
 		"east": {
-			"Cohort ml <- root [] origin=plane-1 uid=uid-1 gen=3 cluster=east",
-			"Cohort ops <- root [] origin=plane-1 uid=uid-4 gen=3 cluster=east",
-			"Cohort ops-gpu <- ops [] origin=plane-1 uid=uid-5 gen=3 cluster=east",
-			"ClusterQueue team-a <- ml [nvidia.com/gpu@a100=3 lend 2 borrow 1] origin=plane-1 uid=uid-2 gen=3 cluster=east",
-			"ClusterQueue team-b <- ml [nvidia.com/gpu@a100=3] origin=plane-1 uid=uid-3 gen=3 cluster=east",
+			"Cohort ml <- root [] origin=plane-1 uid=uid-ml gen=1 cluster=east",
+			"Cohort ops <- root [] origin=plane-1 uid=uid-ops gen=1 cluster=east",
+			"Cohort ops-gpu <- ops [] origin=plane-1 uid=uid-ops-gpu gen=1 cluster=east",
+			"ClusterQueue team-a <- ml [nvidia.com/gpu@a100=3 lend 2 borrow 1] origin=plane-1 uid=uid-team-a gen=1 cluster=east",
+			"ClusterQueue team-b <- ml [nvidia.com/gpu@a100=3] origin=plane-1 uid=uid-team-b gen=1 cluster=east",
 		},
 		"west": {
-			"Cohort ml <- root [] origin=plane-1 uid=uid-1 gen=3 cluster=west",
-			"Cohort ops <- root [] origin=plane-1 uid=uid-4 gen=3 cluster=west",
-			"Cohort ops-gpu <- ops [] origin=plane-1 uid=uid-5 gen=3 cluster=west",
-			"ClusterQueue team-a <- ml [nvidia.com/gpu@a100=1 lend 1 borrow 1] origin=plane-1 uid=uid-2 gen=3 cluster=west",
+			"Cohort ml <- root [] origin=plane-1 uid=uid-ml gen=1 cluster=west",
+			"Cohort ops <- root [] origin=plane-1 uid=uid-ops gen=1 cluster=west",
+			"Cohort ops-gpu <- ops [] origin=plane-1 uid=uid-ops-gpu gen=1 cluster=west",
+			"ClusterQueue team-a <- ml [nvidia.com/gpu@a100=1 lend 1 borrow 1] origin=plane-1 uid=uid-team-a gen=1 cluster=west",
 		},
 	} {
 		mc := Copies(nodes, cluster, "plane-1")

@@ -10,13 +10,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"ome.io/quota-manager/api/client/clientset/versioned"
 	"ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/api/v1beta1/aqtest"
-	"ome.io/quota-manager/events"
 	"ome.io/quota-manager/projector"
 	"ome.io/quota-manager/projector/apply"
 	"ome.io/quota-manager/state"
@@ -26,17 +24,7 @@ import (
 // a100 GPUs (marks east and west), and the tree.
 func plane(t *testing.T, east, west string, quotas ...*v1beta1.AcceleratorQuota) *state.State {
 	t.Helper()
-	t0 := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
-	c := events.DefaultConfig()
-	c.Mode, c.Members = events.ModeManagement, []string{"east", "west"}
-	gpus := func(n string) []events.MemberCapacity {
-		return []events.MemberCapacity{{Resource: "nvidia.com/gpu", Flavor: "a100", Allocatable: resource.MustParse(n), HighWaterMark: resource.MustParse(n)}}
-	}
-	evs := []events.Event{events.ConfigChanged(t0, c), events.Synced(t0),
-		events.MemberSeen(t0, "east", []string{"a100"}, gpus(east)), events.MemberSeen(t0, "west", []string{"a100"}, gpus(west))}
-	for i, aq := range append([]*v1beta1.AcceleratorQuota{aqtest.Root().Obj()}, quotas...) {
-		evs = append(evs, events.QuotaUpserted(t0, &events.Quota{Name: aq.Name, UID: fmt.Sprintf("uid-%s", aq.Name), Generation: int64(i + 1), Spec: aq.Spec}))
-	}
+	evs := aqtest.FleetEvents(time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC), east, west, append([]*v1beta1.AcceleratorQuota{aqtest.Root().Obj()}, quotas...)...)
 	s := state.New()
 	for _, ev := range evs {
 		ev.Seq = s.LastSeq() + 1
