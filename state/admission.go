@@ -1,6 +1,7 @@
 package state
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -522,4 +523,28 @@ func (s *State) Generation(name string) (int64, bool) {
 		return m.gen, true
 	}
 	return 0, false
+}
+
+// CheckCopyWrite is a member cluster's rule on the copies that a
+// management plane projected onto it (the objects labelled
+// v1beta1.OriginLabel): only a plane's identity may write or delete one,
+// or make a node a copy. oldOrigin and newOrigin are the label's value
+// before and after the write ("" when absent; a delete has no after);
+// planes are the identities that write copies: user names, and groups as
+// "group:NAME". It returns why the write is refused, or "" when it is not
+// about a copy or comes from a plane.
+func CheckCopyWrite(node, oldOrigin, newOrigin, user string, groups, planes []string) string {
+	if oldOrigin == "" && newOrigin == "" {
+		return ""
+	}
+	for _, p := range planes {
+		if name, ok := strings.CutPrefix(p, "group:"); ok && slices.Contains(groups, name) || p == user {
+			return ""
+		}
+	}
+	origin := cmp.Or(oldOrigin, newOrigin)
+	if len(planes) == 0 {
+		return fmt.Sprintf("%s is a copy of a fleet node, projected by management plane %q, and this cluster names no plane that may write copies (--webhook-projection-writers): change the node on the plane", node, origin)
+	}
+	return fmt.Sprintf("%s is a copy of a fleet node, projected by management plane %q: only the plane changes it (%s); change the node on the plane", node, origin, strings.Join(planes, ", "))
 }

@@ -4,6 +4,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -303,6 +304,30 @@ func TestAdmitLoweringTakesOnlyLowerings(t *testing.T) {
 	} {
 		if _, ok := s.AdmitLowering(c.name, c.old, c.spec); ok != c.want {
 			t.Errorf("%s: AdmitLowering took it: %v, want %v", c.what, ok, c.want)
+		}
+	}
+}
+
+// Only a plane's identity writes a copy, deletes one, or makes a node one.
+func TestCheckCopyWrite(t *testing.T) {
+	planes := []string{"system:serviceaccount:ome:plane", "group:fleet-admins"}
+	for name, tc := range map[string]struct {
+		oldOrigin, newOrigin, user string
+		groups, planes             []string
+		want                       string
+	}{
+		"a local node":            {user: "alice", planes: planes},
+		"the plane writes a copy": {newOrigin: "p1", user: "system:serviceaccount:ome:plane", planes: planes},
+		"a plane's group":         {oldOrigin: "p1", user: "bob", groups: []string{"fleet-admins"}, planes: planes},
+		"an admin edits a copy":   {oldOrigin: "p1", newOrigin: "p1", user: "alice", groups: []string{"system:masters"}, planes: planes, want: `team-a is a copy of a fleet node, projected by management plane "p1": only the plane changes it (system:serviceaccount:ome:plane, group:fleet-admins); change the node on the plane`},
+		"an admin forges a copy":  {newOrigin: "p1", user: "alice", planes: planes, want: "only the plane changes it"},
+		"an admin unmarks a copy": {oldOrigin: "p1", user: "alice", planes: planes, want: "only the plane changes it"},
+		"no plane named":          {oldOrigin: "p1", user: "system:serviceaccount:ome:plane", want: "this cluster names no plane that may write copies (--webhook-projection-writers)"},
+		"a group is not a user":   {oldOrigin: "p1", user: "fleet-admins", planes: planes, want: "only the plane"},
+	} {
+		got := CheckCopyWrite("team-a", tc.oldOrigin, tc.newOrigin, tc.user, tc.groups, tc.planes)
+		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("%s: %q, want %q", name, got, tc.want)
 		}
 	}
 }

@@ -40,6 +40,10 @@ type Options struct {
 	// MaxInFlight bounds the reviews judged at once; more get 429
 	// (--webhook-max-in-flight).
 	MaxInFlight int
+	// ProjectionWriters are the identities of the management plane that
+	// may write its copies here (--webhook-projection-writers): user
+	// names, and groups as group:NAME.
+	ProjectionWriters []string
 
 	// CertOptions are the certificate's and TLS's (bootstrap.go).
 	CertOptions
@@ -65,6 +69,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Ledger, "webhook-ledger", o.Ledger, "AdmissionLedger (cluster-scoped) through which the replicas reserve the tree writes they admit; the manager creates it when it is missing")
 	fs.DurationVar(&o.ReservationExpiry, "webhook-reservation-expiry", o.ReservationExpiry, "how long a reserved write that is never seen to land is counted, from when a replica first saw it; it must exceed the API server's --request-timeout (60s by default), which ends every write admitted and not stored, by 10s")
 	fs.IntVar(&o.MaxInFlight, "webhook-max-in-flight", o.MaxInFlight, "reviews judged at once; more are answered 429 (retry)")
+	fs.StringSliceVar(&o.ProjectionWriters, "webhook-projection-writers", o.ProjectionWriters, "identities of the management plane that alone may write the copies it projects here (labelled ome.io/quota-origin): user names, groups as group:NAME")
 	o.CertOptions.addFlags(fs)
 }
 

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	stdjson "encoding/json"
 	"errors"
@@ -45,6 +46,9 @@ type Reviewer struct {
 	// Judge gave on a write of node that is not a dry run, before the
 	// answer goes back: the manager records it in its event stream.
 	OnVerdict func(ctx context.Context, node string, v *events.Verdict)
+	// Planes are the identities that may write the copies a management
+	// plane projects here (state.CheckCopyWrite); none: nobody may.
+	Planes []string
 }
 
 // notReady is the refusal of a write that this replica cannot judge,
@@ -180,6 +184,9 @@ func (r *Reviewer) judge(ctx context.Context, req *admissionv1.AdmissionRequest)
 		if req.Operation == admissionv1.Update {
 			old, _ = readObject(req.OldObject.Raw)
 		}
+		if why := r.copyWrite(req, old, obj); why != "" {
+			return labeled(Verdict{Code: http.StatusForbidden, Message: why}, VerdictDenied)
+		}
 		if old != nil && len(obj.Spec) > 0 && bytes.Equal(obj.Spec, old.Spec) {
 			// The API server encodes both objects alike: a spec that
 			// reads the same byte for byte (a label, a finalizer) needs
@@ -222,6 +229,9 @@ func (r *Reviewer) judge(ctx context.Context, req *admissionv1.AdmissionRequest)
 			return malformed("request.name is empty: name the AcceleratorQuota to delete")
 		}
 		if old, err := readObject(req.OldObject.Raw); err == nil {
+			if why := r.copyWrite(req, old, nil); why != "" {
+				return labeled(Verdict{Code: http.StatusForbidden, Message: why}, VerdictDenied)
+			}
 			w.Generation, w.ObjectUID, w.Base = old.Metadata.Generation, old.Metadata.UID, old.Metadata.ResourceVersion
 			if v1beta1.CheckSpecLimits(old.Spec) != nil {
 				// The delete is judged, but an old spec that breaks the
@@ -264,6 +274,26 @@ func (r *Reviewer) judge(ctx context.Context, req *admissionv1.AdmissionRequest)
 	return labeled(v, VerdictAllowed)
 }
 
+// copyWrite is why a write of a copy that a management plane projected
+// here is refused (state.CheckCopyWrite), or "".
+func (r *Reviewer) copyWrite(req *admissionv1.AdmissionRequest, old, obj *rawObject) string {
+	var from, to string
+	if old != nil {
+		from = old.Metadata.Labels[v1beta1.OriginLabel]
+	}
+	if obj != nil {
+		to = obj.Metadata.Labels[v1beta1.OriginLabel]
+	}
+	return state.CheckCopyWrite(cmp.Or(req.Name, obj.name(), old.name()), from, to, req.UserInfo.Username, req.UserInfo.Groups, r.Planes)
+}
+
+func (o *rawObject) name() string {
+	if o == nil {
+		return ""
+	}
+	return o.Metadata.Name
+}
+
 // rawObject is what a review reads of an object the API server sends:
 // its type, name and generation, and its spec as bytes. The rest (status,
 // managedFields: most of a stored object) is skipped, not decoded.
@@ -271,10 +301,11 @@ type rawObject struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
 	Metadata   struct {
-		Name            string `json:"name"`
-		UID             string `json:"uid"`
-		ResourceVersion string `json:"resourceVersion"`
-		Generation      int64  `json:"generation"`
+		Name            string            `json:"name"`
+		UID             string            `json:"uid"`
+		ResourceVersion string            `json:"resourceVersion"`
+		Generation      int64             `json:"generation"`
+		Labels          map[string]string `json:"labels"`
 	} `json:"metadata"`
 	Spec stdjson.RawMessage `json:"spec"`
 }

@@ -591,3 +591,50 @@ func TestOperationLabels(t *testing.T) {
 		}
 	}
 }
+
+// A copy that a management plane projected here is written, unmarked and
+// deleted by the plane alone; a label-only write of it is judged too.
+func TestReviewGuardsCopies(t *testing.T) {
+	r := guideReviewer()
+	r.Planes = []string{"system:serviceaccount:ome:plane"}
+	copyOf := aqtest.Team("team-gamma", "ml-research").Budget("nvidia.com/gpu", "a100", "0").Obj()
+	copyOf.Labels = map[string]string{v1beta1.OriginLabel: "plane-1"}
+	relabeled := copyOf.DeepCopy()
+	relabeled.Labels = map[string]string{v1beta1.OriginLabel: "plane-1", "team": "x"}
+	local := aqtest.Team("team-gamma", "ml-research").Budget("nvidia.com/gpu", "a100", "0").Obj()
+	as := func(user string, body []byte) []byte {
+		var rev admissionv1.AdmissionReview
+		if err := json.Unmarshal(body, &rev); err != nil {
+			t.Fatal(err)
+		}
+		rev.Request.UserInfo.Username = user
+		b, err := json.Marshal(rev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	for name, tc := range map[string]struct {
+		user     string
+		review   []byte
+		allowed  bool
+		contains string
+	}{
+		"the plane creates a copy":         {user: "system:serviceaccount:ome:plane", review: reviewOf(t, admissionv1.Create, "team-gamma", copyOf, nil, false), allowed: true},
+		"an admin forges a copy":           {user: "alice", review: reviewOf(t, admissionv1.Create, "team-gamma", copyOf, nil, false), contains: `team-gamma is a copy of a fleet node, projected by management plane "plane-1": only the plane changes it`},
+		"an admin relabels a copy":         {user: "alice", review: reviewOf(t, admissionv1.Update, "team-gamma", relabeled, copyOf, false), contains: "only the plane changes it"},
+		"an admin unmarks a copy":          {user: "alice", review: reviewOf(t, admissionv1.Update, "team-gamma", local, copyOf, false), contains: "only the plane changes it"},
+		"an admin deletes a copy":          {user: "alice", review: reviewOf(t, admissionv1.Delete, "team-gamma", nil, copyOf, false), contains: "only the plane changes it"},
+		"the plane relabels its copy":      {user: "system:serviceaccount:ome:plane", review: reviewOf(t, admissionv1.Update, "team-gamma", relabeled, copyOf, false), allowed: true},
+		"an admin writes a node of theirs": {user: "alice", review: reviewOf(t, admissionv1.Create, "team-gamma", local, nil, false), allowed: true},
+	} {
+		res := r.Review(context.Background(), as(tc.user, tc.review))
+		resp := res.Review.Response
+		if resp.Allowed != tc.allowed || (tc.contains != "" && !strings.Contains(resp.Result.Message, tc.contains)) {
+			t.Errorf("%s: allowed %t (%v), want %t with %q", name, resp.Allowed, resp.Result, tc.allowed, tc.contains)
+		}
+		if !tc.allowed && (resp.Result.Code != 403 || res.Verdict != VerdictDenied) {
+			t.Errorf("%s: code %d verdict %s, want 403 denied", name, resp.Result.Code, res.Verdict)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -123,4 +124,39 @@ func TestRemoteAccessRBAC(t *testing.T) {
 	if !apierrors.IsForbidden(err) {
 		t.Errorf("a status write with the plane's token: %v, want Forbidden", err)
 	}
+}
+
+// With remoteAccess, the member's webhook lets only the identities it
+// binds change a copy: the chart passes them as
+// --webhook-projection-writers; without it, the flag is not set.
+func TestRemoteAccessNamesTheWriters(t *testing.T) {
+	r, err := chart.Render("ome-system", nil, "quotaManager.mode=workload", "quotaManager.remoteAccess.enabled=true",
+		"quotaManager.remoteAccess.subjects[0].kind=Group", "quotaManager.remoteAccess.subjects[0].name=fleet-admins",
+		"quotaManager.remoteAccess.subjects[1].kind=ServiceAccount", "quotaManager.remoteAccess.subjects[1].name=plane", "quotaManager.remoteAccess.subjects[1].namespace=ome")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "--webhook-projection-writers=system:serviceaccount:ome-system:ome-quota-manager-remote-access,group:fleet-admins,system:serviceaccount:ome:plane"
+	if !strings.Contains(r.Manifest, want) {
+		t.Errorf("the manager's arguments lack %q", want)
+	}
+	if b := r.Get("ClusterRoleBinding", "ome-quota-manager-remote-access"); b == nil || !strings.Contains(toJSON(t, b.Object["subjects"]), `"name":"fleet-admins"`) {
+		t.Errorf("the binding does not name the group: %v", b)
+	}
+	plain, err := chart.Render("ome-system", nil, "quotaManager.mode=workload")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(plain.Manifest, "webhook-projection-writers") || plain.Get("ClusterRole", "ome-quota-manager-remote-access") != nil {
+		t.Error("without remoteAccess the chart still names writers or renders the role")
+	}
+}
+
+func toJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

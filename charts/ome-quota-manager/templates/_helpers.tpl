@@ -78,6 +78,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- with $q.webhook.clientCA.secretName }}
 - --webhook-client-ca=/etc/ome-quota-manager/webhook-client-ca/{{ $q.webhook.clientCA.key }}
 {{- end }}
+{{- with (include "oqm.projectionWriters" .) }}
+- --webhook-projection-writers={{ . }}
+{{- end }}
 {{- end }}
 {{- if $q.eventLog.enabled }}
 {{- if $q.eventLog.persistentVolumeClaim }}
@@ -151,4 +154,29 @@ there), "" otherwise (nothing compared).
 {{ $q.dra.kueueConfig }}
 {{- end -}}
 {{- end -}}
+{{- end }}
+
+{{/*
+The identities remoteAccess binds, as the webhook's --webhook-projection-writers
+takes them: the only ones that may change the copies a management plane
+projects here. Empty without remoteAccess.
+*/}}
+{{- define "oqm.projectionWriters" -}}
+{{- $r := .Values.quotaManager.remoteAccess -}}
+{{- $out := list -}}
+{{- if $r.enabled -}}
+{{- if $r.serviceAccount.create -}}
+{{- $out = append $out (printf "system:serviceaccount:%s:%s" .Release.Namespace (default (printf "%s-remote-access" (include "oqm.name" .)) $r.name)) -}}
+{{- end -}}
+{{- range $r.subjects -}}
+{{- if eq .kind "ServiceAccount" -}}
+{{- $out = append $out (printf "system:serviceaccount:%s:%s" .namespace .name) -}}
+{{- else if eq .kind "Group" -}}
+{{- $out = append $out (printf "group:%s" .name) -}}
+{{- else -}}
+{{- $out = append $out .name -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- join "," $out -}}
 {{- end }}
