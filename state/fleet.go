@@ -97,9 +97,15 @@ func (s *State) setMember(name string, m *events.Member) {
 		s.changedEverything()
 	}
 	cl.reachable, cl.message = true, ""
-	marks := make(map[Pair]Amount, len(m.Capacity))
-	alloc := make(map[Pair]Amount, len(m.Capacity))
-	for _, c := range m.Capacity {
+	s.take(name, cl, m.Flavors, m.Capacity)
+}
+
+// take puts in force what a member reported, or what root's status kept
+// of it: its flavors and its capacity.
+func (s *State) take(name string, cl *cluster, flavors []string, capacity []events.MemberCapacity) {
+	marks := make(map[Pair]Amount, len(capacity))
+	alloc := make(map[Pair]Amount, len(capacity))
+	for _, c := range capacity {
 		p := Pair{c.Resource, c.Flavor}
 		marks[p], alloc[p] = AmountOf(c.HighWaterMark), AmountOf(c.Allocatable)
 	}
@@ -112,8 +118,36 @@ func (s *State) setMember(name string, m *events.Member) {
 	if !maps.Equal(cl.allocatable, alloc) {
 		s.changedEverything() // root's per-cluster capacity shows it
 	}
-	s.report(name, cl, m.Flavors, marks)
+	s.report(name, cl, flavors, marks)
 	cl.allocatable = alloc
+}
+
+// seedMembers reads back what root's stored status kept of each member
+// (capacity[].perCluster) for the members that have not reported since
+// the plane started: a plane that restarts keeps the shares it had, as
+// for a member that does not answer, until each member reports again.
+func (s *State) seedMembers(stored []v1beta1.CapacityStatus) {
+	if s.fleet == nil {
+		return
+	}
+	kept := map[string][]events.MemberCapacity{}
+	for _, c := range stored {
+		for _, pc := range c.PerCluster {
+			if s.fleet.clusters[pc.Cluster] != nil && !s.fleet.reported[pc.Cluster] {
+				kept[pc.Cluster] = append(kept[pc.Cluster], events.MemberCapacity{Resource: c.ResourceName, Flavor: c.ResourceFlavor,
+					Allocatable: pc.Allocatable, HighWaterMark: pc.HighWaterMark})
+			}
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(kept)) {
+		var flavors []string
+		for _, c := range kept[name] {
+			flavors = append(flavors, c.Flavor)
+		}
+		cl := s.fleet.clusters[name]
+		cl.message = "not heard from since the plane started: its capacity is what root's status kept"
+		s.take(name, cl, slices.Compact(slices.Sorted(slices.Values(flavors))), kept[name])
+	}
 }
 
 // report replaces a member's flavors and marks, keeping the fleet's sums

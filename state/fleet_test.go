@@ -205,3 +205,43 @@ func slicesContainReason(vs []Violation, r Reason) bool {
 	}
 	return false
 }
+
+// A plane that restarts reads back from root's status what it kept of
+// each member, so the shares stand before any member answers; a member's
+// own report then wins, and a stale read-back changes nothing.
+func TestFleetSeedsFromRootsStatus(t *testing.T) {
+	kept := func(east, west string) []v1beta1.CapacityStatus {
+		return []v1beta1.CapacityStatus{{ResourceName: "nvidia.com/gpu", ResourceFlavor: "a100", PerCluster: []v1beta1.ClusterCapacity{
+			{Cluster: "east", Allocatable: resource.MustParse(east), HighWaterMark: resource.MustParse(east)},
+			{Cluster: "north", Allocatable: resource.MustParse("99"), HighWaterMark: resource.MustParse("99")},
+			{Cluster: "west", Allocatable: resource.MustParse(west), HighWaterMark: resource.MustParse(west)},
+		}}}
+	}
+	s := New()
+	applyAll(s, fleetConfig("west", "east"),
+		events.QuotaUpserted(t0, &events.Quota{Name: "root", Spec: v1beta1.AcceleratorQuotaSpec{Role: v1beta1.RoleCohort}, Capacity: kept("6", "2")}),
+		quota("team-a", fleetTeam("root", "8", "")), events.Synced(t0))
+	if got := splitOf(s, "team-a"); got != "east=6,west=2" {
+		t.Fatalf("team-a after a restart, before any member answered: %s", got)
+	}
+	if got := s.HighWaterMark(Pair{"nvidia.com/gpu", "a100"}); got != AmountOf(resource.MustParse("8")) {
+		t.Errorf("fleet mark %s, want 8 (north is no member)", got)
+	}
+	if west := s.Members()[1]; west.Reachable || !strings.Contains(west.Message, "what root's status kept") {
+		t.Errorf("west before it answered: %+v", west)
+	}
+	if tr := applyAll(s, events.MemberSeen(t0, "east", []string{"a100"}, []events.MemberCapacity{gpus("a100", "6")})); len(tr) != 0 {
+		t.Errorf("east answering with what was kept moved nodes: %v", tr)
+	}
+	applyAll(s, events.QuotaUpserted(t0, &events.Quota{Name: "root", Spec: v1beta1.AcceleratorQuotaSpec{Role: v1beta1.RoleCohort}, Capacity: kept("1", "1")}))
+	if got := splitOf(s, "team-a"); got != "east=6,west=2" {
+		t.Errorf("a stale read-back moved the shares: %s", got)
+	}
+	applyAll(s, events.MemberSeen(t0, "west", []string{"a100"}, []events.MemberCapacity{gpus("a100", "10")}))
+	if got := splitOf(s, "team-a"); got != "east=3,west=5" {
+		t.Errorf("after west answered with 10: %s", got)
+	}
+	if err := checkInvariants(s); err != nil {
+		t.Error(err)
+	}
+}

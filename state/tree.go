@@ -35,6 +35,7 @@ func (s *State) upsertQuota(q *events.Quota, version uint64) {
 		if !s.synced {
 			s.seed(s.reported)
 		}
+		s.seedMembers(s.reported)
 	}
 	spec := &q.Spec // events are never modified once published: keep it
 	sh := shapeOf(name, spec)
