@@ -348,9 +348,12 @@ func storedViolations(t *testing.T, aqs aqtyped.AcceleratorQuotaInterface, prefi
 }
 
 // deleteByPrefix deletes the nodes whose name has prefix, children first.
+// A deletion the webhook refuses with "retry" (it waits on a reservation
+// of a replica that was stopped, which holds until it expires: 75 s) is
+// tried again each second, for up to twice that bound.
 func deleteByPrefix(t *testing.T, aqs aqtyped.AcceleratorQuotaInterface, prefix string) {
 	ctx := context.Background()
-	for range 10 {
+	for deadline := time.Now().Add(150 * time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
 		l, err := aqs.List(ctx, metav1.ListOptions{})
 		require.NoError(t, err)
 		list := l.Items
