@@ -1,6 +1,7 @@
 package events
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -43,9 +44,9 @@ func MemberSeen(t time.Time, cluster string, flavors []string, capacity []Member
 	m := &Member{Reachable: true, Flavors: slices.Sorted(slices.Values(flavors)), Capacity: slices.Clone(capacity)}
 	slices.SortFunc(m.Capacity, func(a, b MemberCapacity) int {
 		if a.Resource != b.Resource {
-			return compareStrings(a.Resource, b.Resource)
+			return cmp.Compare(a.Resource, b.Resource)
 		}
-		return compareStrings(a.Flavor, b.Flavor)
+		return cmp.Compare(a.Flavor, b.Flavor)
 	})
 	return Event{Time: t, Kind: KindMember, Key: cluster, Member: m}
 }
@@ -53,16 +54,6 @@ func MemberSeen(t time.Time, cluster string, flavors []string, capacity []Member
 // MemberLost is member cluster not answering from t on, and why.
 func MemberLost(t time.Time, cluster, why string) Event {
 	return Event{Time: t, Kind: KindMember, Key: cluster, Member: &Member{Message: why}}
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // validateMember checks a Member event's shape.

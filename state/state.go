@@ -293,7 +293,8 @@ func (s *State) FlavorExists(flavor string) bool {
 // ChildTotal implements Env.
 func (s *State) ChildTotal(parent string, p Pair) Total { return s.sums[parent][p] }
 
-// HighWaterMark implements Env: the mark of p on root, 0 when p has none.
+// HighWaterMark implements Env: the mark of p on root, 0 when p has none
+// (on a management plane, the sum of the members' marks).
 func (s *State) HighWaterMark(p Pair) Amount {
 	if s.fleet != nil {
 		return s.fleet.marks[p]
