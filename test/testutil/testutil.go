@@ -84,14 +84,28 @@ func GuideCluster(t testing.TB, c *localcluster.Cluster) {
 
 // A100Flavor makes sure the guide's ResourceFlavor a100 exists for the
 // test, and deletes it at the end when the test created it, so that tests
-// that create it themselves find the cluster as they expect.
+// that create it themselves find the cluster as they expect. The deletion
+// is waited for: Kueue holds a flavor by a finalizer until no ClusterQueue
+// uses it, and a flavor still being deleted refuses a create.
 func A100Flavor(t testing.TB, c *localcluster.Cluster) {
 	t.Helper()
 	flavors := c.Kueue.KueueV1beta2().ResourceFlavors()
 	_, err := flavors.Create(context.Background(), localcluster.A100Flavor(), metav1.CreateOptions{})
 	switch {
 	case err == nil:
-		t.Cleanup(func() { _ = flavors.Delete(context.Background(), "a100", metav1.DeleteOptions{}) })
+		t.Cleanup(func() {
+			ctx := context.Background()
+			if err := flavors.Delete(ctx, "a100", metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("deleting ResourceFlavor a100: %v", err)
+				return
+			}
+			Eventually(t, 60*time.Second, func() string {
+				if _, err := flavors.Get(ctx, "a100", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+					return fmt.Sprintf("ResourceFlavor a100 is still there after its deletion (Kueue's finalizer?): %v", err)
+				}
+				return ""
+			})
+		})
 	case !apierrors.IsAlreadyExists(err):
 		t.Fatalf("creating ResourceFlavor a100: %v", err)
 	}
