@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
@@ -87,6 +88,9 @@ rule_files:
 
 	stamp := func() time.Time {
 		root, err := aqs.Get(ctx, v1beta1.RootName, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return time.Time{} // the leader creates root once it leads
+		}
 		require.NoError(t, err)
 		for _, c := range root.Status.Capacity {
 			if c.ResourceName == "nvidia.com/gpu" && c.ResourceFlavor == "a100" {
@@ -105,6 +109,14 @@ rule_files:
 			return ""
 		})
 	}
+	// Root and its first stamp come once the manager leads; from there on,
+	// the stamp must move.
+	testutil.Eventually(t, 30*time.Second, func() string {
+		if stamp().IsZero() {
+			return "root has no observedAt for nvidia.com/gpu@a100 yet"
+		}
+		return ""
+	})
 	moves("with the right")
 
 	require.NoError(t, cluster.Kube.RbacV1().ClusterRoleBindings().Delete(ctx, "liveness-nodes", metav1.DeleteOptions{}))
