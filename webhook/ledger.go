@@ -50,6 +50,10 @@ type Ledger struct {
 	// settle before it judges with them uncertain. It is not a safety
 	// bound: an unsettled reservation is counted either way.
 	Patience time.Duration
+	// Hold is how long a standing reservation is kept after the last
+	// write it admitted, so that a budget raised again and again writes
+	// the ledger once. Not a safety bound either.
+	Hold time.Duration
 	// Now is this replica's clock (time.Now). Only durations on it are
 	// compared, never its readings with another replica's.
 	Now func() time.Time
@@ -71,7 +75,7 @@ type Ledger struct {
 // standing is one of this replica's standing reservations: while it is
 // fresh (written less than reuse ago), a later write of its object within
 // its spec (state.Within) is admitted without writing the ledger. It is
-// removed once no write has used it for hold and every write it stood
+// removed once no write has used it for Hold and every write it stood
 // for has settled.
 type standing struct {
 	review, node, uid, since string
@@ -86,12 +90,8 @@ type standing struct {
 // admits writes: each of them lands, if ever, within the API server's
 // --request-timeout, so every replica counts the reservation until the last
 // of them can no longer land as long as Expiry exceeds that timeout by
-// reuse. hold is how long one is kept after its last write, so that a
-// team's budget raised again and again writes the ledger once.
-const (
-	reuse = 10 * time.Second
-	hold  = 2 * time.Second
-)
+// reuse.
+const reuse = 10 * time.Second
 
 // Judge decides a tree write (Reviewer.Judge). It waits until the state
 // has seen at least the ledger's floor and the object the write was judged
@@ -402,7 +402,7 @@ func listed(led *v1beta1.AdmissionLedger, review string) bool {
 }
 
 // release removes from the ledger this replica's standing reservations
-// that no write used for hold and whose writes all settled, raising the
+// that no write used for Hold and whose writes all settled, raising the
 // floor to the view that saw them settle; it forgets those the ledger no
 // longer lists or that expired.
 func (l *Ledger) release(ctx context.Context) error {
@@ -410,7 +410,7 @@ func (l *Ledger) release(ctx context.Context) error {
 	l.mu.Lock()
 	idle := map[string][]v1beta1.Reservation{} // by review, the writes
 	for _, st := range l.standing {
-		if !st.releasing && now.Sub(st.used) > hold {
+		if !st.releasing && now.Sub(st.used) > l.Hold {
 			st.releasing = true
 			idle[st.review] = slices.Clone(st.writes)
 		}

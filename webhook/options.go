@@ -37,6 +37,9 @@ type Options struct {
 	// Patience is how long a review waits for related reservations to
 	// settle before it weighs them as uncertain.
 	Patience time.Duration
+	// StandingHold is how long a standing reservation outlives its last
+	// write (--webhook-standing-hold).
+	StandingHold time.Duration
 	// MaxInFlight bounds the reviews judged at once; more get 429
 	// (--webhook-max-in-flight).
 	MaxInFlight int
@@ -57,6 +60,7 @@ func DefaultOptions() *Options {
 		Ledger:            "ome-quota-manager",
 		ReservationExpiry: 75 * time.Second,
 		Patience:          time.Second,
+		StandingHold:      2 * time.Second,
 		MaxInFlight:       32,
 		CertOptions:       defaultCertOptions(),
 	}
@@ -68,6 +72,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Port, "webhook-port", o.Port, "HTTPS port of the webhook")
 	fs.StringVar(&o.Ledger, "webhook-ledger", o.Ledger, "AdmissionLedger (cluster-scoped) through which the replicas reserve the tree writes they admit; the manager creates it when it is missing")
 	fs.DurationVar(&o.ReservationExpiry, "webhook-reservation-expiry", o.ReservationExpiry, "how long a reserved write that is never seen to land is counted, from when a replica first saw it; it must exceed the API server's --request-timeout (60s by default), which ends every write admitted and not stored, by 10s")
+	fs.DurationVar(&o.StandingHold, "webhook-standing-hold", o.StandingHold, "how long a standing reservation (a team's raised budget) is kept after the last write it admitted: longer saves ledger writes for a budget raised again and again, shorter lets siblings past the raise sooner")
 	fs.IntVar(&o.MaxInFlight, "webhook-max-in-flight", o.MaxInFlight, "reviews judged at once; more are answered 429 (retry)")
 	fs.StringSliceVar(&o.ProjectionWriters, "webhook-projection-writers", o.ProjectionWriters, "identities of the management plane that alone may write the copies it projects here (labelled ome.io/quota-origin): user names, groups as group:NAME")
 	o.CertOptions.addFlags(fs)
@@ -90,6 +95,9 @@ func (o *Options) Validate() error {
 	}
 	if o.MaxInFlight < 1 {
 		return fmt.Errorf("--webhook-max-in-flight=%d: at least 1 review must be judged at once", o.MaxInFlight)
+	}
+	if o.StandingHold <= 0 {
+		return fmt.Errorf("--webhook-standing-hold=%s: it must be positive", o.StandingHold)
 	}
 	if o.Patience <= 0 {
 		return fmt.Errorf("the webhook's patience must be positive")

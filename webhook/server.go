@@ -82,7 +82,7 @@ func New(opts *Options, cfg *rest.Config, st StateReader, m *metrics.Metrics) (*
 		id, _ = os.Hostname()
 	}
 	l := &Ledger{Client: quotas.OmeV1beta1().AdmissionLedgers(), Name: opts.Ledger, State: st, Identity: id,
-		Expiry: opts.ReservationExpiry, Patience: opts.Patience, Now: clockOf(), Metrics: m}
+		Expiry: opts.ReservationExpiry, Patience: opts.Patience, Hold: opts.StandingHold, Now: clockOf(), Metrics: m}
 	reviewer := &Reviewer{Judge: l.Judge, Synced: st.Synced, NotReady: st.NotReady, OnVerdict: st.OnVerdict, Planes: opts.ProjectionWriters}
 	return &Server{
 		opts:     opts,

@@ -31,8 +31,12 @@ func TestStandingReservation(t *testing.T) {
 	ensureSecret(t)
 	lb := freePort(t)
 	installConfig(t, lb)
-	a := startReplica(t, "stand-a", freePort(t))
-	b := startReplica(t, "stand-b", freePort(t))
+	// A standing reservation is held 10 s after its last write here (2 s
+	// by default), so that a slow write or scrape between two raises on a
+	// loaded machine does not let A release it before the test means to.
+	hold := "--webhook-standing-hold=10s"
+	a := startReplica(t, "stand-a", freePort(t), hold)
+	b := startReplica(t, "stand-b", freePort(t), hold)
 	bal := startBalancer(t, lb, [2]int{a.port, a.port})
 	aqs, err := quotaclient.AcceleratorQuotas(cluster.Config)
 	require.NoError(t, err)
