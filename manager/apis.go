@@ -45,9 +45,9 @@ const (
 
 // missingAPIs asks the API server's discovery which required resources it
 // does not serve, and says what to install.
-func missingAPIs(d discovery.DiscoveryInterface) error {
+func missingAPIs(d discovery.DiscoveryInterface, apis []requiredAPI) error {
 	var problems []string
-	for _, api := range requiredAPIs {
+	for _, api := range apis {
 		var missing []string
 		list, err := d.ServerResourcesForGroupVersion(api.groupVersion)
 		switch {
@@ -86,7 +86,11 @@ func (m *Manager) waitForAPIs(ctx context.Context) {
 	m.setStartup("checking that the API server serves the AcceleratorQuota and Kueue APIs")
 	var logged time.Time
 	for {
-		err := missingAPIs(m.kube.Discovery())
+		apis := requiredAPIs
+		if m.plane != nil {
+			apis = apis[:1] // a plane watches its AcceleratorQuotas alone
+		}
+		err := missingAPIs(m.kube.Discovery(), apis)
 		if err == nil {
 			if !logged.IsZero() {
 				log.Info("the missing APIs are served now; starting")

@@ -36,15 +36,27 @@ type informerSet struct {
 	core  informers.SharedInformerFactory
 	kueue kueueinformers.SharedInformerFactory
 	aq    cache.SharedIndexInformer
+	// aqOnly starts the AcceleratorQuota informer alone: a management
+	// plane reads no Node and no Kueue object of its own cluster.
+	aqOnly bool
 }
 
 func (s *informerSet) start(stop <-chan struct{}) {
+	go s.aq.Run(stop)
+	if s.aqOnly {
+		return
+	}
 	s.core.Start(stop)
 	s.kueue.Start(stop)
-	go s.aq.Run(stop)
 }
 
 func (s *informerSet) waitForSync(stop <-chan struct{}) error {
+	if s.aqOnly {
+		if !cache.WaitForCacheSync(stop, s.aq.HasSynced) {
+			return fmt.Errorf("the AcceleratorQuota cache did not sync: is the AcceleratorQuota CRD installed?")
+		}
+		return nil
+	}
 	for t, ok := range s.core.WaitForCacheSync(stop) {
 		if !ok {
 			return fmt.Errorf("the %v cache did not sync", t)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -77,6 +78,16 @@ type Options struct {
 	// Lease, no root (the record subcommand).
 	Record bool
 
+	// Members are a management plane's member clusters, by name: the path
+	// of the kubeconfig through which the plane reaches each (--member).
+	Members map[string]string
+	// Origin is the plane's name on the copies it writes to its members
+	// (the ome.io/quota-origin label, --origin).
+	Origin string
+	// MemberPoll is how often the plane reads each member's root and
+	// ResourceFlavors (--member-poll-interval).
+	MemberPoll time.Duration
+
 	// Parsed forms, filled by Validate. cover holds only the resources
 	// given, without the defaults.
 	cover    map[string]resource.Quantity
@@ -109,12 +120,15 @@ func DefaultOptions() *Options {
 		LeaseRetryPeriod:   2 * time.Second,
 		EventLogMaxBytes:   store.DefaultMaxBytes,
 		EventLogSync:       string(store.SyncInterval),
+		Members:            map[string]string{},
+		Origin:             "ome-quota-manager",
+		MemberPoll:         10 * time.Second,
 	}
 }
 
 // AddFlags registers the options on fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.Mode, "mode", o.Mode, `required: "workload" (turn this cluster's tree into Kueue objects) or "management" (not built yet)`)
+	fs.StringVar(&o.Mode, "mode", o.Mode, `required: "workload" (turn this cluster's tree into Kueue objects) or "management" (split a fleet tree among the --member clusters and write each its copies)`)
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "path to a kubeconfig; empty means in-cluster")
 	fs.StringSliceVar(&o.EnrolledNamespaces, "enrolled-namespaces", o.EnrolledNamespaces, "namespaces that get a LocalQueue per team; while empty nothing is written to Kueue")
 	fs.StringSliceVar(&o.CapacityResources, "capacity-resources", o.CapacityResources, "resources measured as accelerators")
@@ -146,6 +160,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&o.EventLogMaxBytes, "event-log-max-bytes", o.EventLogMaxBytes, "remove the oldest segments of the event log beyond this many bytes; negative keeps everything")
 	fs.DurationVar(&o.EventLogMaxAge, "event-log-max-age", o.EventLogMaxAge, "remove segments of the event log last written longer ago than this; 0 keeps them")
 	fs.BoolVar(&o.EventLogPruneSiblings, "event-log-prune-siblings", o.EventLogPruneSiblings, "remove the event logs beside --event-log (the other folders of its parent) that no process holds and that were last written longer ago than --event-log-max-age: the folders of pods gone from a shared volume")
+	fs.StringToStringVar(&o.Members, "member", o.Members, "management mode: a member cluster, as NAME=KUBECONFIG (the path of the kubeconfig the plane reaches it with); repeat for each member")
+	fs.StringVar(&o.Origin, "origin", o.Origin, "management mode: the plane's name on the copies it writes to its members (label ome.io/quota-origin); a member's copies of another origin are never touched")
+	fs.DurationVar(&o.MemberPoll, "member-poll-interval", o.MemberPoll, "management mode: how often each member's root and ResourceFlavors are read")
 	fs.StringVar(&o.EventLogSync, "event-log-sync", o.EventLogSync, `when the event log is flushed to disk: "interval" (every second), "always" (every event) or "never" (left to the OS)`)
 }
 
@@ -154,8 +171,13 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 func (o *Options) Validate() error {
 	switch o.Mode {
 	case ModeWorkload:
+		if len(o.Members) > 0 {
+			return fmt.Errorf("--member is set but --mode=workload: only a management plane has member clusters; drop --member or run with --mode=management")
+		}
 	case ModeManagement:
-		return fmt.Errorf(`--mode=management is not built yet: its reconciliation is still in development, so this release refuses to start in it; run with --mode=workload`)
+		if err := o.validatePlane(); err != nil {
+			return err
+		}
 	case "":
 		return fmt.Errorf(`--mode is required: "workload" or "management"`)
 	default:
@@ -256,6 +278,34 @@ func (o *Options) Validate() error {
 	return nil
 }
 
+// validatePlane checks the options of management mode: at least one
+// member, each named as a Kubernetes object and reached by a kubeconfig
+// file; an origin that a label can hold; nothing enrolled, since the plane
+// writes no Kueue objects of its own.
+func (o *Options) validatePlane() error {
+	if len(o.Members) == 0 {
+		return fmt.Errorf("--mode=management needs at least one member cluster: add --member NAME=KUBECONFIG for each")
+	}
+	for name, path := range o.Members {
+		if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
+			return fmt.Errorf("--member %s=%s: %q is not a cluster name (a DNS-1123 label): %s", name, path, name, strings.Join(errs, "; "))
+		}
+		if path == "" {
+			return fmt.Errorf("--member %s=: give the path of the kubeconfig that reaches the member", name)
+		}
+	}
+	if errs := validation.IsValidLabelValue(o.Origin); o.Origin == "" || len(errs) > 0 {
+		return fmt.Errorf("--origin=%q must be a non-empty label value: %s", o.Origin, strings.Join(errs, "; "))
+	}
+	if o.MemberPoll < time.Second {
+		return fmt.Errorf("--member-poll-interval must be at least 1s, got %s", o.MemberPoll)
+	}
+	if len(o.EnrolledNamespaces) > 0 {
+		return fmt.Errorf("--enrolled-namespaces is set but --mode=management writes no Kueue objects on its own cluster (each member's manager does, in its own enrolled namespaces): drop it")
+	}
+	return nil
+}
+
 // LeaderIdentity is this replica's name in the Lease: --leader-election-identity,
 // or the hostname, an underscore and a random UUID, as Kubernetes' own
 // controllers do. Two processes on one host (or two pods with one
@@ -288,6 +338,10 @@ func (o *Options) EventsConfig() events.Config {
 		MeasuredResources:   o.CapacityResources,
 		EnrolledNamespaces:  o.EnrolledNamespaces,
 		DeviceClassMappings: o.mappings,
+	}
+	if o.Mode == ModeManagement {
+		c.Mode = events.ModeManagement
+		c.Members = slices.Collect(maps.Keys(o.Members))
 	}
 	if len(o.cover) > 0 {
 		c.CoverResources = maps.Clone(o.cover)

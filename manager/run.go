@@ -83,6 +83,8 @@ type Manager struct {
 	undecodable *undecodable
 	// schema reads the installed CRD's status schema (crdschema.go).
 	schema *schemaWatch
+	// plane is management mode's shell (plane.go); nil in workload mode.
+	plane *plane
 }
 
 // RestConfig builds the client configuration from --kubeconfig, or from the
@@ -168,6 +170,12 @@ func New(o *Options, cfg *rest.Config) (*Manager, error) {
 		},
 	}
 	m.shell = newShell(m)
+	if o.Mode == ModeManagement {
+		if m.plane, err = newPlane(m); err != nil {
+			return nil, err
+		}
+		m.inf.aqOnly = true
+	}
 	next := uint64(1)
 	if o.EventLog != "" {
 		so, err := o.StoreOptions()
@@ -258,19 +266,22 @@ func (m *Manager) Run(ctx context.Context) error {
 	kq := m.inf.kueue.Kueue().V1beta2()
 	// The registrations of the handlers that publish events: the Synced
 	// marker waits until each has handled its informer's initial list.
-	var regs []cache.ResourceEventHandlerRegistration
-	for _, h := range []struct {
+	type handled struct {
 		inf cache.SharedIndexInformer
 		h   cache.ResourceEventHandler
-	}{
-		{m.inf.aq, handlers.Quotas()},
-		{m.inf.core.Core().V1().Nodes().Informer(), handlers.CachedNodes()},
-		{kq.ResourceFlavors().Informer(), handlers.Flavors()},
-		{kq.ClusterQueues().Informer(), handlers.ClusterQueues()},
-		{kq.ClusterQueues().Informer(), drift{m.shell, "ClusterQueue", ctx}},
-		{kq.Cohorts().Informer(), drift{m.shell, "Cohort", ctx}},
-		{kq.LocalQueues().Informer(), drift{m.shell, "LocalQueue", ctx}},
-	} {
+	}
+	inputs := []handled{{m.inf.aq, handlers.Quotas()}}
+	if m.plane == nil {
+		inputs = append(inputs,
+			handled{m.inf.core.Core().V1().Nodes().Informer(), handlers.CachedNodes()},
+			handled{kq.ResourceFlavors().Informer(), handlers.Flavors()},
+			handled{kq.ClusterQueues().Informer(), handlers.ClusterQueues()},
+			handled{kq.ClusterQueues().Informer(), drift{m.shell, "ClusterQueue", ctx}},
+			handled{kq.Cohorts().Informer(), drift{m.shell, "Cohort", ctx}},
+			handled{kq.LocalQueues().Informer(), drift{m.shell, "LocalQueue", ctx}})
+	}
+	var regs []cache.ResourceEventHandlerRegistration
+	for _, h := range inputs {
 		reg, err := h.inf.AddEventHandler(h.h)
 		if err != nil {
 			return err
@@ -278,17 +289,23 @@ func (m *Manager) Run(ctx context.Context) error {
 		regs = append(regs, reg)
 	}
 	m.health = newSourceHealth(m.stream, time.Now)
-	if err := m.health.watch(ctx, "nodes", m.inf.core.Core().V1().Nodes().Informer(), func(ctx context.Context) error {
-		_, err := m.kube.CoreV1().Nodes().List(ctx, probeList)
-		return err
-	}); err != nil {
-		return err
+	if m.plane == nil {
+		if err := m.health.watch(ctx, "nodes", m.inf.core.Core().V1().Nodes().Informer(), func(ctx context.Context) error {
+			_, err := m.kube.CoreV1().Nodes().List(ctx, probeList)
+			return err
+		}); err != nil {
+			return err
+		}
+		draRegs, derr := m.startDRA(ctx, handlers)
+		if derr != nil {
+			return derr
+		}
+		regs = append(regs, draRegs...)
+	} else {
+		// The plane measures nothing of its own cluster: its capacity is
+		// what its members report.
+		m.plane.run(ctx)
 	}
-	draRegs, derr := m.startDRA(ctx, handlers)
-	if derr != nil {
-		return derr
-	}
-	regs = append(regs, draRegs...)
 	consuming = true
 	go func() {
 		defer close(consumed)
@@ -407,6 +424,9 @@ func (m *Manager) consume(ctx context.Context) error {
 			m.stateSynced.Store(true)
 		}
 		m.shell.note(ev, changes)
+		if m.plane != nil {
+			m.plane.poke()
+		}
 		m.metrics.Events.WithLabelValues(string(ev.Kind)).Inc()
 		m.metrics.EventLag.Observe(time.Since(ev.Time).Seconds())
 		for _, t := range transitions {
@@ -536,6 +556,9 @@ func (m *Manager) becomeLeader(ctx context.Context, id string) {
 	// replica.
 	go m.ensureRoot(ctx)
 	m.shell.resync(true, time.Time{})
+	if m.plane != nil {
+		m.plane.poke()
+	}
 }
 
 // serve runs the metrics and health endpoints. /metrics is HTTPS with

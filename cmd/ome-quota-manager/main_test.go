@@ -30,10 +30,10 @@ func TestBadFlagsExit2NamingTheFlag(t *testing.T) {
 		args []string
 		want string
 	}{
-		"no mode":         {nil, "--mode is required"},
-		"management mode": {[]string{"--mode=management"}, "--mode=management is not built yet"},
-		"unknown flag":    {[]string{"--mode=workload", "--no-such-flag"}, "unknown flag: --no-such-flag"},
-		"not a number":    {[]string{"--mode=workload", "--max-tree-depth=deep"}, `invalid argument "deep" for "--max-tree-depth"`},
+		"no mode":               {nil, "--mode is required"},
+		"management, no member": {[]string{"--mode=management"}, "--mode=management needs at least one member cluster"},
+		"unknown flag":          {[]string{"--mode=workload", "--no-such-flag"}, "unknown flag: --no-such-flag"},
+		"not a number":          {[]string{"--mode=workload", "--max-tree-depth=deep"}, `invalid argument "deep" for "--max-tree-depth"`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -1,0 +1,202 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	kueueclient "sigs.k8s.io/kueue/client-go/clientset/versioned"
+
+	"ome.io/quota-manager/api/client/clientset/versioned"
+	"ome.io/quota-manager/events"
+	"ome.io/quota-manager/projector"
+	"ome.io/quota-manager/projector/apply"
+)
+
+// plane is the shell of a management plane (--mode=management). Every
+// replica reads each member cluster into Member events (MemberSource), so
+// that the state splits the fleet's budgets on what the members report.
+// The leader alone writes: after the state moves, it computes each
+// member's copies from the state (projector.Copies) and brings the member
+// to them (apply.CopyWriter). The plane's own nodes get their statuses
+// from the workload shell, which writes no Kueue object here (nothing is
+// enrolled on a plane).
+type plane struct {
+	m       *Manager
+	members []*planeMember
+	// dirty asks the copier for a pass; a send never blocks.
+	dirty chan struct{}
+}
+
+// planeMember is one member cluster: how it is read, and how its copies
+// are written.
+type planeMember struct {
+	name   string
+	source *MemberSource
+	writer *apply.CopyWriter
+	// last is the summary of the last pass's report, logged when it
+	// changes; touched by the copier goroutine alone.
+	last string
+}
+
+// memberTimeout bounds one read of a member and one copier pass on it.
+const (
+	memberReadTimeout = 10 * time.Second
+	memberPassTimeout = 30 * time.Second
+	// copyCoalesce is how long the copier waits after a pass before the
+	// next: a burst of events makes one pass.
+	copyCoalesce = 200 * time.Millisecond
+	// copyRetry is how soon a pass that a member refused or did not
+	// answer is tried again.
+	copyRetry = 5 * time.Second
+)
+
+// newPlane builds the clients of every member from its kubeconfig. It
+// fails on a kubeconfig that does not load, naming the member.
+func newPlane(m *Manager) (*plane, error) {
+	p := &plane{m: m, dirty: make(chan struct{}, 1)}
+	for _, name := range slices.Sorted(maps.Keys(m.opts.Members)) {
+		path := m.opts.Members[name]
+		cfg, err := clientcmd.BuildConfigFromFlags("", path)
+		if err != nil {
+			return nil, fmt.Errorf("--member %s=%s: the kubeconfig does not load: %w", name, path, err)
+		}
+		cfg.QPS, cfg.Burst = m.opts.KubeAPIQPS, m.opts.KubeAPIBurst
+		cfg.UserAgent = "ome-quota-manager-plane"
+		quotas, err := versioned.NewForConfig(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("--member %s: %w", name, err)
+		}
+		kq, err := kueueclient.NewForConfig(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("--member %s: %w", name, err)
+		}
+		p.members = append(p.members, &planeMember{
+			name:   name,
+			source: &MemberSource{Name: name, Quotas: quotas, Kueue: kq, Now: time.Now, Interval: m.opts.MemberPoll, Timeout: memberReadTimeout},
+			writer: &apply.CopyWriter{Origin: m.opts.Origin, Quotas: quotas},
+		})
+	}
+	return p, nil
+}
+
+// poke asks for a copier pass.
+func (p *plane) poke() {
+	select {
+	case p.dirty <- struct{}{}:
+	default:
+	}
+}
+
+// run starts every member's source, publishing into the stream, and the
+// copier, until ctx ends.
+func (p *plane) run(ctx context.Context) {
+	for _, mb := range p.members {
+		mb.source.Publish = func(ev events.Event) {
+			if _, err := p.m.stream.Publish(ctx, ev); err != nil && ctx.Err() == nil {
+				klog.FromContext(ctx).Error(err, "cannot publish what a member cluster reported", "member", ev.Key)
+			}
+		}
+		go mb.source.Run(ctx)
+	}
+	go p.copier(ctx)
+}
+
+// copier makes a pass when asked, and every --resync-interval, while this
+// replica leads.
+func (p *plane) copier(ctx context.Context) {
+	resync := time.NewTicker(p.m.opts.ResyncInterval)
+	defer resync.Stop()
+	var retry <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.dirty:
+		case <-resync.C:
+		case <-retry:
+		}
+		retry = nil
+		if !p.m.leader.Load() {
+			continue
+		}
+		if !p.pass(ctx) {
+			retry = time.After(copyRetry)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(copyCoalesce):
+		}
+	}
+}
+
+// pass brings every reachable member to the copies the state asks for, the
+// members in parallel. It reports whether every member took them.
+func (p *plane) pass(ctx context.Context) bool {
+	m := p.m
+	origin := m.opts.Origin
+	m.mu.Lock()
+	nodes := projector.FleetFromState(m.st)
+	reachable := map[string]bool{}
+	for _, mv := range m.st.Members() {
+		reachable[mv.Name] = mv.Reachable
+	}
+	want := make([]projector.MemberCopies, len(p.members))
+	for i, mb := range p.members {
+		want[i] = projector.Copies(nodes, mb.name, origin)
+	}
+	seq := m.st.LastSeq()
+	m.mu.Unlock()
+	if m.rec != nil {
+		// The events the copies derive from are in the log before any
+		// write they cause leaves the plane.
+		m.rec.Wait(seq)
+	}
+	var wg sync.WaitGroup
+	ok := make([]bool, len(p.members))
+	for i, mb := range p.members {
+		if !reachable[mb.name] {
+			// Its source reports it unreachable: its copies stay as they
+			// are until it answers again (its next Member event pokes).
+			ok[i] = true
+			continue
+		}
+		wg.Go(func() {
+			ok[i] = mb.apply(ctx, want[i])
+		})
+	}
+	wg.Wait()
+	return !slices.Contains(ok, false)
+}
+
+// apply runs one CopyWriter pass on the member and logs what it did.
+func (mb *planeMember) apply(ctx context.Context, want projector.MemberCopies) bool {
+	log := klog.FromContext(ctx).WithValues("member", mb.name)
+	ctx, cancel := context.WithTimeout(ctx, memberPassTimeout)
+	defer cancel()
+	rep, err := mb.writer.Apply(ctx, want)
+	if err != nil {
+		log.Error(err, "cannot bring the member's copies in place; retrying", "retryIn", copyRetry)
+		return false
+	}
+	if len(rep.Written) > 0 || len(rep.Swept) > 0 {
+		log.Info("copies written to the member", "written", rep.Written, "swept", rep.Swept)
+	}
+	summary := fmt.Sprint(rep.Conflicts, rep.Failed)
+	if summary != mb.last {
+		mb.last = summary
+		for name, why := range rep.Conflicts {
+			log.Info("a fleet node is not copied to the member", "node", name, "why", why)
+		}
+		for name, why := range rep.Failed {
+			log.Error(nil, "the member refused a copy", "node", name, "answer", why)
+		}
+	}
+	return len(rep.Failed) == 0
+}
