@@ -10,16 +10,17 @@ import (
 	"ome.io/quota-manager/test/localcluster"
 )
 
-// member is the member cluster every test writes to, and aqs its
-// AcceleratorQuotas.
+// member is the member cluster every test writes to, aqs its
+// AcceleratorQuotas, and managerBin the manager's binary.
 var (
-	member *localcluster.Cluster
-	aqs    typed.AcceleratorQuotaInterface
+	member     *localcluster.Cluster
+	aqs        typed.AcceleratorQuotaInterface
+	managerBin string
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(localcluster.RunTests(m, localcluster.Options{}, false, func(_ context.Context, p *localcluster.TestPackage) error {
-		member = p.Cluster
+	os.Exit(localcluster.RunTests(m, localcluster.Options{}, true, func(_ context.Context, p *localcluster.TestPackage) error {
+		member, managerBin = p.Cluster, p.ManagerBin
 		aqs = versioned.NewForConfigOrDie(member.Config).OmeV1beta1().AcceleratorQuotas()
 		return nil
 	}))

@@ -1,0 +1,247 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"ome.io/quota-manager/api/client/clientset/versioned"
+	typed "ome.io/quota-manager/api/client/clientset/versioned/typed/api/v1beta1"
+	"ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/api/v1beta1/aqtest"
+	"ome.io/quota-manager/test/localcluster"
+	"ome.io/quota-manager/test/testutil"
+)
+
+// TestPlaneProjectsShares runs a management plane on a control plane of
+// its own, with two members: east (the package's cluster, with two Nodes
+// of 8 A100 GPUs and a workload-mode manager) and west (a third control
+// plane, whose root reports a mark of 8 GPUs and no manager). The fleet
+// tree's Explicit and Proportional budgets reach each member as copies
+// with that member's share, east's manager turns its copies into
+// ClusterQueues of those nominal quotas, a budget change on the plane
+// reaches east's ClusterQueue, a node of east's own under a fleet team's
+// name is left as it is, and a fleet team deleted on the plane is swept
+// from both members.
+func TestPlaneProjectsShares(t *testing.T) {
+	ctx := context.Background()
+	east := member
+	for i := 1; i <= 2; i++ {
+		name := fmt.Sprintf("fleet-east-%d", i)
+		_, err := localcluster.ApplyNode(ctx, east.Kube, localcluster.GPUNode(name, 8))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = east.Kube.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	}
+	testutil.A100Flavor(t, east)
+	if err := east.EnsureNamespace(ctx, "fleet-ml"); err != nil {
+		t.Fatal(err)
+	}
+	// East's root is its manager's, with its finalizer: let it go at the
+	// end, once the manager has stopped (cleanups run last first).
+	t.Cleanup(func() { releaseRoot(t, aqs) })
+	testutil.StartManager(t, east, managerBin, "east", "--webhook=false", "--enrolled-namespaces=fleet-ml")
+
+	west := startCluster(t)
+	westAQs := versioned.NewForConfigOrDie(west.Config).OmeV1beta1().AcceleratorQuotas()
+	testutil.A100Flavor(t, west)
+	root, err := westAQs.Create(ctx, aqtest.Root().Obj(), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	root.Status.Capacity = []v1beta1.CapacityStatus{{ResourceName: gpu, ResourceFlavor: "a100",
+		Allocatable: resource.MustParse("8"), HighWaterMark: resource.MustParse("8"), ObservedAt: metav1.Now()}}
+	if _, err := westAQs.UpdateStatus(ctx, root, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	hub := startCluster(t)
+	hubAQs := versioned.NewForConfigOrDie(hub.Config).OmeV1beta1().AcceleratorQuotas()
+	testutil.StartManager(t, hub, managerBin, "plane", "--mode=management", "--webhook=false", "--origin=fleet",
+		"--member=east="+east.Kubeconfig, "--member=west="+west.Kubeconfig, "--member-poll-interval=1s")
+
+	// The fleet tree: a Cohort of 20 and three teams. fleet-a splits 8
+	// as east 6 and west 2; fleet-b splits 6 by the marks, 16 to 8: 4 and
+	// 2.
+	explicit := func(name, east, west string) *v1beta1.AcceleratorQuota {
+		aq := aqtest.Team(name, "fleet-c").Budget(gpu, "a100", sum(east, west)).Share("east", east).Share("west", west).Obj()
+		aq.Spec.Budgets[0].Policy = v1beta1.DistributionExplicit
+		return aq
+	}
+	proportional := aqtest.Team("fleet-b", "fleet-c").Budget(gpu, "a100", "6").Obj()
+	proportional.Spec.Budgets[0].Policy = v1beta1.DistributionProportional
+	for _, aq := range []*v1beta1.AcceleratorQuota{aqtest.Cohort("fleet-c", "root").Budget(gpu, "a100", "20").Obj(), explicit("fleet-a", "6", "2"), proportional} {
+		createWhenRootIs(t, hubAQs, aq)
+		t.Cleanup(func() { _ = hubAQs.Delete(context.Background(), aq.Name, metav1.DeleteOptions{}) })
+	}
+	copies := func(c typed.AcceleratorQuotaInterface, want ...string) {
+		t.Helper()
+		testutil.Eventually(t, 60*time.Second, func() string {
+			if got := fleetCopies(t, c); !slices.Equal(got, want) {
+				return fmt.Sprintf("the member holds\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+			return ""
+		})
+	}
+	copies(aqs, "fleet-a<-fleet-c [a100=6] origin=fleet", "fleet-b<-fleet-c [a100=4] origin=fleet", "fleet-c<-root [] origin=fleet")
+	copies(westAQs, "fleet-a<-fleet-c [a100=2] origin=fleet", "fleet-b<-fleet-c [a100=2] origin=fleet", "fleet-c<-root [] origin=fleet")
+	nominal := func(team, want string) {
+		t.Helper()
+		testutil.Eventually(t, 60*time.Second, func() string {
+			if got := cqNominal(east, team); got != want {
+				return fmt.Sprintf("east's ClusterQueue %s: nominal %s, want %s", team, got, want)
+			}
+			return ""
+		})
+	}
+	nominal("fleet-a", "6")
+	nominal("fleet-b", "4")
+
+	// One budget change on the plane, to east's ClusterQueue.
+	changed := time.Now()
+	patch := fmt.Sprintf(`{"spec":{"budgets":[{"resourceName":%q,"resourceFlavor":"a100","nominal":"9","policy":"Explicit","perCluster":[{"cluster":"east","nominal":"7"},{"cluster":"west","nominal":"2"}]}]}}`, gpu)
+	if _, err := hubAQs.Patch(ctx, "fleet-a", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	nominal("fleet-a", "7")
+	t.Logf("a budget change on the plane reached east's ClusterQueue in %s", time.Since(changed).Round(time.Millisecond))
+
+	// East's own fleet-d is never overwritten; west gets the copy.
+	local, err := aqs.Create(ctx, aqtest.Team("fleet-d", "root").Budget(gpu, "a100", "1").Obj(), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = aqs.Delete(context.Background(), "fleet-d", metav1.DeleteOptions{}) })
+	d := explicit("fleet-d", "3", "1")
+	createWhenRootIs(t, hubAQs, d)
+	t.Cleanup(func() { _ = hubAQs.Delete(context.Background(), "fleet-d", metav1.DeleteOptions{}) })
+	copies(westAQs, "fleet-a<-fleet-c [a100=2] origin=fleet", "fleet-b<-fleet-c [a100=2] origin=fleet",
+		"fleet-c<-root [] origin=fleet", "fleet-d<-fleet-c [a100=1] origin=fleet")
+
+	// fleet-b deleted on the plane: swept from both members, and east's
+	// manager deletes its ClusterQueue. By then the plane has passed over
+	// east after fleet-d's creation, so east's fleet-d is seen untouched
+	// after a pass, not merely before one.
+	if err := hubAQs.Delete(ctx, "fleet-b", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	copies(aqs, "fleet-a<-fleet-c [a100=7] origin=fleet", "fleet-c<-root [] origin=fleet", "fleet-d<-root [a100=1] origin=")
+	copies(westAQs, "fleet-a<-fleet-c [a100=2] origin=fleet", "fleet-c<-root [] origin=fleet", "fleet-d<-fleet-c [a100=1] origin=fleet")
+	nominal("fleet-b", "none")
+	after, err := aqs.Get(ctx, "fleet-d", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sameSpec(after, local) {
+		t.Errorf("east's own fleet-d was changed: %+v", after.Spec)
+	}
+}
+
+const gpu = "nvidia.com/gpu"
+
+func sum(a, b string) string {
+	q := resource.MustParse(a)
+	q.Add(resource.MustParse(b))
+	return q.String()
+}
+
+func sameSpec(a, b *v1beta1.AcceleratorQuota) bool {
+	return apiequality.Semantic.DeepEqual(a.Spec, b.Spec) && a.Labels[v1beta1.OriginLabel] == b.Labels[v1beta1.OriginLabel]
+}
+
+// startCluster starts another control plane for one test.
+func startCluster(t *testing.T) *localcluster.Cluster {
+	t.Helper()
+	c, err := localcluster.Start(context.Background(), localcluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Stop(); err != nil {
+			t.Errorf("stopping a control plane: %v", err)
+		}
+	})
+	return c
+}
+
+// createWhenRootIs creates aq, trying again while the API server refuses
+// it (the plane starts moments before).
+func createWhenRootIs(t *testing.T, c typed.AcceleratorQuotaInterface, aq *v1beta1.AcceleratorQuota) {
+	t.Helper()
+	testutil.Eventually(t, 30*time.Second, func() string {
+		if _, err := c.Create(context.Background(), aq, metav1.CreateOptions{}); err != nil {
+			return fmt.Sprintf("creating %s: %v", aq.Name, err)
+		}
+		return ""
+	})
+}
+
+// fleetCopies renders a cluster's AcceleratorQuotas named fleet-*: name,
+// parent, budgets and origin.
+func fleetCopies(t *testing.T, c typed.AcceleratorQuotaInterface) []string {
+	t.Helper()
+	list, err := c.List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, aq := range list.Items {
+		if !strings.HasPrefix(aq.Name, "fleet-") {
+			continue
+		}
+		var budgets []string
+		for _, b := range aq.Spec.Budgets {
+			budgets = append(budgets, b.ResourceFlavor+"="+b.Nominal.String())
+		}
+		parent := ""
+		if aq.Spec.ParentRef != nil {
+			parent = aq.Spec.ParentRef.Name
+		}
+		out = append(out, fmt.Sprintf("%s<-%s [%s] origin=%s", aq.Name, parent, strings.Join(budgets, ","), aq.Labels[v1beta1.OriginLabel]))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// cqNominal is the nominal quota of A100 GPUs in the cluster's
+// ClusterQueue team, "none" when there is no such ClusterQueue.
+func cqNominal(c *localcluster.Cluster, team string) string {
+	cq, err := c.Kueue.KueueV1beta2().ClusterQueues().Get(context.Background(), team, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return "none"
+	}
+	if err != nil {
+		return err.Error()
+	}
+	for _, rg := range cq.Spec.ResourceGroups {
+		for _, f := range rg.Flavors {
+			for _, r := range f.Resources {
+				if f.Name == "a100" && r.Name == gpu {
+					return r.NominalQuota.String()
+				}
+			}
+		}
+	}
+	return "no A100 GPUs"
+}
+
+// releaseRoot deletes the cluster's root, letting its finalizer go.
+func releaseRoot(t *testing.T, c typed.AcceleratorQuotaInterface) {
+	ctx := context.Background()
+	if _, err := c.Patch(ctx, v1beta1.RootName, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("releasing root: %v", err)
+	}
+	if err := c.Delete(ctx, v1beta1.RootName, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("deleting root: %v", err)
+	}
+}
