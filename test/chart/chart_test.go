@@ -516,7 +516,7 @@ func TestSchemaRejects(t *testing.T) {
 func TestManagementModeRendersWithWarning(t *testing.T) {
 	r := render(t, install, "quotaManager.mode=management")
 	require.Contains(t, deployment(t, r).Spec.Template.Spec.Containers[0].Args, "--mode=management")
-	require.Contains(t, r.Notes, "WARNING: management mode is not built yet")
+	require.Contains(t, r.Notes, "WARNING: management mode needs its member clusters")
 }
 
 func TestOptionalObjects(t *testing.T) {
