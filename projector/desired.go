@@ -265,10 +265,11 @@ func ProjectStatus(n *Node, in Input) *v1beta1.AcceleratorQuotaStatus {
 	}
 	if n.Role == v1beta1.RoleClusterQueue {
 		for _, b := range n.Budgets {
-			u := n.Usage[state.Pair{Resource: b.ResourceName, Flavor: b.ResourceFlavor}]
+			p := state.Pair{Resource: b.ResourceName, Flavor: b.ResourceFlavor}
+			u := n.Usage[p]
 			st.Budgets = append(st.Budgets, v1beta1.BudgetStatus{
 				ResourceName: b.ResourceName, ResourceFlavor: b.ResourceFlavor, Nominal: b.Nominal,
-				Admitted: u.Admitted, Reserved: u.Reserved, Borrowed: u.Borrowed,
+				Admitted: u.Admitted, Reserved: u.Reserved, Borrowed: u.Borrowed, PerCluster: perCluster(n.Splits, p),
 			})
 		}
 	}
@@ -276,6 +277,21 @@ func ProjectStatus(n *Node, in Input) *v1beta1.AcceleratorQuotaStatus {
 		st.Summary = summary(n)
 	}
 	return st
+}
+
+// perCluster is, on a management plane, each member's share of the
+// team's budget of p, by cluster name (a member without a share is not
+// listed); nil when the budget is not split.
+func perCluster(splits []state.BudgetSplit, p state.Pair) []v1beta1.ClusterBudgetStatus {
+	i := slices.IndexFunc(splits, func(sp state.BudgetSplit) bool { return sp.Pair == p })
+	if i < 0 {
+		return nil
+	}
+	var out []v1beta1.ClusterBudgetStatus
+	for _, sh := range splits[i].Shares {
+		out = append(out, v1beta1.ClusterBudgetStatus{Cluster: sh.Cluster, Nominal: sh.Amount.Quantity()})
+	}
+	return out
 }
 
 // stamp sets a condition's lastTransitionTime: the stamp the stored status

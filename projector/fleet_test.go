@@ -88,6 +88,50 @@ func TestCopies(t *testing.T) {
 	}
 }
 
+// On a plane, a team's status lists each member's share of each budget;
+// root's lists each member's capacity; in workload mode neither is there.
+func TestFleetStatus(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
+	s := state.New()
+	for _, ev := range aqtest.FleetEvents(t0, "6", "2", aqtest.Root().Obj(),
+		aqtest.Team("team-a", "root").Budget("nvidia.com/gpu", "a100", "4").Obj(),
+		aqtest.Team("team-b", "root").Budget("nvidia.com/gpu", "a100", "3").Share("east", "3").Obj()) {
+		ev.Seq = s.LastSeq() + 1
+		s.Apply(ev)
+	}
+	out := Project(FromState(s, nil, nil))
+	shares := func(name string) string {
+		var parts []string
+		for _, b := range out.Statuses[name].Budgets {
+			for _, pc := range b.PerCluster {
+				parts = append(parts, fmt.Sprintf("%s@%s %s=%s", b.ResourceName, b.ResourceFlavor, pc.Cluster, pc.Nominal.String()))
+			}
+		}
+		return strings.Join(parts, ", ")
+	}
+	if got := shares("team-a"); got != "nvidia.com/gpu@a100 east=3, nvidia.com/gpu@a100 west=1" {
+		t.Errorf("team-a's shares in its status: %q", got)
+	}
+	if got := shares("team-b"); got != "nvidia.com/gpu@a100 east=3" {
+		t.Errorf("team-b's shares in its status: %q", got)
+	}
+	var capacity []string
+	for _, c := range out.Statuses[v1beta1.RootName].Capacity {
+		for _, pc := range c.PerCluster {
+			capacity = append(capacity, fmt.Sprintf("%s %s/%s", pc.Cluster, pc.Allocatable.String(), pc.HighWaterMark.String()))
+		}
+		capacity = append(capacity, fmt.Sprintf("fleet %s/%s", c.Allocatable.String(), c.HighWaterMark.String()))
+	}
+	if got := strings.Join(capacity, ", "); got != "east 6/6, west 2/2, fleet 8/8" {
+		t.Errorf("root's capacity on the plane: %q", got)
+	}
+	for _, c := range out.Statuses[v1beta1.RootName].Conditions {
+		if c.Type == v1beta1.ConditionMaterialized {
+			t.Errorf("a plane's root says %s %s: the plane writes no Kueue object of its own", c.Type, c.Status)
+		}
+	}
+}
+
 // BenchmarkFleetShares is the plane's pure work at 100 member clusters and
 // 1,000 Proportional teams under 10 Cohorts: one member's mark moving
 // (every team's split made again), then every member's copies computed.

@@ -64,6 +64,7 @@ func nodeOf(s *state.State, nv state.NodeView) Node {
 	}
 	n.Since, n.Stored = s.Stamps(nv.Name)
 	if nv.Spec.Role == v1beta1.RoleClusterQueue {
+		n.Splits = s.Splits(nv.Name)
 		for _, u := range s.Usage(nv.Name) {
 			if n.Usage == nil {
 				n.Usage = map[state.Pair]events.Usage{}

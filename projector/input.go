@@ -22,6 +22,9 @@ type Node struct {
 	Reason, Message string
 	// Usage is the team's usage per pair, from its ClusterQueue's status.
 	Usage map[state.Pair]events.Usage
+	// Splits are a team's budgets split among a management plane's
+	// member clusters; nil in workload mode.
+	Splits []state.BudgetSplit
 	// Outcome is the leader's applier's last report on the node's Kueue
 	// objects, as the state holds it: what Materialized says.
 	Outcome events.Outcome

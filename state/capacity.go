@@ -292,6 +292,9 @@ func (s *State) measure() {
 			e.allocatable, e.observedAt = 0, s.now
 		}
 	}
+	if s.fleet != nil {
+		s.fleet.restamp(s.now, s.cfg.ReportInterval.Duration)
+	}
 	if every := s.cfg.ReportInterval.Duration; every > 0 && len(s.failing) == 0 {
 		// A source that fails leaves the informers' view as it was: the
 		// stamps are not refreshed from it, so that they grow old and
@@ -425,8 +428,12 @@ func (s *State) Capacity() []CapacityEntry {
 	return out
 }
 
-// CapacityStatus is root's status.capacity as the state has it.
+// CapacityStatus is root's status.capacity as the state has it: on a
+// management plane, the members' figures (fleetCapacity).
 func (s *State) CapacityStatus() []v1beta1.CapacityStatus {
+	if s.fleet != nil {
+		return s.fleetCapacity()
+	}
 	entries := s.Capacity()
 	out := make([]v1beta1.CapacityStatus, len(entries))
 	for i, e := range entries {
@@ -456,7 +463,7 @@ func (s *State) CapacityNeedsWrite() bool {
 		r := s.reported[i]
 		if c.ResourceName != r.ResourceName || c.ResourceFlavor != r.ResourceFlavor ||
 			c.Allocatable.Cmp(r.Allocatable) != 0 || c.HighWaterMark.Cmp(r.HighWaterMark) != 0 ||
-			!c.ObservedAt.Equal(&r.ObservedAt) {
+			!c.ObservedAt.Equal(&r.ObservedAt) || !slices.EqualFunc(c.PerCluster, r.PerCluster, sameClusterCapacity) {
 			return true
 		}
 	}
@@ -506,4 +513,8 @@ func (s *State) UnattributedTotals() []Unattributed {
 		out = append(out, Unattributed{Resource: r, Amount: s.unattributed[r]})
 	}
 	return out
+}
+
+func sameClusterCapacity(a, b v1beta1.ClusterCapacity) bool {
+	return a.Cluster == b.Cluster && a.Allocatable.Cmp(b.Allocatable) == 0 && a.HighWaterMark.Cmp(b.HighWaterMark) == 0
 }

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/events"
@@ -25,6 +28,10 @@ type fleet struct {
 	marks    map[Pair]Amount // pair -> the sum of the members' marks
 	flavors  map[string]int  // flavor -> how many members have it
 	reported map[string]bool // members that have reported at least once
+	// observedAt stamps root's capacity on the plane: when a member last
+	// reported figures, or a tick found every member answering a report
+	// interval after the last stamp (restamp).
+	observedAt time.Time
 }
 
 // cluster is one member cluster, as its Member events say.
@@ -45,7 +52,7 @@ func (f *fleet) clone() *fleet {
 		return nil
 	}
 	c := &fleet{clusters: make(map[string]*cluster, len(f.clusters)), names: f.names,
-		marks: maps.Clone(f.marks), flavors: maps.Clone(f.flavors), reported: maps.Clone(f.reported)}
+		marks: maps.Clone(f.marks), flavors: maps.Clone(f.flavors), reported: maps.Clone(f.reported), observedAt: f.observedAt}
 	for name, cl := range f.clusters {
 		cc := *cl // flavors and the maps are replaced, never modified
 		c.clusters[name] = &cc
@@ -118,6 +125,7 @@ func (s *State) take(name string, cl *cluster, flavors []string, capacity []even
 	if !maps.Equal(cl.allocatable, alloc) {
 		s.changedEverything() // root's per-cluster capacity shows it
 	}
+	s.fleet.observedAt = s.now
 	s.report(name, cl, flavors, marks)
 	cl.allocatable = alloc
 }
@@ -198,6 +206,61 @@ func (s *State) flavorMoved(flavor string) {
 func (s *State) changedEverything() {
 	s.changedAll = true
 	s.revAll = s.seq
+}
+
+// fleetCapacity is root's status.capacity on a management plane: per
+// pair that some member reports, the members' allocatable and marks
+// summed, and each member's part (perCluster, by cluster name), which a
+// restarted plane reads back (seedMembers). A member that stopped
+// answering keeps its last figures here as in the splits.
+func (s *State) fleetCapacity() []v1beta1.CapacityStatus {
+	type sum struct {
+		alloc, mark Amount
+		per         []v1beta1.ClusterCapacity
+	}
+	byPair := map[Pair]*sum{}
+	for _, name := range s.fleet.names {
+		cl := s.fleet.clusters[name]
+		pairs := slices.Collect(maps.Keys(cl.marks))
+		for p := range cl.allocatable {
+			if _, ok := cl.marks[p]; !ok {
+				pairs = append(pairs, p)
+			}
+		}
+		for _, p := range pairs {
+			c := byPair[p]
+			if c == nil {
+				c = &sum{}
+				byPair[p] = c
+			}
+			alloc, mark := cl.allocatable[p], cl.marks[p]
+			c.alloc, c.mark = c.alloc+alloc, c.mark+mark
+			c.per = append(c.per, v1beta1.ClusterCapacity{Cluster: name, Allocatable: alloc.Quantity(), HighWaterMark: mark.Quantity()})
+		}
+	}
+	out := make([]v1beta1.CapacityStatus, 0, len(byPair))
+	for _, p := range slices.SortedFunc(maps.Keys(byPair), Pair.Compare) {
+		c := byPair[p]
+		out = append(out, v1beta1.CapacityStatus{ResourceName: p.Resource, ResourceFlavor: p.Flavor,
+			Allocatable: c.alloc.Quantity(), HighWaterMark: c.mark.Quantity(), ObservedAt: metav1.NewTime(s.fleet.observedAt), PerCluster: c.per})
+	}
+	return out
+}
+
+// restamp refreshes the plane's capacity stamp when it is a report
+// interval old and every member answers: one that does not lets the stamp
+// grow old, and the stale-reporting alert shows it, as a failing source
+// does in workload mode.
+func (f *fleet) restamp(now time.Time, every time.Duration) {
+	if every <= 0 || f.observedAt.IsZero() || now.Sub(f.observedAt) < every {
+		return
+	}
+	for _, cl := range f.clusters {
+		if !cl.reachable {
+			return
+		}
+	}
+	f.observedAt = now
 }
 
 // Fleet implements Env.

@@ -3,9 +3,11 @@ package state
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/events"
@@ -243,5 +245,60 @@ func TestFleetSeedsFromRootsStatus(t *testing.T) {
 	}
 	if err := checkInvariants(s); err != nil {
 		t.Error(err)
+	}
+}
+
+// On a plane, root's capacity is the members' figures summed per pair,
+// with each member's part by cluster name; written to root and read back
+// by a plane that restarts, it gives the same shares before any member
+// answers, and asks for no rewrite.
+func TestFleetCapacityStatus(t *testing.T) {
+	s := New()
+	applyAll(s, fleetConfig("west", "east"), events.Synced(t0),
+		quota("root", &v1beta1.AcceleratorQuotaSpec{Role: v1beta1.RoleCohort}),
+		quota("team-a", fleetTeam("root", "6", v1beta1.DistributionProportional)),
+		events.MemberSeen(t0, "west", []string{"a100"}, []events.MemberCapacity{gpus("a100", "8")}),
+		events.MemberSeen(t0, "east", []string{"a100", "h100"}, []events.MemberCapacity{gpus("a100", "16"), gpus("h100", "4")}))
+	got := s.CapacityStatus()
+	q := resource.MustParse
+	at := metav1.NewTime(t0.UTC().Truncate(time.Second)) // the last report's
+	want := []v1beta1.CapacityStatus{
+		{ResourceName: "nvidia.com/gpu", ResourceFlavor: "a100", Allocatable: q("24"), HighWaterMark: q("24"), ObservedAt: at, PerCluster: []v1beta1.ClusterCapacity{
+			{Cluster: "east", Allocatable: q("16"), HighWaterMark: q("16")}, {Cluster: "west", Allocatable: q("8"), HighWaterMark: q("8")}}},
+		{ResourceName: "nvidia.com/gpu", ResourceFlavor: "h100", Allocatable: q("4"), HighWaterMark: q("4"), ObservedAt: at, PerCluster: []v1beta1.ClusterCapacity{
+			{Cluster: "east", Allocatable: q("4"), HighWaterMark: q("4")}}},
+	}
+	if d := cmp.Diff(want, got, cmp.Comparer(func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })); d != "" {
+		t.Fatalf("root's capacity on a plane (-want +got):\n%s", d)
+	}
+	if got := splitOf(s, "team-a"); got != "east=4,west=2" {
+		t.Fatalf("team-a: %s", got)
+	}
+	if !s.CapacityNeedsWrite() {
+		t.Error("root's stored status holds nothing yet, but no write is asked for")
+	}
+	root := func(c []v1beta1.CapacityStatus) events.Event {
+		return events.QuotaUpserted(t0, &events.Quota{Name: "root", Generation: 1, Spec: v1beta1.AcceleratorQuotaSpec{Role: v1beta1.RoleCohort}, Capacity: c})
+	}
+	applyAll(s, root(got))
+	if s.CapacityNeedsWrite() {
+		t.Error("root's stored status is the state's, but a rewrite is asked for")
+	}
+	// A tick a report interval later restamps while both members answer,
+	// and not while one does not.
+	every := events.DefaultConfig().ReportInterval.Duration
+	later := t0.Add(every)
+	applyAll(s, events.Tick(later))
+	if got := s.CapacityStatus()[0].ObservedAt.Time; !got.Equal(later.UTC().Truncate(time.Second)) {
+		t.Errorf("after a tick with every member answering, observedAt %s, want %s", got, later)
+	}
+	applyAll(s, events.MemberLost(later, "west", "cut"), events.Tick(later.Add(every)))
+	if got := s.CapacityStatus()[0].ObservedAt.Time; !got.Equal(later.UTC().Truncate(time.Second)) {
+		t.Errorf("after a tick with west not answering, observedAt %s, want it kept at %s", got, later)
+	}
+	again := New()
+	applyAll(again, fleetConfig("west", "east"), root(got), quota("team-a", fleetTeam("root", "6", v1beta1.DistributionProportional)), events.Synced(t0))
+	if got := splitOf(again, "team-a"); got != "east=4,west=2" {
+		t.Errorf("team-a on a restarted plane, before any member answered: %s", got)
 	}
 }
