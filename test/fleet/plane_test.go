@@ -3,6 +3,8 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"net/url"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"ome.io/quota-manager/api/client/clientset/versioned"
 	typed "ome.io/quota-manager/api/client/clientset/versioned/typed/api/v1beta1"
@@ -29,9 +32,11 @@ import (
 // tree's Explicit and Proportional budgets reach each member as copies
 // with that member's share, east's manager turns its copies into
 // ClusterQueues of those nominal quotas, a budget change on the plane
-// reaches east's ClusterQueue, a node of east's own under a fleet team's
-// name is left as it is, and a fleet team deleted on the plane is swept
-// from both members.
+// reaches east's ClusterQueue, the plane reports each member's share and
+// capacity, a node of east's own under a fleet team's name is left as it
+// is, a member cut off keeps its shares while the other is still written
+// and catches up when it returns, and a fleet team deleted on the plane is
+// swept from both members.
 func TestPlaneProjectsShares(t *testing.T) {
 	ctx := context.Background()
 	east := member
@@ -65,10 +70,16 @@ func TestPlaneProjectsShares(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The plane reaches west through a link the test cuts and restores.
+	u, err := url.Parse(west.Config.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	westLink := newLink(t, u.Host)
 	hub := startCluster(t)
 	hubAQs := versioned.NewForConfigOrDie(hub.Config).OmeV1beta1().AcceleratorQuotas()
-	testutil.StartManager(t, hub, managerBin, "plane", "--mode=management", "--webhook=false", "--origin=fleet",
-		"--member=east="+east.Kubeconfig, "--member=west="+west.Kubeconfig, "--member-poll-interval=1s")
+	pm := testutil.StartManager(t, hub, managerBin, "plane", "--mode=management", "--webhook=false", "--origin=fleet",
+		"--member=east="+east.Kubeconfig, "--member=west="+westLink.kubeconfig(t, west.Kubeconfig), "--member-poll-interval=1s")
 
 	// The fleet tree: a Cohort of 20 and three teams. fleet-a splits 8
 	// as east 6 and west 2; fleet-b splits 6 by the marks, 16 to 8: 4 and
@@ -107,6 +118,21 @@ func TestPlaneProjectsShares(t *testing.T) {
 	nominal("fleet-a", "6")
 	nominal("fleet-b", "4")
 
+	// The plane's own statuses: each member's share of a team's budget,
+	// and each member's capacity on root.
+	status := func(name, want string) {
+		t.Helper()
+		testutil.Eventually(t, 30*time.Second, func() string {
+			if got := planeStatus(t, hubAQs, name); got != want {
+				return fmt.Sprintf("the plane's %s reports %q, want %q", name, got, want)
+			}
+			return ""
+		})
+	}
+	status("fleet-a", "east=6 west=2")
+	status("fleet-b", "east=4 west=2")
+	status("root", "east=16/16 west=8/8")
+
 	// One budget change on the plane, to east's ClusterQueue.
 	changed := time.Now()
 	patch := fmt.Sprintf(`{"spec":{"budgets":[{"resourceName":%q,"resourceFlavor":"a100","nominal":"9","policy":"Explicit","perCluster":[{"cluster":"east","nominal":"7"},{"cluster":"west","nominal":"2"}]}]}}`, gpu)
@@ -128,6 +154,38 @@ func TestPlaneProjectsShares(t *testing.T) {
 	copies(westAQs, "fleet-a<-fleet-c [a100=2] origin=fleet", "fleet-b<-fleet-c [a100=2] origin=fleet",
 		"fleet-c<-root [] origin=fleet", "fleet-d<-fleet-c [a100=1] origin=fleet")
 
+	// West's link cut: the plane learns it (a Member event), keeps west's
+	// share of fleet-b rather than moving it to east, and goes on writing
+	// east; west's copies stay as they were until the link returns.
+	members := func() float64 {
+		v, err := pm.Metric(ctx, "ome_quota_events_total", `kind="Member"`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	before := members()
+	westLink.cut()
+	testutil.Eventually(t, 30*time.Second, func() string {
+		if members() == before {
+			return "the plane has applied no Member event since west's link was cut"
+		}
+		return ""
+	})
+	patch = fmt.Sprintf(`{"spec":{"budgets":[{"resourceName":%q,"resourceFlavor":"a100","nominal":"8","policy":"Explicit","perCluster":[{"cluster":"east","nominal":"5"},{"cluster":"west","nominal":"3"}]}]}}`, gpu)
+	if _, err := hubAQs.Patch(ctx, "fleet-a", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	nominal("fleet-a", "5")
+	copies(aqs, "fleet-a<-fleet-c [a100=5] origin=fleet", "fleet-b<-fleet-c [a100=4] origin=fleet",
+		"fleet-c<-root [] origin=fleet", "fleet-d<-root [a100=1] origin=")
+	copies(westAQs, "fleet-a<-fleet-c [a100=2] origin=fleet", "fleet-b<-fleet-c [a100=2] origin=fleet",
+		"fleet-c<-root [] origin=fleet", "fleet-d<-fleet-c [a100=1] origin=fleet")
+	status("fleet-b", "east=4 west=2")
+	westLink.restore(t)
+	copies(westAQs, "fleet-a<-fleet-c [a100=3] origin=fleet", "fleet-b<-fleet-c [a100=2] origin=fleet",
+		"fleet-c<-root [] origin=fleet", "fleet-d<-fleet-c [a100=1] origin=fleet")
+
 	// fleet-b deleted on the plane: swept from both members, and east's
 	// manager deletes its ClusterQueue. By then the plane has passed over
 	// east after fleet-d's creation, so east's fleet-d is seen untouched
@@ -135,8 +193,8 @@ func TestPlaneProjectsShares(t *testing.T) {
 	if err := hubAQs.Delete(ctx, "fleet-b", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	copies(aqs, "fleet-a<-fleet-c [a100=7] origin=fleet", "fleet-c<-root [] origin=fleet", "fleet-d<-root [a100=1] origin=")
-	copies(westAQs, "fleet-a<-fleet-c [a100=2] origin=fleet", "fleet-c<-root [] origin=fleet", "fleet-d<-fleet-c [a100=1] origin=fleet")
+	copies(aqs, "fleet-a<-fleet-c [a100=5] origin=fleet", "fleet-c<-root [] origin=fleet", "fleet-d<-root [a100=1] origin=")
+	copies(westAQs, "fleet-a<-fleet-c [a100=3] origin=fleet", "fleet-c<-root [] origin=fleet", "fleet-d<-fleet-c [a100=1] origin=fleet")
 	nominal("fleet-b", "none")
 	after, err := aqs.Get(ctx, "fleet-d", metav1.GetOptions{})
 	if err != nil {
@@ -157,6 +215,49 @@ func sum(a, b string) string {
 
 func sameSpec(a, b *v1beta1.AcceleratorQuota) bool {
 	return apiequality.Semantic.DeepEqual(a.Spec, b.Spec) && a.Labels[v1beta1.OriginLabel] == b.Labels[v1beta1.OriginLabel]
+}
+
+// planeStatus renders what a plane's node reports per member: a team's
+// shares of its A100 GPUs ("east=6 west=2"), root's capacity of them
+// ("east=16/16": allocatable and mark).
+func planeStatus(t *testing.T, c typed.AcceleratorQuotaInterface, name string) string {
+	t.Helper()
+	aq, err := c.Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	var parts []string
+	for _, b := range aq.Status.Budgets {
+		for _, pc := range b.PerCluster {
+			parts = append(parts, pc.Cluster+"="+pc.Nominal.String())
+		}
+	}
+	for _, cp := range aq.Status.Capacity {
+		if cp.ResourceName == gpu && cp.ResourceFlavor == "a100" {
+			for _, pc := range cp.PerCluster {
+				parts = append(parts, fmt.Sprintf("%s=%s/%s", pc.Cluster, pc.Allocatable.String(), pc.HighWaterMark.String()))
+			}
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// kubeconfig writes a copy of the kubeconfig at path whose clusters are
+// reached through l, and returns its path.
+func (l *link) kubeconfig(t *testing.T, path string) string {
+	t.Helper()
+	cfg, err := clientcmd.LoadFromFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cfg.Clusters {
+		c.Server, c.TLSServerName = "https://"+l.addr, "127.0.0.1"
+	}
+	out := filepath.Join(t.TempDir(), "through-link.kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, out); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // startCluster starts another control plane for one test.
