@@ -45,6 +45,12 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- with $q.materialize.enrolledNamespaces }}
 - --enrolled-namespaces={{ join "," . }}
 {{- end }}
+{{- range (include "oqm.members" . | fromJsonArray) }}
+- --member={{ .name }}=/etc/ome-quota-manager/members/{{ .name }}/kubeconfig
+{{- end }}
+{{- with $q.projection.origin }}
+- --origin={{ . }}
+{{- end }}
 - --capacity-resources={{ join "," $q.capacity.resources }}
 {{- $cover := list -}}
 {{- range $k, $v := $q.materialize.coverResources }}
@@ -179,4 +185,22 @@ projects here. Empty without remoteAccess.
 {{- end -}}
 {{- end -}}
 {{- join "," $out -}}
+{{- end }}
+
+{{/*
+The member clusters of a management plane (projection.members), as a JSON
+list; empty in workload mode. Each is mounted from its Secret and passed as
+--member NAME=PATH. A plane without members, or members in workload mode,
+fail the render with what to fix.
+*/}}
+{{- define "oqm.members" -}}
+{{- $p := .Values.quotaManager.projection -}}
+{{- $mode := include "oqm.mode" . -}}
+{{- if and (eq $mode "management") (not $p.members) -}}
+{{- fail "quotaManager.projection.members is empty: a management plane needs at least one member cluster ({name, secretName} with a kubeconfig in the Secret)" -}}
+{{- end -}}
+{{- if and (eq $mode "workload") $p.members -}}
+{{- fail "quotaManager.projection.members is set but quotaManager.mode is workload: only a management plane has member clusters" -}}
+{{- end -}}
+{{- toJson ($p.members | default list) -}}
 {{- end }}
