@@ -11,7 +11,7 @@ import (
 // copies plain numbers only; the cost is O(tree nodes + budgets + pairs +
 // Kubernetes Nodes), about what one projection pass reads.
 func (m *Manager) metricsSnapshot() metrics.Snapshot {
-	s := metrics.Snapshot{Plane: ModeWorkload, StreamDepth: m.stream.Len()}
+	s := metrics.Snapshot{Plane: m.opts.Mode, StreamDepth: m.stream.Len()}
 	m.View(func(st *state.State) {
 		cfg := st.Config()
 		s.EnrolledNamespaces = len(cfg.EnrolledNamespaces)
@@ -39,10 +39,22 @@ func (m *Manager) metricsSnapshot() metrics.Snapshot {
 				s.Budgets = append(s.Budgets, mb)
 			}
 		}
-		for _, c := range st.Capacity() {
-			s.Capacity = append(s.Capacity, metrics.Capacity{Resource: c.Resource, Flavor: c.Flavor,
-				Allocatable: c.Allocatable.Float(), Installed: c.Installed.Float(), Unavailable: c.Unavailable.Float(),
-				HighWater: c.HighWaterMark.Float(), ObservedAt: c.ObservedAt})
+		for _, mv := range st.Members() {
+			s.Members = append(s.Members, metrics.Member{Cluster: mv.Name, Reachable: mv.Reachable})
+		}
+		if s.Members != nil {
+			// A plane measures nothing of its own: its capacity is the
+			// members' (Installed and Unavailable are theirs to report).
+			for _, c := range st.CapacityStatus() {
+				s.Capacity = append(s.Capacity, metrics.Capacity{Resource: c.ResourceName, Flavor: c.ResourceFlavor,
+					Allocatable: c.Allocatable.AsApproximateFloat64(), HighWater: c.HighWaterMark.AsApproximateFloat64(), ObservedAt: c.ObservedAt.Time})
+			}
+		} else {
+			for _, c := range st.Capacity() {
+				s.Capacity = append(s.Capacity, metrics.Capacity{Resource: c.Resource, Flavor: c.Flavor,
+					Allocatable: c.Allocatable.Float(), Installed: c.Installed.Float(), Unavailable: c.Unavailable.Float(),
+					HighWater: c.HighWaterMark.Float(), ObservedAt: c.ObservedAt})
+			}
 		}
 		s.Schedulable, s.Cordoned, s.NotReady = st.MachineCounts()
 		perResource := map[[2]string]float64{}

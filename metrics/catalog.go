@@ -88,6 +88,8 @@ var (
 		Help: "Namespaces enrolled for LocalQueues; while 0 nothing is written to Kueue."}
 	mStreamDepth = Spec{Name: "ome_quota_event_stream_depth", Type: Gauge, Source: scrape,
 		Help: "Events waiting in the stream."}
+	mMemberReachable = Spec{Name: "ome_quota_member_reachable", Type: Gauge, Labels: []string{"cluster"}, Source: scrape,
+		Help: "On a management plane, 1 while the member cluster answers and has reported, 0 while it does not (its shares and copies are kept as they were)."}
 )
 
 // The instrumented metrics.

@@ -130,3 +130,25 @@ func TestLint(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 }
+
+// A management plane publishes one reachability series per member, and
+// its budget gauges carry plane="management"; workload mode has neither.
+func TestMemberReachable(t *testing.T) {
+	m := New()
+	snap := Snapshot{Plane: "management", Members: []Member{{Cluster: "east", Reachable: true}, {Cluster: "west"}},
+		Budgets: []Budget{{Quota: "team-a", Role: "ClusterQueue", Resource: "nvidia.com/gpu", Flavor: "a100", Nominal: 8}}}
+	m.SetSource(func() Snapshot { return snap })
+	require.NoError(t, testutil.GatherAndCompare(m.Registry, strings.NewReader(`
+# HELP ome_quota_budget_nominal A tree node's nominal budget per resource and flavor.
+# TYPE ome_quota_budget_nominal gauge
+ome_quota_budget_nominal{flavor="a100",plane="management",quota="team-a",resource="nvidia.com/gpu",role="ClusterQueue"} 8
+# HELP ome_quota_member_reachable On a management plane, 1 while the member cluster answers and has reported, 0 while it does not (its shares and copies are kept as they were).
+# TYPE ome_quota_member_reachable gauge
+ome_quota_member_reachable{cluster="east"} 1
+ome_quota_member_reachable{cluster="west"} 0
+`), mBudgetNominal.Name, mMemberReachable.Name))
+	snap = sample()
+	n, err := testutil.GatherAndCount(m.Registry, mMemberReachable.Name)
+	require.NoError(t, err)
+	require.Zero(t, n, "a workload manager has no members")
+}

@@ -28,6 +28,15 @@ type Snapshot struct {
 	// FailingSources are the capacity informers that cannot list or watch.
 	FailingSources []string
 	StreamDepth    int
+	// Members are a management plane's member clusters; nil in workload
+	// mode.
+	Members []Member
+}
+
+// Member is one member cluster of a management plane.
+type Member struct {
+	Cluster   string
+	Reachable bool
 }
 
 // Budget is one budget of one tree node. Usage is set for teams only.
@@ -66,6 +75,7 @@ var stateSpecs = []Spec{
 	mBudgetNominal, mBudgetAdmitted, mBudgetReserved, mBudgetBorrowed, mNodeReady, mNodes,
 	mCapacityAllocatable, mCapacityInstalled, mCapacityUnavailable, mCapacityMark, mCapacityObserved, mCapacityReportInterval,
 	mCapacityFailing, mCapacityNodes, mUnattributed, mUnattributedNodes, mDRAUnbudgeted, mEnrolled, mStreamDepth,
+	mMemberReachable,
 }
 
 // stateCollector turns a Snapshot into gauges at scrape time. Nothing is
@@ -151,4 +161,11 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	g(mEnrolled, float64(s.EnrolledNamespaces))
 	g(mStreamDepth, float64(s.StreamDepth))
+	for _, m := range s.Members {
+		v := 0.0
+		if m.Reachable {
+			v = 1
+		}
+		g(mMemberReachable, v, m.Cluster)
+	}
 }
