@@ -50,6 +50,11 @@ var probes = map[string][]string{
 	"OmeQuotaEventLagHigh":           {"histogram_quantile(0.99, sum by (job, instance, le) (rate(ome_quota_event_lag_seconds_bucket[5m])))"},
 }
 
+// planeAlerts read series that only a management plane publishes: this
+// workload-mode scenario cannot probe them. test/fleet's plane test shows
+// each series moving on a live plane, and test/alerts makes each fire.
+var planeAlerts = map[string]bool{"OmeQuotaMemberUnreachable": true}
+
 type sample struct {
 	Metric map[string]string `json:"metric"`
 }
@@ -221,6 +226,9 @@ func TestPrometheusScrapesTheGuide(t *testing.T) {
 	t.Run("every alert expression evaluates, and its probes return series", func(t *testing.T) {
 		for _, a := range alerts(t) {
 			query(t, prom, a.expr) // valid against the live series; silent or not
+			if planeAlerts[a.name] {
+				continue
+			}
 			require.NotEmpty(t, probes[a.name], "no probes for %s", a.name)
 			for _, p := range probes[a.name] {
 				require.Contains(t, a.expr, p, "a probe of %s is not part of its expression", a.name)
