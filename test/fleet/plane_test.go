@@ -154,24 +154,23 @@ func TestPlaneProjectsShares(t *testing.T) {
 	copies(westAQs, "fleet-a<-fleet-c [a100=2] origin=fleet", "fleet-b<-fleet-c [a100=2] origin=fleet",
 		"fleet-c<-root [] origin=fleet", "fleet-d<-fleet-c [a100=1] origin=fleet")
 
-	// West's link cut: the plane learns it (a Member event), keeps west's
-	// share of fleet-b rather than moving it to east, and goes on writing
-	// east; west's copies stay as they were until the link returns.
-	members := func() float64 {
-		v, err := pm.Metric(ctx, "ome_quota_events_total", `kind="Member"`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
+	// West's link cut: the plane learns it (ome_quota_member_reachable,
+	// which OmeQuotaMemberUnreachable reads), keeps west's share of
+	// fleet-b rather than moving it to east, and goes on writing east;
+	// west's copies stay as they were until the link returns.
+	reachable := func(want float64) {
+		t.Helper()
+		testutil.Eventually(t, 30*time.Second, func() string {
+			v, err := pm.Metric(ctx, "ome_quota_member_reachable", `cluster="west"`)
+			if err != nil || v != want {
+				return fmt.Sprintf(`the plane's ome_quota_member_reachable{cluster="west"} = %v (%v), want %v`, v, err, want)
+			}
+			return ""
+		})
 	}
-	before := members()
+	reachable(1)
 	westLink.cut()
-	testutil.Eventually(t, 30*time.Second, func() string {
-		if members() == before {
-			return "the plane has applied no Member event since west's link was cut"
-		}
-		return ""
-	})
+	reachable(0)
 	patch = fmt.Sprintf(`{"spec":{"budgets":[{"resourceName":%q,"resourceFlavor":"a100","nominal":"8","policy":"Explicit","perCluster":[{"cluster":"east","nominal":"5"},{"cluster":"west","nominal":"3"}]}]}}`, gpu)
 	if _, err := hubAQs.Patch(ctx, "fleet-a", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
@@ -183,6 +182,7 @@ func TestPlaneProjectsShares(t *testing.T) {
 		"fleet-c<-root [] origin=fleet", "fleet-d<-fleet-c [a100=1] origin=fleet")
 	status("fleet-b", "east=4 west=2")
 	westLink.restore(t)
+	reachable(1)
 	copies(westAQs, "fleet-a<-fleet-c [a100=3] origin=fleet", "fleet-b<-fleet-c [a100=2] origin=fleet",
 		"fleet-c<-root [] origin=fleet", "fleet-d<-fleet-c [a100=1] origin=fleet")
 
