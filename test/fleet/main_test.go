@@ -10,7 +10,8 @@ import (
 	"ome.io/quota-manager/test/localcluster"
 )
 
-// member is the member cluster every test writes to, aqs its
+// member is the member cluster every test writes to (with Kueue's
+// controller manager, which admits workloads against the copies), aqs its
 // AcceleratorQuotas, and managerBin the manager's binary.
 var (
 	member     *localcluster.Cluster
@@ -19,7 +20,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(localcluster.RunTests(m, localcluster.Options{}, true, func(_ context.Context, p *localcluster.TestPackage) error {
+	os.Exit(localcluster.RunTests(m, localcluster.Options{Kueue: true}, true, func(_ context.Context, p *localcluster.TestPackage) error {
 		member, managerBin = p.Cluster, p.ManagerBin
 		aqs = versioned.NewForConfigOrDie(member.Config).OmeV1beta1().AcceleratorQuotas()
 		return nil

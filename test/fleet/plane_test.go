@@ -10,12 +10,15 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
+	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"ome.io/quota-manager/api/client/clientset/versioned"
 	typed "ome.io/quota-manager/api/client/clientset/versioned/typed/api/v1beta1"
@@ -26,17 +29,18 @@ import (
 )
 
 // TestPlaneProjectsShares runs a management plane on a control plane of
-// its own, with two members: east (the package's cluster, with two Nodes
-// of 8 A100 GPUs and a workload-mode manager) and west (a third control
-// plane, whose root reports a mark of 8 GPUs and no manager). The fleet
-// tree's Explicit and Proportional budgets reach each member as copies
-// with that member's share, east's manager turns its copies into
-// ClusterQueues of those nominal quotas, a budget change on the plane
-// reaches east's ClusterQueue, the plane reports each member's share and
+// its own, with two members: east (the package's cluster, with Kueue, two
+// Nodes of 8 A100 GPUs and a workload-mode manager) and west (a third
+// control plane, whose root reports a mark of 8 GPUs and no manager). The
+// fleet tree's Explicit and Proportional budgets reach each member as
+// copies with that member's share, east's manager turns its copies into
+// ClusterQueues of those nominal quotas, Kueue on east admits a team's
+// workloads up to its share and no further, a budget change on the plane
+// reaches east's ClusterQueue and Kueue's admission, the plane reports each member's share and
 // capacity, a node of east's own under a fleet team's name is left as it
 // is, a member cut off keeps its shares while the other is still written
-// and catches up when it returns, and a fleet team deleted on the plane is
-// swept from both members.
+// and catches up when it returns, and fleet nodes deleted on the plane are
+// swept from both members, with east's Kueue objects.
 func TestPlaneProjectsShares(t *testing.T) {
 	ctx := context.Background()
 	east := member
@@ -89,9 +93,14 @@ func TestPlaneProjectsShares(t *testing.T) {
 		aq.Spec.Budgets[0].Policy = v1beta1.DistributionExplicit
 		return aq
 	}
+	// fleet-a borrows nothing, so that Kueue on east admits exactly its
+	// share there.
+	a := explicit("fleet-a", "6", "2")
+	zero := resource.MustParse("0")
+	a.Spec.Budgets[0].BorrowingLimit = &zero
 	proportional := aqtest.Team("fleet-b", "fleet-c").Budget(gpu, "a100", "6").Obj()
 	proportional.Spec.Budgets[0].Policy = v1beta1.DistributionProportional
-	for _, aq := range []*v1beta1.AcceleratorQuota{aqtest.Cohort("fleet-c", "root").Budget(gpu, "a100", "20").Obj(), explicit("fleet-a", "6", "2"), proportional} {
+	for _, aq := range []*v1beta1.AcceleratorQuota{aqtest.Cohort("fleet-c", "root").Budget(gpu, "a100", "20").Obj(), a, proportional} {
 		createWhenRootIs(t, hubAQs, aq)
 		t.Cleanup(func() { _ = hubAQs.Delete(context.Background(), aq.Name, metav1.DeleteOptions{}) })
 	}
@@ -133,14 +142,51 @@ func TestPlaneProjectsShares(t *testing.T) {
 	status("fleet-b", "east=4 west=2")
 	status("root", "east=16/16 west=8/8")
 
-	// One budget change on the plane, to east's ClusterQueue.
+	// Kueue on east admits fleet-a's workloads up to its share there, 6
+	// GPUs, and no further.
+	wls := east.Kueue.KueueV1beta2().Workloads("fleet-ml")
+	for i := range 7 {
+		wl := gpuWorkload("fleet-ml", fmt.Sprintf("fleet-a-%d", i), "fleet-a")
+		testutil.Eventually(t, 30*time.Second, func() string {
+			if _, err := wls.Create(ctx, wl, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+				return fmt.Sprintf("creating workload %s: %v", wl.Name, err)
+			}
+			return ""
+		})
+	}
+	admitted := func(want int, pending string) {
+		t.Helper()
+		testutil.Eventually(t, 60*time.Second, func() string {
+			list, err := wls.List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return err.Error()
+			}
+			n, waiting := 0, ""
+			for i := range list.Items {
+				if apimeta.IsStatusConditionTrue(list.Items[i].Status.Conditions, kueuev1beta2.WorkloadAdmitted) {
+					n++
+				} else if c := apimeta.FindStatusCondition(list.Items[i].Status.Conditions, kueuev1beta2.WorkloadQuotaReserved); c != nil {
+					waiting += c.Message
+				}
+			}
+			if n != want || !strings.Contains(waiting, pending) {
+				return fmt.Sprintf("Kueue on east admitted %d of fleet-a's workloads, want %d; the others wait with %q, want %q", n, want, waiting, pending)
+			}
+			return ""
+		})
+	}
+	admitted(6, "insufficient unused quota")
+
+	// One budget change on the plane, to east's ClusterQueue, and Kueue
+	// admits the seventh workload.
 	changed := time.Now()
-	patch := fmt.Sprintf(`{"spec":{"budgets":[{"resourceName":%q,"resourceFlavor":"a100","nominal":"9","policy":"Explicit","perCluster":[{"cluster":"east","nominal":"7"},{"cluster":"west","nominal":"2"}]}]}}`, gpu)
+	patch := fmt.Sprintf(`{"spec":{"budgets":[{"resourceName":%q,"resourceFlavor":"a100","nominal":"9","borrowingLimit":"0","policy":"Explicit","perCluster":[{"cluster":"east","nominal":"7"},{"cluster":"west","nominal":"2"}]}]}}`, gpu)
 	if _, err := hubAQs.Patch(ctx, "fleet-a", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	nominal("fleet-a", "7")
 	t.Logf("a budget change on the plane reached east's ClusterQueue in %s", time.Since(changed).Round(time.Millisecond))
+	admitted(7, "")
 
 	// East's own fleet-d is never overwritten; west gets the copy.
 	local, err := aqs.Create(ctx, aqtest.Team("fleet-d", "root").Budget(gpu, "a100", "1").Obj(), metav1.CreateOptions{})
@@ -202,6 +248,39 @@ func TestPlaneProjectsShares(t *testing.T) {
 	}
 	if !sameSpec(after, local) {
 		t.Errorf("east's own fleet-d was changed: %+v", after.Spec)
+	}
+
+	// The fleet tree deleted on the plane: every copy is swept from both
+	// members, and east's manager deletes the Kueue objects (so that Kueue
+	// lets the flavor go at cleanup).
+	if err := wls.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := aqs.Delete(ctx, "fleet-d", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"fleet-a", "fleet-d", "fleet-c"} {
+		if err := hubAQs.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copies(aqs)
+	copies(westAQs)
+	nominal("fleet-a", "none")
+}
+
+func gpuWorkload(ns, name, queue string) *kueuev1beta2.Workload {
+	one := resource.MustParse("1")
+	return &kueuev1beta2.Workload{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: kueuev1beta2.WorkloadSpec{
+			QueueName: kueuev1beta2.LocalQueueName(queue),
+			PodSets: []kueuev1beta2.PodSet{{Name: "main", Count: 1, Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyNever,
+				Containers: []corev1.Container{{Name: "worker", Image: "registry.invalid/pause",
+					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{gpu: one}, Limits: corev1.ResourceList{gpu: one}}}},
+			}}}},
+		},
 	}
 }
 
