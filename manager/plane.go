@@ -160,6 +160,7 @@ func (p *plane) pass(ctx context.Context) bool {
 	}
 	var wg sync.WaitGroup
 	ok := make([]bool, len(p.members))
+	reports := make([]*apply.CopyReport, len(p.members))
 	for i, mb := range p.members {
 		if !reachable[mb.name] {
 			// Its source reports it unreachable: its copies stay as they
@@ -168,22 +169,71 @@ func (p *plane) pass(ctx context.Context) bool {
 			continue
 		}
 		wg.Go(func() {
-			ok[i] = mb.apply(ctx, want[i])
+			reports[i], ok[i] = mb.apply(ctx, want[i])
 		})
 	}
 	wg.Wait()
-	return !slices.Contains(ok, false)
+	return p.report(ctx, nodes, reports) && !slices.Contains(ok, false)
 }
 
-// apply runs one CopyWriter pass on the member and logs what it did.
-func (mb *planeMember) apply(ctx context.Context, want projector.MemberCopies) bool {
+// report sends, for each Ready node of the fleet, how the members that
+// answered hold its copies, as an Outcome event when it changed (the
+// node's Materialized condition, and an ObjectConflict Event): a conflict
+// on some member over a refused write over applied, the first member by
+// name saying which. It queues each node whose outcome moved, so that its
+// status is written. It reports whether every outcome was sent.
+func (p *plane) report(ctx context.Context, nodes []projector.FleetNode, reports []*apply.CopyReport) bool {
+	rank := map[events.OutcomeKind]int{events.OutcomeApplied: 0, events.OutcomeFailed: 1, events.OutcomeConflict: 2}
+	outcomes := map[string]events.Outcome{}
+	for _, n := range nodes {
+		if n.Ready && n.Depth >= 0 {
+			outcomes[n.Name] = events.Outcome{Kind: events.OutcomeApplied}
+		}
+	}
+	worse := func(name string, o events.Outcome) {
+		if cur, ok := outcomes[name]; ok && rank[o.Kind] > rank[cur.Kind] {
+			outcomes[name] = o
+		}
+	}
+	for i, rep := range reports {
+		if rep == nil {
+			continue
+		}
+		member := p.members[i].name
+		for _, name := range slices.Sorted(maps.Keys(rep.Failed)) {
+			worse(name, events.Outcome{Kind: events.OutcomeFailed, Message: fmt.Sprintf("member %s refused the copy: %s", member, rep.Failed[name])})
+		}
+		for _, name := range slices.Sorted(maps.Keys(rep.Conflicts)) {
+			worse(name, events.Outcome{Kind: events.OutcomeConflict, Message: fmt.Sprintf("member %s: %s", member, rep.Conflicts[name])})
+		}
+	}
+	sent := true
+	for _, name := range slices.Sorted(maps.Keys(outcomes)) {
+		seq, err := p.m.reportOutcome(ctx, name, outcomes[name])
+		if err != nil {
+			if ctx.Err() == nil {
+				klog.FromContext(ctx).Error(err, "cannot report how the members hold a node's copies; retrying", "node", name)
+			}
+			sent = false
+			continue
+		}
+		if seq > 0 {
+			p.m.shell.urgent.Add(name)
+		}
+	}
+	return sent
+}
+
+// apply runs one CopyWriter pass on the member and logs what it did; the
+// report is nil when the member could not be listed.
+func (mb *planeMember) apply(ctx context.Context, want projector.MemberCopies) (*apply.CopyReport, bool) {
 	log := klog.FromContext(ctx).WithValues("member", mb.name)
 	ctx, cancel := context.WithTimeout(ctx, memberPassTimeout)
 	defer cancel()
 	rep, err := mb.writer.Apply(ctx, want)
 	if err != nil {
 		log.Error(err, "cannot bring the member's copies in place; retrying", "retryIn", copyRetry)
-		return false
+		return nil, false
 	}
 	if len(rep.Written) > 0 || len(rep.Swept) > 0 {
 		log.Info("copies written to the member", "written", rep.Written, "swept", rep.Swept)
@@ -198,5 +248,5 @@ func (mb *planeMember) apply(ctx context.Context, want projector.MemberCopies) b
 			log.Error(nil, "the member refused a copy", "node", name, "answer", why)
 		}
 	}
-	return len(rep.Failed) == 0
+	return &rep, len(rep.Failed) == 0
 }

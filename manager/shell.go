@@ -454,7 +454,8 @@ func (m *Manager) materialize(ctx context.Context, name string, how apply.Pass) 
 		in = m.settings()
 	} else {
 		c := m.st.Config()
-		in = projector.Input{EnrolledNamespaces: c.EnrolledNamespaces, CoverResources: projector.CoverResources(c.CoverResources)}
+		in = projector.Input{EnrolledNamespaces: c.EnrolledNamespaces, CoverResources: projector.CoverResources(c.CoverResources),
+			Plane: c.Mode == events.ModeManagement}
 	}
 	seq := m.st.LastSeq()
 	m.mu.Unlock()
@@ -479,8 +480,13 @@ func (m *Manager) materialize(ctx context.Context, name string, how apply.Pass) 
 		m.shell.forgetStatus(name)
 	} else {
 		// A node deleted has no outcome to report: the state dropped it
-		// with the node.
-		oseq, err := m.reportOutcome(ctx, name, res.Outcomes[name])
+		// with the node. On a plane the outcome is the copier's (how the
+		// members hold the node's copies), not this applier's.
+		var oseq uint64
+		var err error
+		if m.plane == nil {
+			oseq, err = m.reportOutcome(ctx, name, res.Outcomes[name])
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				klog.FromContext(ctx).Error(err, "cannot report the applier's outcome through the event stream; the node is compared again", "node", name)

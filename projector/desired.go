@@ -242,7 +242,7 @@ func cond(t string, ok bool, reason, msg string, gen int64) metav1.Condition {
 // with its objects: for the status write that follows the applier's
 // outcome, which needs no objects built again.
 func ProjectStatus(n *Node, in Input) *v1beta1.AcceleratorQuotaStatus {
-	materialize := len(in.EnrolledNamespaces) > 0
+	materialize := len(in.EnrolledNamespaces) > 0 || in.Plane
 	st := &v1beta1.AcceleratorQuotaStatus{ObservedGeneration: n.Generation}
 	if n.Ready {
 		st.Conditions = append(st.Conditions,

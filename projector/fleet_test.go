@@ -125,10 +125,26 @@ func TestFleetStatus(t *testing.T) {
 	if got := strings.Join(capacity, ", "); got != "east 6/6, west 2/2, fleet 8/8" {
 		t.Errorf("root's capacity on the plane: %q", got)
 	}
-	for _, c := range out.Statuses[v1beta1.RootName].Conditions {
-		if c.Type == v1beta1.ConditionMaterialized {
-			t.Errorf("a plane's root says %s %s: the plane writes no Kueue object of its own", c.Type, c.Status)
+	// Materialized says how the members hold the copies: pending until the
+	// copier reports, then its outcome.
+	materialized := func(name string) string {
+		for _, c := range out.Statuses[name].Conditions {
+			if c.Type == v1beta1.ConditionMaterialized {
+				return string(c.Status) + " " + c.Reason + ": " + c.Message
+			}
 		}
+		return "none"
+	}
+	if got := materialized("team-a"); got != "False Pending: "+msgPendingApply {
+		t.Errorf("team-a before the copier reported: %s", got)
+	}
+	conflict := events.Outcome{Kind: events.OutcomeConflict, Message: "member east: the member holds a node of its own named team-a"}
+	ev := events.OutcomeReported(t0, "team-a", conflict)
+	ev.Seq = s.LastSeq() + 1
+	s.Apply(ev)
+	out = Project(FromState(s, nil, nil))
+	if got := materialized("team-a"); got != "False ObjectConflict: "+conflict.Message {
+		t.Errorf("team-a after the copier found a conflict: %s", got)
 	}
 }
 

@@ -25,6 +25,7 @@ func Settings(s *state.State, enrolled []string, cover map[string]resource.Quant
 		Capacity:           s.CapacityStatus(),
 		EnrolledNamespaces: enrolled,
 		CoverResources:     cover,
+		Plane:              s.Config().Mode == events.ModeManagement,
 	}
 	for _, u := range s.Unbudgeted() {
 		in.Unbudgeted = append(in.Unbudgeted, v1beta1.UnbudgetedDevices{DeviceClassName: u.DeviceClass, Devices: u.Devices})

@@ -41,6 +41,9 @@ type Input struct {
 	Capacity []v1beta1.CapacityStatus
 	// Unbudgeted DRA devices, reported on root's status.
 	Unbudgeted []v1beta1.UnbudgetedDevices
+	// Plane is a management plane: its nodes' enforcement objects are the
+	// copies on its members, and their outcome is the copier's.
+	Plane bool
 	// EnrolledNamespaces: while empty, nothing is written to Kueue.
 	EnrolledNamespaces []string
 	// CoverResources are added to every ClusterQueue with these ceilings, so
