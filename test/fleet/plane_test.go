@@ -33,14 +33,15 @@ import (
 // Nodes of 8 A100 GPUs and a workload-mode manager) and west (a third
 // control plane, whose root reports a mark of 8 GPUs and no manager). The
 // fleet tree's Explicit and Proportional budgets reach each member as
-// copies with that member's share, east's manager turns its copies into
-// ClusterQueues of those nominal quotas, Kueue on east admits a team's
-// workloads up to its share and no further, a budget change on the plane
-// reaches east's ClusterQueue and Kueue's admission, the plane reports each member's share and
-// capacity, a node of east's own under a fleet team's name is left as it
-// is, a member cut off keeps its shares while the other is still written
-// and catches up when it returns, and fleet nodes deleted on the plane are
-// swept from both members, with east's Kueue objects.
+// copies with that member's share; east's manager turns its copies into
+// ClusterQueues of those nominal quotas; Kueue on east admits a team's
+// workloads up to its share and no further; a budget change on the plane
+// reaches east's ClusterQueue and Kueue's admission; the plane reports
+// each member's share and capacity; a node of east's own under a fleet
+// team's name is left as it is and reported on the plane's node; a member
+// cut off keeps its shares while the other is still written, and catches
+// up when it returns; and fleet nodes deleted on the plane are swept from
+// both members, with east's Kueue objects.
 func TestPlaneProjectsShares(t *testing.T) {
 	ctx := context.Background()
 	east := member
@@ -199,6 +200,36 @@ func TestPlaneProjectsShares(t *testing.T) {
 	t.Cleanup(func() { _ = hubAQs.Delete(context.Background(), "fleet-d", metav1.DeleteOptions{}) })
 	copies(westAQs, "fleet-a<-fleet-c [a100=2] origin=fleet", "fleet-b<-fleet-c [a100=2] origin=fleet",
 		"fleet-c<-root [] origin=fleet", "fleet-d<-fleet-c [a100=1] origin=fleet")
+	// The plane reports the conflict on its fleet-d, naming east, and
+	// fleet-a's copies as in place.
+	materialized := func(name, want string) {
+		t.Helper()
+		testutil.Eventually(t, 30*time.Second, func() string {
+			aq, err := hubAQs.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err.Error()
+			}
+			c := apimeta.FindStatusCondition(aq.Status.Conditions, v1beta1.ConditionMaterialized)
+			if c == nil || !strings.HasPrefix(string(c.Status)+" "+c.Reason+": "+c.Message, want) {
+				return fmt.Sprintf("the plane's %s says Materialized %+v, want %q", name, c, want)
+			}
+			return ""
+		})
+	}
+	materialized("fleet-d", "False ObjectConflict: member east: the member holds a node of its own named fleet-d")
+	materialized("fleet-a", "True Admitted")
+	testutil.Eventually(t, 30*time.Second, func() string {
+		evs, err := hub.Kube.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=fleet-d,reason=ObjectConflict"})
+		if err != nil {
+			return err.Error()
+		}
+		for _, ev := range evs.Items {
+			if strings.Contains(ev.Message, "member east") {
+				return ""
+			}
+		}
+		return fmt.Sprintf("no ObjectConflict Event on the plane's fleet-d naming east: %d Events", len(evs.Items))
+	})
 
 	// West's link cut: the plane learns it (ome_quota_member_reachable,
 	// which OmeQuotaMemberUnreachable reads), keeps west's share of
