@@ -33,6 +33,23 @@ type CapacityReport struct {
 	ObservedAt    metav1.Time `json:"observedAt"`
 	// Age is how long ago ObservedAt was, when the report was made.
 	Age string `json:"age"`
+	// Members are, on a management plane, each member cluster's part.
+	Members []MemberCapacityReport `json:"members,omitempty"`
+}
+
+// MemberCapacityReport is one member cluster's capacity of a pair, on a
+// management plane.
+type MemberCapacityReport struct {
+	Cluster       string `json:"cluster"`
+	Allocatable   string `json:"allocatable"`
+	HighWaterMark string `json:"highWaterMark"`
+}
+
+// ShareReport is one member cluster's share of a fleet budget, on a
+// management plane.
+type ShareReport struct {
+	Cluster string `json:"cluster"`
+	Nominal string `json:"nominal"`
 }
 
 // NodeReport is one node of the tree.
@@ -63,6 +80,9 @@ type BudgetReport struct {
 	Admitted string `json:"admitted,omitempty"`
 	Reserved string `json:"reserved,omitempty"`
 	Borrowed string `json:"borrowed,omitempty"`
+	// Shares are, on a management plane, each member cluster's share of
+	// a team's budget, from its status.
+	Shares []ShareReport `json:"shares,omitempty"`
 }
 
 // ConditionReport is one condition.

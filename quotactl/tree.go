@@ -30,6 +30,8 @@ func (o *options) treeCommand() *cobra.Command {
 (nominal, borrowingLimit and lendingLimit per resource@flavor), a team's admitted usage, and its
 Ready and Materialized conditions with their reasons. A frozen node names the node that froze it.
 Root shows the measured capacity and the high-water marks, with how long ago they were measured.
+On a management plane, each team's budget shows its share on each member cluster, and root each
+member's capacity.
 
 Colour is used only on a terminal, and never when NO_COLOR is set.`,
 		Example: `  # The whole tree
@@ -116,11 +118,15 @@ func (t *treeOptions) report(cl *cluster, s *state.State, from string) (*TreeRep
 	}
 	if root := cl.quota(v1beta1.RootName); root != nil {
 		for _, c := range root.Status.Capacity {
-			rep.Capacity = append(rep.Capacity, CapacityReport{
+			cr := CapacityReport{
 				Resource: c.ResourceName, Flavor: c.ResourceFlavor,
 				Allocatable: c.Allocatable.String(), HighWaterMark: c.HighWaterMark.String(),
 				ObservedAt: c.ObservedAt, Age: age(now.Sub(c.ObservedAt.Time)),
-			})
+			}
+			for _, pc := range c.PerCluster {
+				cr.Members = append(cr.Members, MemberCapacityReport{Cluster: pc.Cluster, Allocatable: pc.Allocatable.String(), HighWaterMark: pc.HighWaterMark.String()})
+			}
+			rep.Capacity = append(rep.Capacity, cr)
 		}
 	}
 	return rep, nil
@@ -158,6 +164,9 @@ func nodeReport(aq *v1beta1.AcceleratorQuota, s *state.State) *NodeReport {
 		if aq.Spec.Role == v1beta1.RoleClusterQueue {
 			u := usage[pairKey(b.ResourceName, b.ResourceFlavor)]
 			br.Admitted, br.Reserved, br.Borrowed = u.Admitted.String(), u.Reserved.String(), u.Borrowed.String()
+			for _, pc := range u.PerCluster {
+				br.Shares = append(br.Shares, ShareReport{Cluster: pc.Cluster, Nominal: pc.Nominal.String()})
+			}
 		}
 		n.Budgets = append(n.Budgets, br)
 	}
@@ -219,6 +228,9 @@ func (t *treeOptions) printText(w io.Writer, rep *TreeReport) {
 					line += " (" + c.ObservedAt.UTC().Format(time.RFC3339) + ")"
 				}
 				b.WriteString(line + "\n")
+				for _, m := range c.Members {
+					fmt.Fprintf(&b, "%s  member %s  allocatable %s  high-water mark %s\n", detail, m.Cluster, m.Allocatable, m.HighWaterMark)
+				}
 			}
 		}
 		for _, bu := range n.Budgets {
@@ -275,6 +287,13 @@ func budgetText(n *NodeReport, b BudgetReport, wide bool) string {
 		if wide {
 			parts = append(parts, "reserved "+b.Reserved, "borrowed "+b.Borrowed)
 		}
+	}
+	if len(b.Shares) > 0 {
+		shares := make([]string, len(b.Shares))
+		for i, s := range b.Shares {
+			shares[i] = s.Cluster + "=" + s.Nominal
+		}
+		parts = append(parts, "shares "+strings.Join(shares, " "))
 	}
 	return strings.Join(parts, "  ")
 }

@@ -1,10 +1,14 @@
 package fleet
 
 import (
+	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"net/url"
+	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -17,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/tools/clientcmd"
 	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
@@ -24,6 +29,7 @@ import (
 	typed "ome.io/quota-manager/api/client/clientset/versioned/typed/api/v1beta1"
 	"ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/api/v1beta1/aqtest"
+	"ome.io/quota-manager/quotactl"
 	"ome.io/quota-manager/test/localcluster"
 	"ome.io/quota-manager/test/testutil"
 )
@@ -142,6 +148,14 @@ func TestPlaneProjectsShares(t *testing.T) {
 	status("fleet-a", "east=6 west=2")
 	status("fleet-b", "east=4 west=2")
 	status("root", "east=16/16 west=8/8")
+	// kubectl ome quota tree on the plane prints them.
+	testutil.Eventually(t, 30*time.Second, func() string {
+		var out, errOut bytes.Buffer
+		if code := quotactl.Run([]string{"quota", "tree", "--kubeconfig", hub.Kubeconfig}, genericiooptions.IOStreams{In: &bytes.Buffer{}, Out: &out, ErrOut: &errOut}); code != 0 {
+			return fmt.Sprintf("kubectl ome quota tree exited %d: %s", code, errOut.String())
+		}
+		return golden(t, "plane-tree.txt", regexp.MustCompile(`measured \d+[smhd] ago`).ReplaceAllString(out.String(), "measured <age> ago"))
+	})
 
 	// Kueue on east admits fleet-a's workloads up to its share there, 6
 	// GPUs, and no further.
@@ -325,6 +339,28 @@ func sum(a, b string) string {
 
 func sameSpec(a, b *v1beta1.AcceleratorQuota) bool {
 	return apiequality.Semantic.DeepEqual(a.Spec, b.Spec) && a.Labels[v1beta1.OriginLabel] == b.Labels[v1beta1.OriginLabel]
+}
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// golden is "" when got is testdata/name (with -update, it rewrites it),
+// else the difference.
+func golden(t *testing.T, name, got string) string {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(want) != got {
+		return fmt.Sprintf("testdata/%s:\n%s\nprinted:\n%s", name, want, got)
+	}
+	return ""
 }
 
 // planeStatus renders what a plane's node reports per member: a team's
