@@ -46,8 +46,9 @@ import (
 // each member's share and capacity; a node of east's own under a fleet
 // team's name is left as it is and reported on the plane's node; a member
 // cut off keeps its shares while the other is still written, and catches
-// up when it returns; and fleet nodes deleted on the plane are swept from
-// both members, with east's Kueue objects.
+// up when it returns; a member's growth moves a Proportional split once,
+// and a drop within its damping band not at all; and fleet nodes deleted
+// on the plane are swept from both members, with east's Kueue objects.
 func TestPlaneProjectsShares(t *testing.T) {
 	ctx := context.Background()
 	east := member
@@ -277,6 +278,48 @@ func TestPlaneProjectsShares(t *testing.T) {
 	copies(westAQs, "fleet-a<-fleet-c [a100=3] origin=fleet", "fleet-b<-fleet-c [a100=2] origin=fleet",
 		"fleet-c<-root [] origin=fleet", "fleet-d<-fleet-c [a100=1] origin=fleet")
 
+	// East grows past its mark (a third Node of 8: 24 of 32): fleet-b's
+	// Proportional 6 moves once, to 4.5 and 1.5, the tie on the halves
+	// going to east by name. A drop within east's damping band (23
+	// installed) leaves its mark, and so the split, where they are.
+	generation := func() int64 {
+		aq, err := aqs.Get(ctx, "fleet-b", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return aq.Generation
+	}
+	before := generation()
+	third := func(gpus int) {
+		if _, err := localcluster.ApplyNode(ctx, east.Kube, localcluster.GPUNode("fleet-east-3", gpus)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	third(8)
+	t.Cleanup(func() { _ = east.Kube.CoreV1().Nodes().Delete(context.Background(), "fleet-east-3", metav1.DeleteOptions{}) })
+	copies(aqs, "fleet-a<-fleet-c [a100=5] origin=fleet", "fleet-b<-fleet-c [a100=5] origin=fleet",
+		"fleet-c<-root [] origin=fleet", "fleet-d<-root [a100=1] origin=")
+	copies(westAQs, "fleet-a<-fleet-c [a100=3] origin=fleet", "fleet-b<-fleet-c [a100=1] origin=fleet",
+		"fleet-c<-root [] origin=fleet", "fleet-d<-fleet-c [a100=1] origin=fleet")
+	status("fleet-b", "east=5 west=1")
+	if got := generation(); got != before+1 {
+		t.Errorf("east's copy of fleet-b went from generation %d to %d: the split moved more than once", before, got)
+	}
+	third(7)
+	status("root", "east=23/24 west=8/8")
+	// A later change reaches east, so the plane has passed over east since
+	// it heard of the drop: fleet-b's copy is still as it was.
+	patch = fmt.Sprintf(`{"spec":{"budgets":[{"resourceName":%q,"resourceFlavor":"a100","nominal":"7","policy":"Explicit","perCluster":[{"cluster":"east","nominal":"4"},{"cluster":"west","nominal":"3"}]}]}}`, gpu)
+	if _, err := hubAQs.Patch(ctx, "fleet-a", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	copies(aqs, "fleet-a<-fleet-c [a100=4] origin=fleet", "fleet-b<-fleet-c [a100=5] origin=fleet",
+		"fleet-c<-root [] origin=fleet", "fleet-d<-root [a100=1] origin=")
+	if got := generation(); got != before+1 {
+		t.Errorf("a drop within east's damping band moved fleet-b's split: its copy on east is at generation %d, want %d", got, before+1)
+	}
+	status("fleet-b", "east=5 west=1")
+
 	// fleet-b deleted on the plane: swept from both members, and east's
 	// manager deletes its ClusterQueue. By then the plane has passed over
 	// east after fleet-d's creation, so east's fleet-d is seen untouched
@@ -284,7 +327,7 @@ func TestPlaneProjectsShares(t *testing.T) {
 	if err := hubAQs.Delete(ctx, "fleet-b", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	copies(aqs, "fleet-a<-fleet-c [a100=5] origin=fleet", "fleet-c<-root [] origin=fleet", "fleet-d<-root [a100=1] origin=")
+	copies(aqs, "fleet-a<-fleet-c [a100=4] origin=fleet", "fleet-c<-root [] origin=fleet", "fleet-d<-root [a100=1] origin=")
 	copies(westAQs, "fleet-a<-fleet-c [a100=3] origin=fleet", "fleet-c<-root [] origin=fleet", "fleet-d<-fleet-c [a100=1] origin=fleet")
 	nominal("fleet-b", "none")
 	after, err := aqs.Get(ctx, "fleet-d", metav1.GetOptions{})
