@@ -29,6 +29,29 @@ type Member struct {
 	// Capacity is the member's root status.capacity, sorted by resource,
 	// then flavor: its high-water marks, already damped by its manager.
 	Capacity []MemberCapacity `json:"capacity,omitempty"`
+	// Usage is what the member's Kueue admitted and borrowed for each team
+	// of the plane's copies there (their status.budgets), sorted by node,
+	// resource and flavor.
+	Usage []MemberUsage `json:"usage,omitempty"`
+}
+
+// MemberUsage is one budget of one copy on a member: what Kueue admitted
+// and borrowed there.
+type MemberUsage struct {
+	Node     string            `json:"node"`
+	Resource string            `json:"resource"`
+	Flavor   string            `json:"flavor"`
+	Admitted resource.Quantity `json:"admitted"`
+	Borrowed resource.Quantity `json:"borrowed"`
+}
+
+// SortUsage sorts a member's usage as a Member event carries it.
+func SortUsage(u []MemberUsage) {
+	slices.SortFunc(u, compareUsage)
+}
+
+func compareUsage(a, b MemberUsage) int {
+	return cmp.Or(cmp.Compare(a.Node, b.Node), cmp.Compare(a.Resource, b.Resource), cmp.Compare(a.Flavor, b.Flavor))
 }
 
 // MemberCapacity is one pair of a member's root capacity.
@@ -67,8 +90,16 @@ func (e *Event) validateMember(count int, first string) error {
 		return fmt.Errorf("member event #%d must carry exactly one payload, %q", e.Seq, "member")
 	}
 	m := e.Member
-	if !m.Reachable && (len(m.Flavors) > 0 || len(m.Capacity) > 0) {
-		return fmt.Errorf("member event #%d for %q is unreachable and carries flavors or capacity: an unreachable member's event carries only why", e.Seq, e.Key)
+	if !m.Reachable && (len(m.Flavors) > 0 || len(m.Capacity) > 0 || len(m.Usage) > 0) {
+		return fmt.Errorf("member event #%d for %q is unreachable and carries flavors, capacity or usage: an unreachable member's event carries only why", e.Seq, e.Key)
+	}
+	for i, u := range m.Usage {
+		if u.Node == "" || u.Resource == "" || u.Flavor == "" {
+			return fmt.Errorf("member event #%d for %q has a usage entry without a node, a resource or a flavor", e.Seq, e.Key)
+		}
+		if i > 0 && compareUsage(m.Usage[i-1], u) >= 0 {
+			return fmt.Errorf("member event #%d for %q lists usage unsorted or twice (%s %s@%s): use SortUsage", e.Seq, e.Key, u.Node, u.Resource, u.Flavor)
+		}
 	}
 	if !slices.IsSorted(m.Flavors) || len(slices.Compact(slices.Clone(m.Flavors))) != len(m.Flavors) {
 		return fmt.Errorf("member event #%d for %q lists flavors unsorted or twice: use MemberSeen", e.Seq, e.Key)

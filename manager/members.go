@@ -18,9 +18,9 @@ import (
 // MemberSource reads one member cluster for a management plane and publishes
 // what it finds as Member events: its ResourceFlavors and its root's
 // capacity when it answers, and why not when it does not. It reads by
-// polling (Poll, every Interval in Run), two requests a round: the root
-// AcceleratorQuota and the list of ResourceFlavors, each bounded by
-// Timeout. It publishes only a change: a member whose flavors and marks
+// polling (Poll, every Interval in Run), two requests a round (the root
+// AcceleratorQuota and the list of ResourceFlavors) and a third with an
+// Origin (the plane's copies there), together bounded by Timeout. It publishes only a change: a member whose flavors and marks
 // stay the same costs the stream nothing. A member without root (its own
 // manager has not created it, or it was deleted) counts as not answering,
 // so that the plane keeps the member's shares rather than moving them.
@@ -28,6 +28,10 @@ type MemberSource struct {
 	Name   string
 	Quotas versioned.Interface
 	Kueue  kueueclient.Interface
+	// Origin is the plane's origin label: the status of the member's
+	// copies of that origin says what its Kueue admitted and borrowed for
+	// them (a third request a round). Empty reads no copies.
+	Origin string
 	// Publish puts an event on the plane's stream.
 	Publish func(events.Event)
 	// Now stamps the events.
@@ -61,7 +65,8 @@ func (m *MemberSource) Poll(ctx context.Context) *events.Event {
 		return nil // stopping: a cancelled read says nothing of the member
 	}
 	cur := ev.Member
-	if m.last != nil && m.last.Reachable == cur.Reachable && (!cur.Reachable || reflect.DeepEqual(sortedCapacity(m.last), sortedCapacity(cur)) && reflect.DeepEqual(m.last.Flavors, cur.Flavors)) {
+	if m.last != nil && m.last.Reachable == cur.Reachable && (!cur.Reachable || reflect.DeepEqual(sortedCapacity(m.last), sortedCapacity(cur)) &&
+		reflect.DeepEqual(m.last.Flavors, cur.Flavors) && reflect.DeepEqual(usageText(m.last), usageText(cur))) {
 		return nil // unchanged; an unreachable member is reported once per outage
 	}
 	m.last = cur
@@ -93,7 +98,34 @@ func (m *MemberSource) read(ctx context.Context) events.Event {
 		capacity = append(capacity, events.MemberCapacity{Resource: c.ResourceName, Flavor: c.ResourceFlavor,
 			Allocatable: c.Allocatable, HighWaterMark: c.HighWaterMark})
 	}
-	return events.MemberSeen(now, m.Name, names, capacity)
+	ev := events.MemberSeen(now, m.Name, names, capacity)
+	if m.Origin != "" {
+		copies, err := m.Quotas.OmeV1beta1().AcceleratorQuotas().List(ctx, metav1.ListOptions{LabelSelector: v1beta1.OriginLabel + "=" + m.Origin})
+		if err != nil {
+			return events.MemberLost(now, m.Name, fmt.Sprintf("listing the plane's copies on the member: %v", err))
+		}
+		for _, aq := range copies.Items {
+			if aq.Spec.Role != v1beta1.RoleClusterQueue {
+				continue
+			}
+			for _, b := range aq.Status.Budgets {
+				ev.Member.Usage = append(ev.Member.Usage, events.MemberUsage{Node: aq.Name, Resource: b.ResourceName, Flavor: b.ResourceFlavor,
+					Admitted: b.Admitted, Borrowed: b.Borrowed})
+			}
+		}
+		events.SortUsage(ev.Member.Usage)
+	}
+	return ev
+}
+
+// usageText is a member's usage with quantities in canonical form, for
+// comparing two reads.
+func usageText(m *events.Member) []string {
+	out := make([]string, len(m.Usage))
+	for i, u := range m.Usage {
+		out[i] = u.Node + " " + u.Resource + "@" + u.Flavor + "=" + u.Admitted.String() + "/" + u.Borrowed.String()
+	}
+	return out
 }
 
 // sortedCapacity is a member's capacity with quantities in canonical form,

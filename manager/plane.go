@@ -78,7 +78,7 @@ func newPlane(m *Manager) (*plane, error) {
 		}
 		p.members = append(p.members, &planeMember{
 			name:   name,
-			source: &MemberSource{Name: name, Quotas: quotas, Kueue: kq, Now: time.Now, Interval: m.opts.MemberPoll, Timeout: memberReadTimeout},
+			source: &MemberSource{Name: name, Quotas: quotas, Kueue: kq, Origin: m.opts.Origin, Now: time.Now, Interval: m.opts.MemberPoll, Timeout: memberReadTimeout},
 			writer: &apply.CopyWriter{Origin: m.opts.Origin, Quotas: quotas},
 		})
 	}

@@ -269,7 +269,7 @@ func ProjectStatus(n *Node, in Input) *v1beta1.AcceleratorQuotaStatus {
 			u := n.Usage[p]
 			st.Budgets = append(st.Budgets, v1beta1.BudgetStatus{
 				ResourceName: b.ResourceName, ResourceFlavor: b.ResourceFlavor, Nominal: b.Nominal,
-				Admitted: u.Admitted, Reserved: u.Reserved, Borrowed: u.Borrowed, PerCluster: perCluster(n.Splits, p),
+				Admitted: u.Admitted, Reserved: u.Reserved, Borrowed: u.Borrowed, PerCluster: perCluster(n, p),
 			})
 		}
 	}
@@ -281,15 +281,23 @@ func ProjectStatus(n *Node, in Input) *v1beta1.AcceleratorQuotaStatus {
 
 // perCluster is, on a management plane, each member's share of the
 // team's budget of p, by cluster name (a member without a share is not
-// listed); nil when the budget is not split.
-func perCluster(splits []state.BudgetSplit, p state.Pair) []v1beta1.ClusterBudgetStatus {
-	i := slices.IndexFunc(splits, func(sp state.BudgetSplit) bool { return sp.Pair == p })
+// listed), with what the member's Kueue admitted and borrowed for the
+// team's copy there, as it last reported; nil when the budget is not
+// split.
+func perCluster(n *Node, p state.Pair) []v1beta1.ClusterBudgetStatus {
+	i := slices.IndexFunc(n.Splits, func(sp state.BudgetSplit) bool { return sp.Pair == p })
 	if i < 0 {
 		return nil
 	}
 	var out []v1beta1.ClusterBudgetStatus
-	for _, sh := range splits[i].Shares {
-		out = append(out, v1beta1.ClusterBudgetStatus{Cluster: sh.Cluster, Nominal: sh.Amount.Quantity()})
+	for _, sh := range n.Splits[i].Shares {
+		cs := v1beta1.ClusterBudgetStatus{Cluster: sh.Cluster, Nominal: sh.Amount.Quantity()}
+		for _, u := range n.MemberUsage {
+			if u.Cluster == sh.Cluster && u.Pair == p {
+				cs.Admitted, cs.Borrowed = u.Admitted.Quantity(), u.Borrowed.Quantity()
+			}
+		}
+		out = append(out, cs)
 	}
 	return out
 }

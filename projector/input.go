@@ -23,8 +23,10 @@ type Node struct {
 	// Usage is the team's usage per pair, from its ClusterQueue's status.
 	Usage map[state.Pair]events.Usage
 	// Splits are a team's budgets split among a management plane's
-	// member clusters; nil in workload mode.
-	Splits []state.BudgetSplit
+	// member clusters, and MemberUsage what each member's Kueue admitted
+	// and borrowed for its copy there; nil in workload mode.
+	Splits      []state.BudgetSplit
+	MemberUsage []state.ClusterUsage
 	// Outcome is the leader's applier's last report on the node's Kueue
 	// objects, as the state holds it: what Materialized says.
 	Outcome events.Outcome

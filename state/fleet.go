@@ -41,6 +41,9 @@ type cluster struct {
 	flavors     []string
 	marks       map[Pair]Amount
 	allocatable map[Pair]Amount
+	// usage is what its Kueue admitted and borrowed for the plane's
+	// copies, sorted; kept, like the rest, while it does not answer.
+	usage []events.MemberUsage
 }
 
 func newFleet() *fleet {
@@ -105,6 +108,52 @@ func (s *State) setMember(name string, m *events.Member) {
 	}
 	cl.reachable, cl.message = true, ""
 	s.take(name, cl, m.Flavors, m.Capacity)
+	s.takeUsage(cl, m.Usage)
+}
+
+// takeUsage replaces a member's usage, marking the nodes whose status
+// shows what moved.
+func (s *State) takeUsage(cl *cluster, usage []events.MemberUsage) {
+	if slices.EqualFunc(cl.usage, usage, sameUsage) {
+		return
+	}
+	for _, u := range cl.usage {
+		s.changedNode(u.Node)
+	}
+	for _, u := range usage {
+		s.changedNode(u.Node)
+	}
+	cl.usage = usage
+}
+
+func sameUsage(a, b events.MemberUsage) bool {
+	return a.Node == b.Node && a.Resource == b.Resource && a.Flavor == b.Flavor &&
+		a.Admitted.Cmp(b.Admitted) == 0 && a.Borrowed.Cmp(b.Borrowed) == 0
+}
+
+// ClusterUsage is what one member's Kueue admitted and borrowed for a
+// team's copy there, per pair.
+type ClusterUsage struct {
+	Cluster string
+	Pair
+	Admitted, Borrowed Amount
+}
+
+// MemberUsage is what each member last reported of a team's copy there,
+// by cluster name, then pair; nil outside a management plane.
+func (s *State) MemberUsage(node string) []ClusterUsage {
+	if s.fleet == nil {
+		return nil
+	}
+	var out []ClusterUsage
+	for _, name := range s.fleet.names {
+		for _, u := range s.fleet.clusters[name].usage {
+			if u.Node == node {
+				out = append(out, ClusterUsage{Cluster: name, Pair: Pair{u.Resource, u.Flavor}, Admitted: AmountOf(u.Admitted), Borrowed: AmountOf(u.Borrowed)})
+			}
+		}
+	}
+	return out
 }
 
 // take puts in force what a member reported, or what root's status kept
