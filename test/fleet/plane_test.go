@@ -43,7 +43,7 @@ import (
 // ClusterQueues of those nominal quotas; Kueue on east admits a team's
 // workloads up to its share and no further; a budget change on the plane
 // reaches east's ClusterQueue and Kueue's admission; the plane reports
-// each member's share and capacity; a node of east's own under a fleet
+// each member's share, what Kueue admitted there, and its capacity; a node of east's own under a fleet
 // team's name is left as it is and reported on the plane's node; a member
 // cut off keeps its shares while the other is still written, and catches
 // up when it returns; a member's growth moves a Proportional split once,
@@ -203,6 +203,24 @@ func TestPlaneProjectsShares(t *testing.T) {
 	nominal("fleet-a", "7")
 	t.Logf("a budget change on the plane reached east's ClusterQueue in %s", time.Since(changed).Round(time.Millisecond))
 	admitted(7, "")
+	// The plane reads it back from east's copy: per member, and summed.
+	testutil.Eventually(t, 60*time.Second, func() string {
+		aq, err := hubAQs.Get(ctx, "fleet-a", metav1.GetOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		var got []string
+		for _, b := range aq.Status.Budgets {
+			got = append(got, "total="+b.Admitted.String())
+			for _, pc := range b.PerCluster {
+				got = append(got, pc.Cluster+"="+pc.Admitted.String())
+			}
+		}
+		if g := strings.Join(got, " "); g != "total=7 east=7 west=0" {
+			return fmt.Sprintf("the plane's fleet-a reports admitted %q, want %q", g, "total=7 east=7 west=0")
+		}
+		return ""
+	})
 
 	// East's own fleet-d is never overwritten; west gets the copy.
 	local, err := aqs.Create(ctx, aqtest.Team("fleet-d", "root").Budget(gpu, "a100", "1").Obj(), metav1.CreateOptions{})
