@@ -314,7 +314,9 @@ func TestPlaneProjectsShares(t *testing.T) {
 		}
 	}
 	third(8)
-	t.Cleanup(func() { _ = east.Kube.CoreV1().Nodes().Delete(context.Background(), "fleet-east-3", metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = east.Kube.CoreV1().Nodes().Delete(context.Background(), "fleet-east-3", metav1.DeleteOptions{})
+	})
 	copies(aqs, "fleet-a<-fleet-c [a100=5] origin=fleet", "fleet-b<-fleet-c [a100=5] origin=fleet",
 		"fleet-c<-root [] origin=fleet", "fleet-d<-root [a100=1] origin=")
 	copies(westAQs, "fleet-a<-fleet-c [a100=3] origin=fleet", "fleet-b<-fleet-c [a100=1] origin=fleet",
