@@ -101,7 +101,10 @@ func alerts(t *testing.T) []alert {
 			out = append(out, alert{r.Alert, r.Expr})
 		}
 	}
-	require.Len(t, out, len(probes), "every alert has probes, and only alerts do")
+	require.Len(t, out, len(probes)+len(planeAlerts), "every alert has probes or is a plane's, and only alerts do")
+	for name := range planeAlerts {
+		require.NotContains(t, probes, name, "a plane's alert has no probes here")
+	}
 	return out
 }
 
