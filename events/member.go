@@ -33,6 +33,20 @@ type Member struct {
 	// of the plane's copies there (their status.budgets), sorted by node,
 	// resource and flavor.
 	Usage []MemberUsage `json:"usage,omitempty"`
+	// Copies are the plane's copies the member holds, sorted by node: the
+	// generation of the plane's node each was made from, and the one its
+	// Kueue objects were last written from.
+	Copies []MemberCopy `json:"copies,omitempty"`
+}
+
+// MemberCopy is how one copy stands on a member. Applied is the plane's
+// node generation the copy was made from (its source-generation
+// annotation); Materialized is that generation when the member's manager
+// reports the copy's Kueue objects in place for its current spec, else 0.
+type MemberCopy struct {
+	Node         string `json:"node"`
+	Applied      int64  `json:"applied,omitempty"`
+	Materialized int64  `json:"materialized,omitempty"`
 }
 
 // MemberUsage is one budget of one copy on a member: what Kueue admitted
@@ -90,8 +104,13 @@ func (e *Event) validateMember(count int, first string) error {
 		return fmt.Errorf("member event #%d must carry exactly one payload, %q", e.Seq, "member")
 	}
 	m := e.Member
-	if !m.Reachable && (len(m.Flavors) > 0 || len(m.Capacity) > 0 || len(m.Usage) > 0) {
-		return fmt.Errorf("member event #%d for %q is unreachable and carries flavors, capacity or usage: an unreachable member's event carries only why", e.Seq, e.Key)
+	if !m.Reachable && (len(m.Flavors) > 0 || len(m.Capacity) > 0 || len(m.Usage) > 0 || len(m.Copies) > 0) {
+		return fmt.Errorf("member event #%d for %q is unreachable and carries flavors, capacity, usage or copies: an unreachable member's event carries only why", e.Seq, e.Key)
+	}
+	for i, c := range m.Copies {
+		if c.Node == "" || (i > 0 && m.Copies[i-1].Node >= c.Node) {
+			return fmt.Errorf("member event #%d for %q lists copies without a node, unsorted or twice: sort them by node", e.Seq, e.Key)
+		}
 	}
 	for i, u := range m.Usage {
 		if u.Node == "" || u.Resource == "" || u.Flavor == "" {

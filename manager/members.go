@@ -1,12 +1,16 @@
 package manager
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
+	"strconv"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kueueclient "sigs.k8s.io/kueue/client-go/clientset/versioned"
 
@@ -105,6 +109,7 @@ func (m *MemberSource) read(ctx context.Context) events.Event {
 			return events.MemberLost(now, m.Name, fmt.Sprintf("listing the plane's copies on the member: %v", err))
 		}
 		for _, aq := range copies.Items {
+			ev.Member.Copies = append(ev.Member.Copies, copyOf(&aq))
 			if aq.Spec.Role != v1beta1.RoleClusterQueue {
 				continue
 			}
@@ -114,16 +119,33 @@ func (m *MemberSource) read(ctx context.Context) events.Event {
 			}
 		}
 		events.SortUsage(ev.Member.Usage)
+		slices.SortFunc(ev.Member.Copies, func(a, b events.MemberCopy) int { return cmp.Compare(a.Node, b.Node) })
 	}
 	return ev
+}
+
+// copyOf is how one copy stands: the plane's generation it was made from,
+// and that generation again once the member's manager reports its Kueue
+// objects in place for the copy's current spec.
+func copyOf(aq *v1beta1.AcceleratorQuota) events.MemberCopy {
+	c := events.MemberCopy{Node: aq.Name}
+	c.Applied, _ = strconv.ParseInt(aq.Annotations[v1beta1.SourceGenerationAnnotation], 10, 64)
+	if m := apimeta.FindStatusCondition(aq.Status.Conditions, v1beta1.ConditionMaterialized); m != nil &&
+		m.Status == metav1.ConditionTrue && m.ObservedGeneration == aq.Generation {
+		c.Materialized = c.Applied
+	}
+	return c
 }
 
 // usageText is a member's usage with quantities in canonical form, for
 // comparing two reads.
 func usageText(m *events.Member) []string {
-	out := make([]string, len(m.Usage))
-	for i, u := range m.Usage {
-		out[i] = u.Node + " " + u.Resource + "@" + u.Flavor + "=" + u.Admitted.String() + "/" + u.Borrowed.String()
+	out := make([]string, 0, len(m.Usage)+len(m.Copies))
+	for _, u := range m.Usage {
+		out = append(out, u.Node+" "+u.Resource+"@"+u.Flavor+"="+u.Admitted.String()+"/"+u.Borrowed.String())
+	}
+	for _, c := range m.Copies {
+		out = append(out, fmt.Sprintf("copy %s %d/%d", c.Node, c.Applied, c.Materialized))
 	}
 	return out
 }

@@ -455,7 +455,7 @@ func (m *Manager) materialize(ctx context.Context, name string, how apply.Pass) 
 	} else {
 		c := m.st.Config()
 		in = projector.Input{EnrolledNamespaces: c.EnrolledNamespaces, CoverResources: projector.CoverResources(c.CoverResources),
-			Plane: c.Mode == events.ModeManagement}
+			Plane: c.Mode == events.ModeManagement, Members: m.st.Members()}
 	}
 	seq := m.st.LastSeq()
 	m.mu.Unlock()

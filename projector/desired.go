@@ -276,7 +276,45 @@ func ProjectStatus(n *Node, in Input) *v1beta1.AcceleratorQuotaStatus {
 	if len(n.Budgets) > 0 {
 		st.Summary = summary(n)
 	}
+	if in.Plane && n.Name != v1beta1.RootName {
+		st.Clusters = clusters(n, in.Members)
+	}
 	return st
+}
+
+// clusters is, on a plane, how each member stands for the node: the
+// generations of the copy it holds, and why it holds none or is behind.
+// A member is listed when it holds a copy, when the node has a share
+// there, or when it does not answer.
+func clusters(n *Node, members []state.MemberView) []v1beta1.ClusterStatus {
+	var out []v1beta1.ClusterStatus
+	for _, mv := range members {
+		c, held := n.Copies[mv.Name]
+		cs := v1beta1.ClusterStatus{Cluster: mv.Name, AppliedGeneration: c.Applied, MaterializedGeneration: c.Materialized}
+		switch {
+		case !mv.Reachable:
+			cs.Message = "the plane does not hear from this member: its copy stays as it was; " + mv.Message
+		case !held && hasShareOn(n, mv.Name):
+			cs.Message = "the member holds no copy of this node yet"
+		case !held:
+			continue
+		case c.Applied != n.Generation:
+			cs.Message = fmt.Sprintf("the member's copy was made from generation %d of %d", c.Applied, n.Generation)
+		}
+		out = append(out, cs)
+	}
+	return out
+}
+
+func hasShareOn(n *Node, cluster string) bool {
+	for _, sp := range n.Splits {
+		for _, sh := range sp.Shares {
+			if sh.Cluster == cluster && sh.Amount > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // perCluster is, on a management plane, each member's share of the

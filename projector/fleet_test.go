@@ -136,6 +136,28 @@ func TestFleetStatus(t *testing.T) {
 	if got := out.Statuses["team-a"].Summary.Admitted; got != "3" {
 		t.Errorf("team-a's ADMITTED column on the plane: %q, want the members' 3", got)
 	}
+
+	// status.clusters: the copy east holds (made from generation 1, in
+	// Kueue), none yet on west where team-a has a share, and west cut off.
+	seen.Member.Copies = []events.MemberCopy{{Node: "team-a", Applied: 1, Materialized: 1}}
+	seen.Seq = s.LastSeq() + 1
+	s.Apply(seen)
+	clusters := func() string {
+		var parts []string
+		for _, c := range Project(FromState(s, nil, nil)).Statuses["team-a"].Clusters {
+			parts = append(parts, fmt.Sprintf("%s %d/%d %s", c.Cluster, c.AppliedGeneration, c.MaterializedGeneration, c.Message))
+		}
+		return strings.Join(parts, "; ")
+	}
+	if got := clusters(); got != "east 1/1 ; west 0/0 the member holds no copy of this node yet" {
+		t.Errorf("team-a's status.clusters: %q", got)
+	}
+	lost := events.MemberLost(t0, "west", "dial tcp: connection refused")
+	lost.Seq = s.LastSeq() + 1
+	s.Apply(lost)
+	if got := clusters(); !strings.HasPrefix(got, "east 1/1 ; west 0/0 the plane does not hear from this member") {
+		t.Errorf("team-a's status.clusters with west cut off: %q", got)
+	}
 	var capacity []string
 	for _, c := range out.Statuses[v1beta1.RootName].Capacity {
 		for _, pc := range c.PerCluster {

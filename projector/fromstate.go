@@ -26,6 +26,7 @@ func Settings(s *state.State, enrolled []string, cover map[string]resource.Quant
 		EnrolledNamespaces: enrolled,
 		CoverResources:     cover,
 		Plane:              s.Config().Mode == events.ModeManagement,
+		Members:            s.Members(),
 	}
 	for _, u := range s.Unbudgeted() {
 		in.Unbudgeted = append(in.Unbudgeted, v1beta1.UnbudgetedDevices{DeviceClassName: u.DeviceClass, Devices: u.Devices})
@@ -64,6 +65,7 @@ func nodeOf(s *state.State, nv state.NodeView) Node {
 		Outcome:    s.Outcome(nv.Name),
 	}
 	n.Since, n.Stored = s.Stamps(nv.Name)
+	n.Copies = s.MemberCopies(nv.Name)
 	if nv.Spec.Role == v1beta1.RoleClusterQueue {
 		n.Splits, n.MemberUsage = s.Splits(nv.Name), s.MemberUsage(nv.Name)
 		for _, u := range s.Usage(nv.Name) {

@@ -27,6 +27,9 @@ type Node struct {
 	// and borrowed for its copy there; nil in workload mode.
 	Splits      []state.BudgetSplit
 	MemberUsage []state.ClusterUsage
+	// Copies is, on a plane, how each member holds the node's copy, by
+	// cluster name.
+	Copies map[string]events.MemberCopy
 	// Outcome is the leader's applier's last report on the node's Kueue
 	// objects, as the state holds it: what Materialized says.
 	Outcome events.Outcome
@@ -44,8 +47,10 @@ type Input struct {
 	// Unbudgeted DRA devices, reported on root's status.
 	Unbudgeted []v1beta1.UnbudgetedDevices
 	// Plane is a management plane: its nodes' enforcement objects are the
-	// copies on its members, and their outcome is the copier's.
-	Plane bool
+	// copies on its members, and their outcome is the copier's. Members
+	// are its member clusters as the plane last heard of them.
+	Plane   bool
+	Members []state.MemberView
 	// EnrolledNamespaces: while empty, nothing is written to Kueue.
 	EnrolledNamespaces []string
 	// CoverResources are added to every ClusterQueue with these ceilings, so

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -44,6 +45,8 @@ type cluster struct {
 	// usage is what its Kueue admitted and borrowed for the plane's
 	// copies, sorted; kept, like the rest, while it does not answer.
 	usage []events.MemberUsage
+	// copies are the plane's copies it holds, sorted by node.
+	copies []events.MemberCopy
 }
 
 func newFleet() *fleet {
@@ -109,6 +112,31 @@ func (s *State) setMember(name string, m *events.Member) {
 	cl.reachable, cl.message = true, ""
 	s.take(name, cl, m.Flavors, m.Capacity)
 	s.takeUsage(cl, m.Usage)
+	if !slices.Equal(cl.copies, m.Copies) {
+		for _, c := range cl.copies {
+			s.changedNode(c.Node)
+		}
+		for _, c := range m.Copies {
+			s.changedNode(c.Node)
+		}
+		cl.copies = m.Copies
+	}
+}
+
+// MemberCopies is how each member holds node's copy, by cluster name: the
+// members that hold one, as they last reported; nil outside a plane.
+func (s *State) MemberCopies(node string) map[string]events.MemberCopy {
+	if s.fleet == nil {
+		return nil
+	}
+	out := map[string]events.MemberCopy{}
+	for _, name := range s.fleet.names {
+		cps := s.fleet.clusters[name].copies
+		if i, ok := slices.BinarySearchFunc(cps, node, func(c events.MemberCopy, n string) int { return cmp.Compare(c.Node, n) }); ok {
+			out[name] = cps[i]
+		}
+	}
+	return out
 }
 
 // takeUsage replaces a member's usage, marking the nodes whose status
