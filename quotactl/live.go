@@ -142,6 +142,12 @@ func (cl *cluster) replay(cfg events.Config, now time.Time) *replayer {
 // deletes the Nodes named in without, one after another as the manager
 // would see their deletions, each moving the marks by the hysteresis rule.
 func (cl *cluster) replayWithout(cfg events.Config, now time.Time, without map[string]bool) *replayer {
+	if members := cl.planeMembers(); members != nil {
+		// A management plane: its members' flavors and marks are what
+		// root's status kept of them, which the state reads back.
+		cfg.Mode, cfg.Members = events.ModeManagement, members
+		cfg = cfg.Normalized()
+	}
 	r := newReplayer(cfg, now)
 	for i := range cl.flavors {
 		r.apply(events.FlavorUpserted(now, sources.FlavorOf(&cl.flavors[i])))
@@ -169,6 +175,25 @@ func (cl *cluster) replayWithout(cfg events.Config, now time.Time, without map[s
 		r.apply(events.Tick(now))
 	}
 	return r
+}
+
+// planeMembers are, on a management plane, the member clusters that its
+// root's status.capacity lists, sorted; nil on a workload cluster.
+func (cl *cluster) planeMembers() []string {
+	root := cl.quota(v1beta1.RootName)
+	if root == nil {
+		return nil
+	}
+	var out []string
+	for _, c := range root.Status.Capacity {
+		for _, pc := range c.PerCluster {
+			out = append(out, pc.Cluster)
+		}
+	}
+	if out == nil {
+		return nil
+	}
+	return slices.Compact(slices.Sorted(slices.Values(out)))
 }
 
 // pairKey is "resource@flavor", the way the commands name a pair.

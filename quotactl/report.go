@@ -100,8 +100,10 @@ type StatusReport struct {
 	// Causes is the chain from the node up to the node whose own rule froze
 	// it: each a node with its reason and message.
 	Causes []CauseReport `json:"causes,omitempty"`
-	// Objects are the Kueue objects written for the node.
+	// Objects are the Kueue objects written for the node; on a management
+	// plane, Copies are its copies on the member clusters instead.
 	Objects []ObjectReport `json:"objects,omitempty"`
+	Copies  []CopyReport   `json:"copies,omitempty"`
 	// Budgets compares each budget with its parent's and the mark.
 	Budgets []BudgetCheck `json:"budgets,omitempty"`
 }
@@ -111,6 +113,22 @@ type CauseReport struct {
 	Node    string `json:"node"`
 	Reason  string `json:"reason"`
 	Message string `json:"message"`
+}
+
+// CopyReport is how one member cluster holds a plane node's copy, from
+// the node's status.clusters: Matches (made from the node's generation),
+// Differs (from an older one), Missing (the node has a share there and
+// the member holds no copy), or Unreachable (the plane does not hear from
+// the member).
+type CopyReport struct {
+	Cluster string `json:"cluster"`
+	State   string `json:"state"`
+	// AppliedGeneration is the node's generation the copy was made from,
+	// MaterializedGeneration the one the member's Kueue objects were
+	// last written from.
+	AppliedGeneration      int64  `json:"appliedGeneration,omitempty"`
+	MaterializedGeneration int64  `json:"materializedGeneration,omitempty"`
+	Detail                 string `json:"detail,omitempty"`
 }
 
 // ObjectReport is one Kueue object and whether it matches what the

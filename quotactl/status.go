@@ -68,7 +68,9 @@ parent's budget and root's high-water mark.`,
 			}
 			s := cl.replay(cfg, so.now()).s
 			rep := so.report(cl, s, aq)
-			if err := so.objects(c, cs, cl, s, aq, rep); err != nil {
+			if cl.planeMembers() != nil {
+				rep.Copies = copiesOf(aq)
+			} else if err := so.objects(c, cs, cl, s, aq, rep); err != nil {
 				return err
 			}
 			if done, err := printReport(c, so.output, rep, so.streams.Out); done {
@@ -123,6 +125,27 @@ func (so *statusOptions) report(cl *cluster, s *state.State, aq *v1beta1.Acceler
 		rep.Budgets = append(rep.Budgets, bc)
 	}
 	return rep
+}
+
+// copiesOf is, on a plane, how each member holds the node's copy, as the
+// node's status.clusters says.
+func copiesOf(aq *v1beta1.AcceleratorQuota) []CopyReport {
+	var out []CopyReport
+	for _, c := range aq.Status.Clusters {
+		r := CopyReport{Cluster: c.Cluster, AppliedGeneration: c.AppliedGeneration, MaterializedGeneration: c.MaterializedGeneration, Detail: c.Message}
+		switch {
+		case strings.HasPrefix(c.Message, "the plane does not hear"):
+			r.State = "Unreachable"
+		case c.AppliedGeneration == 0:
+			r.State = "Missing"
+		case c.AppliedGeneration != aq.Generation:
+			r.State = "Differs"
+		default:
+			r.State = "Matches"
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // objects compares the node's Kueue objects with the projector's desired
@@ -339,8 +362,34 @@ func (so *statusOptions) printText(w io.Writer, rep *StatusReport) {
 			fmt.Fprintf(&b, "  %s%s %s: %s\n", strings.Repeat("  ", i), c.Node, c.Reason, c.Message)
 		}
 	}
-	b.WriteString("Kueue objects:\n")
-	if len(rep.Objects) == 0 {
+	if rep.Copies != nil {
+		b.WriteString("Copies on member clusters:\n")
+		for _, c := range rep.Copies {
+			st := c.State
+			if st == "Matches" {
+				st = p.good(st)
+			} else {
+				st = p.bad(st)
+			}
+			line := fmt.Sprintf("  %s: %s", c.Cluster, st)
+			switch {
+			case c.AppliedGeneration == 0:
+			case c.MaterializedGeneration == c.AppliedGeneration:
+				line += fmt.Sprintf(" (generation %d, in Kueue)", c.AppliedGeneration)
+			case c.MaterializedGeneration == 0:
+				line += fmt.Sprintf(" (generation %d, not in Kueue yet)", c.AppliedGeneration)
+			default:
+				line += fmt.Sprintf(" (generation %d, in Kueue from generation %d)", c.AppliedGeneration, c.MaterializedGeneration)
+			}
+			if c.Detail != "" {
+				line += ": " + c.Detail
+			}
+			b.WriteString(line + "\n")
+		}
+	} else {
+		b.WriteString("Kueue objects:\n")
+	}
+	if len(rep.Objects) == 0 && rep.Copies == nil {
 		b.WriteString("  none\n")
 	}
 	for _, o := range rep.Objects {
