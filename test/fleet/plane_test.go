@@ -157,6 +157,15 @@ func TestPlaneProjectsShares(t *testing.T) {
 		}
 		return golden(t, "plane-tree.txt", regexp.MustCompile(`measured \d+[smhd] ago`).ReplaceAllString(out.String(), "measured <age> ago"))
 	})
+	// status on the plane shows each member's copy: east's is in place in
+	// Kueue, west (no manager there) holds the copy and nothing more.
+	testutil.Eventually(t, 30*time.Second, func() string {
+		var out, errOut bytes.Buffer
+		if code := quotactl.Run([]string{"quota", "status", "fleet-a", "--kubeconfig", hub.Kubeconfig}, genericiooptions.IOStreams{In: &bytes.Buffer{}, Out: &out, ErrOut: &errOut}); code != 0 {
+			return fmt.Sprintf("kubectl ome quota status exited %d: %s", code, errOut.String())
+		}
+		return golden(t, "plane-status-fleet-a.txt", out.String())
+	})
 
 	// Kueue on east admits fleet-a's workloads up to its share there, 6
 	// GPUs, and no further.
@@ -291,6 +300,14 @@ func TestPlaneProjectsShares(t *testing.T) {
 	copies(westAQs, "fleet-a<-fleet-c [a100=2] origin=fleet", "fleet-b<-fleet-c [a100=2] origin=fleet",
 		"fleet-c<-root [] origin=fleet", "fleet-d<-fleet-c [a100=1] origin=fleet")
 	status("fleet-b", "east=4 west=2")
+	testutil.Eventually(t, 30*time.Second, func() string {
+		var out, errOut bytes.Buffer
+		quotactl.Run([]string{"quota", "status", "fleet-b", "--kubeconfig", hub.Kubeconfig}, genericiooptions.IOStreams{In: &bytes.Buffer{}, Out: &out, ErrOut: &errOut})
+		if !strings.Contains(out.String(), "  west: Unreachable") || !strings.Contains(out.String(), "  east: Matches") {
+			return fmt.Sprintf("status fleet-b on the plane while west is cut off:\n%s%s", out.String(), errOut.String())
+		}
+		return ""
+	})
 	westLink.restore(t)
 	reachable(1)
 	copies(westAQs, "fleet-a<-fleet-c [a100=3] origin=fleet", "fleet-b<-fleet-c [a100=2] origin=fleet",
