@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -47,7 +48,8 @@ import (
 // team's name is left as it is and reported on the plane's node; a member
 // cut off keeps its shares while the other is still written, and catches
 // up when it returns; a member's growth moves a Proportional split once,
-// and a drop within its damping band not at all; and fleet nodes deleted
+// which the plane's recorded log explains, and a drop within its damping
+// band not at all; and fleet nodes deleted
 // on the plane are swept from both members, with east's Kueue objects.
 func TestPlaneProjectsShares(t *testing.T) {
 	ctx := context.Background()
@@ -90,8 +92,10 @@ func TestPlaneProjectsShares(t *testing.T) {
 	westLink := newLink(t, u.Host)
 	hub := startCluster(t)
 	hubAQs := versioned.NewForConfigOrDie(hub.Config).OmeV1beta1().AcceleratorQuotas()
+	planeLog := filepath.Join(t.TempDir(), "events")
 	pm := testutil.StartManager(t, hub, managerBin, "plane", "--mode=management", "--webhook=false", "--origin=fleet",
-		"--member=east="+east.Kubeconfig, "--member=west="+westLink.kubeconfig(t, west.Kubeconfig), "--member-poll-interval=1s")
+		"--member=east="+east.Kubeconfig, "--member=west="+westLink.kubeconfig(t, west.Kubeconfig), "--member-poll-interval=1s",
+		"--event-log="+planeLog)
 
 	// The fleet tree: a Cohort of 20 and three teams. fleet-a splits 8
 	// as east 6 and west 2; fleet-b splits 6 by the marks, 16 to 8: 4 and
@@ -341,6 +345,18 @@ func TestPlaneProjectsShares(t *testing.T) {
 	status("fleet-b", "east=5 west=1")
 	if got := generation(); got != before+1 {
 		t.Errorf("east's copy of fleet-b went from generation %d to %d: the split moved more than once", before, got)
+	}
+	// The plane's recorded log explains the split: the policy, and each
+	// member's mark with the report that brought it.
+	why, err := exec.Command(managerBin, "replay", planeLog, "--why", "fleet-b").CombinedOutput()
+	if err != nil {
+		t.Fatalf("replay --why fleet-b: %v\n%s", err, why)
+	}
+	for _, want := range []string{"fleet-b's budget nvidia.com/gpu@a100 is split Proportional among the member clusters: east=5, west=1",
+		"<- east's high-water mark of nvidia.com/gpu@a100 is 24", "<- west's high-water mark of nvidia.com/gpu@a100 is 8"} {
+		if !strings.Contains(string(why), want) {
+			t.Errorf("replay --why fleet-b on the plane's log does not say %q:\n%s", want, why)
+		}
 	}
 	third(7)
 	status("root", "east=23/24 west=8/8")
