@@ -517,7 +517,7 @@ func TestSchemaRejects(t *testing.T) {
 // as --member flags; a plane without members, or members in workload mode,
 // do not render.
 func TestManagementModeRendersMembers(t *testing.T) {
-	r := render(t, install, "quotaManager.mode=management", "quotaManager.projection.origin=fleet-1",
+	r := render(t, install, "quotaManager.mode=management", "quotaManager.materialize.enrolledNamespaces=null", "quotaManager.projection.origin=fleet-1",
 		"quotaManager.projection.members[0].name=east", "quotaManager.projection.members[0].secretName=east-kubeconfig",
 		"quotaManager.projection.members[1].name=west", "quotaManager.projection.members[1].secretName=west-kubeconfig",
 		"quotaManager.projection.members[1].key=config")
@@ -546,6 +546,9 @@ func TestManagementModeRendersMembers(t *testing.T) {
 
 	_, err := Render("ome", install, "quotaManager.mode=management")
 	require.ErrorContains(t, err, "quotaManager.projection.members is empty")
+	_, err = Render("ome", install, "quotaManager.mode=management", "quotaManager.materialize.enrolledNamespaces={ml-serving}",
+		"quotaManager.projection.members[0].name=east", "quotaManager.projection.members[0].secretName=east-kubeconfig")
+	require.ErrorContains(t, err, "quotaManager.materialize.enrolledNamespaces is set but quotaManager.mode is management")
 	_, err = Render("ome", install, "quotaManager.mode=workload",
 		"quotaManager.projection.members[0].name=east", "quotaManager.projection.members[0].secretName=east-kubeconfig")
 	require.ErrorContains(t, err, "quotaManager.projection.members is set but quotaManager.mode is workload")

@@ -190,14 +190,17 @@ projects here. Empty without remoteAccess.
 {{/*
 The member clusters of a management plane (projection.members), as a JSON
 list; empty in workload mode. Each is mounted from its Secret and passed as
---member NAME=PATH. A plane without members, or members in workload mode,
-fail the render with what to fix.
+--member NAME=PATH. A plane without members or with enrolled namespaces,
+and members in workload mode, fail the render with what to fix.
 */}}
 {{- define "oqm.members" -}}
 {{- $p := .Values.quotaManager.projection -}}
 {{- $mode := include "oqm.mode" . -}}
 {{- if and (eq $mode "management") (not $p.members) -}}
 {{- fail "quotaManager.projection.members is empty: a management plane needs at least one member cluster ({name, secretName} with a kubeconfig in the Secret)" -}}
+{{- end -}}
+{{- if and (eq $mode "management") .Values.quotaManager.materialize.enrolledNamespaces -}}
+{{- fail "quotaManager.materialize.enrolledNamespaces is set but quotaManager.mode is management: a plane writes no Kueue objects of its own (each member's install enrolls its namespaces)" -}}
 {{- end -}}
 {{- if and (eq $mode "workload") $p.members -}}
 {{- fail "quotaManager.projection.members is set but quotaManager.mode is workload: only a management plane has member clusters" -}}
