@@ -686,3 +686,44 @@ func webhookSources(ctx context.Context, t *testing.T) []string {
 	t.Fatal("no rule for the webhook port")
 	return nil
 }
+
+// TestManagementModeInstall installs the chart as a management plane with
+// the built helm binary on the real API server: each member's Secret is
+// mounted and passed as --member, the origin as --origin; a plane without
+// members is refused before anything is installed.
+func TestManagementModeInstall(t *testing.T) {
+	ctx := context.Background()
+	w := newWorkdir(t)
+	out := w.helmFails(t, "helm install ome-quota-manager ./charts/ome-quota-manager --namespace ome --set quotaManager.mode=management")
+	require.Contains(t, out, "quotaManager.projection.members is empty")
+	_, err := cluster.Kube.AppsV1().Deployments(ns).Get(ctx, "ome-quota-manager", metav1.GetOptions{})
+	require.True(t, apierrors.IsNotFound(err), "a refused install left a Deployment: %v", err)
+
+	require.NoError(t, os.WriteFile(filepath.Join(w.dir, "plane-values.yaml"), []byte(`quotaManager:
+  mode: management
+  projection:
+    origin: fleet-1
+    members:
+      - name: east
+        secretName: east-kubeconfig
+      - name: west
+        secretName: west-kubeconfig
+        key: config
+`), 0o644))
+	out = w.helm(t, "helm install ome-quota-manager ./charts/ome-quota-manager --namespace ome -f plane-values.yaml")
+	require.Contains(t, out, "This is a management plane for 2 member cluster(s): east west.")
+	t.Cleanup(func() { _, _ = w.run(t, uninstall) })
+	pod := getDeployment(ctx, t).Spec.Template.Spec
+	for _, want := range []string{"--mode=management", "--origin=fleet-1",
+		"--member=east=/etc/ome-quota-manager/members/east/kubeconfig", "--member=west=/etc/ome-quota-manager/members/west/kubeconfig"} {
+		require.Contains(t, pod.Containers[0].Args, want)
+	}
+	secrets := map[string]string{}
+	for _, v := range pod.Volumes {
+		if v.Secret != nil && strings.HasPrefix(v.Name, "member-") {
+			secrets[v.Name] = v.Secret.SecretName + "/" + v.Secret.Items[0].Key + "->" + v.Secret.Items[0].Path
+		}
+	}
+	require.Equal(t, map[string]string{"member-east": "east-kubeconfig/kubeconfig->kubeconfig", "member-west": "west-kubeconfig/config->kubeconfig"}, secrets)
+	w.helm(t, uninstall)
+}
