@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -37,27 +36,7 @@ func plane(t *testing.T, east, west string, quotas ...*v1beta1.AcceleratorQuota)
 // parent, budgets and origin.
 func members(t *testing.T) []string {
 	t.Helper()
-	list, err := aqs.List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, aq := range list.Items {
-		if aq.Name == v1beta1.RootName {
-			continue
-		}
-		var budgets []string
-		for _, b := range aq.Spec.Budgets {
-			budgets = append(budgets, b.ResourceFlavor+"="+b.Nominal.String())
-		}
-		parent := ""
-		if aq.Spec.ParentRef != nil {
-			parent = aq.Spec.ParentRef.Name
-		}
-		out = append(out, fmt.Sprintf("%s<-%s [%s] origin=%s", aq.Name, parent, strings.Join(budgets, ","), aq.Labels[v1beta1.OriginLabel]))
-	}
-	slices.Sort(out)
-	return out
+	return quotaLines(t, aqs, "")
 }
 
 // The writer puts each member's copies in place, parents first, writes

@@ -529,9 +529,15 @@ func createWhenRootIs(t *testing.T, c typed.AcceleratorQuotaInterface, aq *v1bet
 	})
 }
 
-// fleetCopies renders a cluster's AcceleratorQuotas named fleet-*: name,
-// parent, budgets and origin.
+// fleetCopies renders a cluster's AcceleratorQuotas named fleet-*.
 func fleetCopies(t *testing.T, c typed.AcceleratorQuotaInterface) []string {
+	t.Helper()
+	return quotaLines(t, c, "fleet-")
+}
+
+// quotaLines renders a cluster's AcceleratorQuotas other than root whose
+// name has prefix, one line each: name, parent, budgets and origin.
+func quotaLines(t *testing.T, c typed.AcceleratorQuotaInterface, prefix string) []string {
 	t.Helper()
 	list, err := c.List(context.Background(), metav1.ListOptions{})
 	if err != nil {
@@ -539,7 +545,7 @@ func fleetCopies(t *testing.T, c typed.AcceleratorQuotaInterface) []string {
 	}
 	var out []string
 	for _, aq := range list.Items {
-		if !strings.HasPrefix(aq.Name, "fleet-") {
+		if aq.Name == v1beta1.RootName || !strings.HasPrefix(aq.Name, prefix) {
 			continue
 		}
 		var budgets []string
