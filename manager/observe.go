@@ -43,6 +43,15 @@ func (m *Manager) metricsSnapshot() metrics.Snapshot {
 			s.Members = append(s.Members, metrics.Member{Cluster: mv.Name, Reachable: mv.Reachable})
 		}
 		if s.Members != nil {
+			for _, nv := range st.Nodes() {
+				for _, sp := range st.Splits(nv.Name) {
+					for _, sh := range sp.Shares {
+						s.Shares = append(s.Shares, metrics.Share{Quota: nv.Name, Resource: sp.Resource, Flavor: sp.Flavor, Cluster: sh.Cluster, Nominal: sh.Amount.Float()})
+					}
+				}
+			}
+		}
+		if s.Members != nil {
 			// A plane measures nothing of its own: its capacity is the
 			// members' (Installed and Unavailable are theirs to report).
 			for _, c := range st.CapacityStatus() {

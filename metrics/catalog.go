@@ -88,6 +88,8 @@ var (
 		Help: "Namespaces enrolled for LocalQueues; while 0 nothing is written to Kueue."}
 	mStreamDepth = Spec{Name: "ome_quota_event_stream_depth", Type: Gauge, Source: scrape,
 		Help: "Events waiting in the stream."}
+	mBudgetShare = Spec{Name: "ome_quota_budget_share", Type: Gauge, Labels: []string{"quota", "resource", "flavor", "cluster"}, Source: scrape,
+		Help: "On a management plane, a member cluster's share of a team's fleet budget: the nominal its copy there carries."}
 	mMemberReachable = Spec{Name: "ome_quota_member_reachable", Type: Gauge, Labels: []string{"cluster"}, Source: scrape,
 		Help: "On a management plane, 1 while the member cluster answers and has reported, 0 while it does not (its shares and copies are kept as they were)."}
 )

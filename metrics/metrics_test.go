@@ -131,12 +131,15 @@ func TestLint(t *testing.T) {
 	require.Equal(t, 1, n)
 }
 
-// A management plane publishes one reachability series per member, and
-// its budget gauges carry plane="management"; workload mode has neither.
+// A management plane publishes one reachability series per member and
+// one share series per member and budget, and its budget gauges carry
+// plane="management"; workload mode has none of them.
 func TestMemberReachable(t *testing.T) {
 	m := New()
 	snap := Snapshot{Plane: "management", Members: []Member{{Cluster: "east", Reachable: true}, {Cluster: "west"}},
-		Budgets: []Budget{{Quota: "team-a", Role: "ClusterQueue", Resource: "nvidia.com/gpu", Flavor: "a100", Nominal: 8}}}
+		Budgets: []Budget{{Quota: "team-a", Role: "ClusterQueue", Resource: "nvidia.com/gpu", Flavor: "a100", Nominal: 8}},
+		Shares: []Share{{Quota: "team-a", Resource: "nvidia.com/gpu", Flavor: "a100", Cluster: "east", Nominal: 6},
+			{Quota: "team-a", Resource: "nvidia.com/gpu", Flavor: "a100", Cluster: "west", Nominal: 2}}}
 	m.SetSource(func() Snapshot { return snap })
 	require.NoError(t, testutil.GatherAndCompare(m.Registry, strings.NewReader(`
 # HELP ome_quota_budget_nominal A tree node's nominal budget per resource and flavor.
@@ -146,9 +149,13 @@ ome_quota_budget_nominal{flavor="a100",plane="management",quota="team-a",resourc
 # TYPE ome_quota_member_reachable gauge
 ome_quota_member_reachable{cluster="east"} 1
 ome_quota_member_reachable{cluster="west"} 0
-`), mBudgetNominal.Name, mMemberReachable.Name))
+# HELP ome_quota_budget_share On a management plane, a member cluster's share of a team's fleet budget: the nominal its copy there carries.
+# TYPE ome_quota_budget_share gauge
+ome_quota_budget_share{cluster="east",flavor="a100",quota="team-a",resource="nvidia.com/gpu"} 6
+ome_quota_budget_share{cluster="west",flavor="a100",quota="team-a",resource="nvidia.com/gpu"} 2
+`), mBudgetNominal.Name, mMemberReachable.Name, mBudgetShare.Name))
 	snap = sample()
-	n, err := testutil.GatherAndCount(m.Registry, mMemberReachable.Name)
+	n, err := testutil.GatherAndCount(m.Registry, mMemberReachable.Name, mBudgetShare.Name)
 	require.NoError(t, err)
 	require.Zero(t, n, "a workload manager has no members")
 }

@@ -28,9 +28,16 @@ type Snapshot struct {
 	// FailingSources are the capacity informers that cannot list or watch.
 	FailingSources []string
 	StreamDepth    int
-	// Members are a management plane's member clusters; nil in workload
-	// mode.
+	// Members are a management plane's member clusters, and Shares each
+	// team's budgets split among them; nil in workload mode.
 	Members []Member
+	Shares  []Share
+}
+
+// Share is one member cluster's share of one fleet budget.
+type Share struct {
+	Quota, Resource, Flavor, Cluster string
+	Nominal                          float64
 }
 
 // Member is one member cluster of a management plane.
@@ -75,7 +82,7 @@ var stateSpecs = []Spec{
 	mBudgetNominal, mBudgetAdmitted, mBudgetReserved, mBudgetBorrowed, mNodeReady, mNodes,
 	mCapacityAllocatable, mCapacityInstalled, mCapacityUnavailable, mCapacityMark, mCapacityObserved, mCapacityReportInterval,
 	mCapacityFailing, mCapacityNodes, mUnattributed, mUnattributedNodes, mDRAUnbudgeted, mEnrolled, mStreamDepth,
-	mMemberReachable,
+	mMemberReachable, mBudgetShare,
 }
 
 // stateCollector turns a Snapshot into gauges at scrape time. Nothing is
@@ -161,6 +168,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	g(mEnrolled, float64(s.EnrolledNamespaces))
 	g(mStreamDepth, float64(s.StreamDepth))
+	for _, sh := range s.Shares {
+		g(mBudgetShare, sh.Nominal, sh.Quota, sh.Resource, sh.Flavor, sh.Cluster)
+	}
 	for _, m := range s.Members {
 		v := 0.0
 		if m.Reachable {

@@ -129,6 +129,11 @@ func Build() (dashboard.Dashboard, error) {
 		WithPanel(c.series("Webhook latency", "s", "99th percentile of a review's time to answer, and of a tree write's judgement (its wait for related reservations included).",
 			q(p99("ome_quota_webhook_review_seconds", "instance"), "review p99 {{instance}}"),
 			q(p99("ome_quota_webhook_judge_seconds", "instance"), "judge p99 {{instance}}"))).
+		WithRow(c.row("Fleet (management plane)")).
+		WithPanel(c.series("Member clusters answering", "none", "On a management plane, 1 while the plane hears from the member cluster, 0 while it does not (its shares and copies are kept).",
+			q(`max by (cluster) (ome_quota_member_reachable)`, "{{cluster}}"))).
+		WithPanel(c.series("Shares per member", "none", "On a management plane, each member cluster's share of each team's fleet budget.",
+			q(`max by (quota, resource, flavor, cluster) (ome_quota_budget_share)`, "{{quota}} {{resource}}@{{flavor}} on {{cluster}}"))).
 		WithRow(c.row("Replicas")).
 		WithPanel(c.series("Leader", "none", "1 on the replica that holds the lease; the count of times each became leader.",
 			q(`max by (instance) (ome_quota_leader)`, "leader {{instance}}"),
@@ -137,6 +142,10 @@ func Build() (dashboard.Dashboard, error) {
 			q(`max by (instance, version, revision, goversion) (ome_quota_build_info)`, "")))
 	return b.Build()
 }
+
+// PlaneMetrics are the metrics only a management plane publishes: the
+// panels that read them are empty on a workload cluster.
+var PlaneMetrics = []string{"ome_quota_member_reachable", "ome_quota_budget_share"}
 
 // JSON is the dashboard as the chart ships it: indented, with a final newline.
 func JSON() ([]byte, error) {
