@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -221,6 +222,10 @@ func TestPrometheusScrapesTheGuide(t *testing.T) {
 		require.NotEmpty(t, qs)
 		for _, q := range qs {
 			expr := strings.ReplaceAll(q, dashboard.RateInterval, rateWindow)
+			if slices.ContainsFunc(dashboard.PlaneMetrics, func(m string) bool { return strings.Contains(expr, m) }) {
+				query(t, prom, expr) // valid; a workload cluster has no such series (test/fleet scrapes a plane's)
+				continue
+			}
 			require.NotEmpty(t, query(t, prom, expr), "dashboard query returns nothing: %s", expr)
 		}
 		t.Logf("%d dashboard queries evaluated", len(qs))
