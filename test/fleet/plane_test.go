@@ -153,6 +153,21 @@ func TestPlaneProjectsShares(t *testing.T) {
 	status("fleet-a", "east=6 west=2")
 	status("fleet-b", "east=4 west=2")
 	status("root", "east=16/16 west=8/8")
+	// Its metrics: the fleet budget under plane="management", and each
+	// member's share (what the dashboard's fleet row reads).
+	for _, m := range []struct {
+		family string
+		match  []string
+		want   float64
+	}{
+		{"ome_quota_budget_nominal", []string{`plane="management"`, `quota="fleet-a"`}, 8},
+		{"ome_quota_budget_share", []string{`quota="fleet-a"`, `cluster="east"`}, 6},
+		{"ome_quota_budget_share", []string{`quota="fleet-b"`, `cluster="west"`}, 2},
+	} {
+		if v, err := pm.Metric(ctx, m.family, m.match...); err != nil || v != m.want {
+			t.Errorf("the plane's %s%v = %v (%v), want %v", m.family, m.match, v, err, m.want)
+		}
+	}
 	// kubectl ome quota tree on the plane prints them.
 	testutil.Eventually(t, 30*time.Second, func() string {
 		var out, errOut bytes.Buffer
