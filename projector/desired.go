@@ -293,7 +293,7 @@ func clusters(n *Node, members []state.MemberView) []v1beta1.ClusterStatus {
 		cs := v1beta1.ClusterStatus{Cluster: mv.Name, AppliedGeneration: c.Applied, MaterializedGeneration: c.Materialized}
 		switch {
 		case !mv.Reachable:
-			cs.Message = "the plane does not hear from this member: its copy stays as it was; " + mv.Message
+			cs.Message = "ClusterUnreachable: the plane does not hear from this member, so its copy stays as it was: " + mv.Message
 		case !held && hasShareOn(n, mv.Name):
 			cs.Message = "the member holds no copy of this node yet"
 		case !held:

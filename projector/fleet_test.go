@@ -155,7 +155,7 @@ func TestFleetStatus(t *testing.T) {
 	lost := events.MemberLost(t0, "west", "dial tcp: connection refused")
 	lost.Seq = s.LastSeq() + 1
 	s.Apply(lost)
-	if got := clusters(); !strings.HasPrefix(got, "east 1/1 ; west 0/0 the plane does not hear from this member") {
+	if got := clusters(); !strings.HasPrefix(got, "east 1/1 ; west 0/0 ClusterUnreachable: the plane does not hear from this member") {
 		t.Errorf("team-a's status.clusters with west cut off: %q", got)
 	}
 	var capacity []string
