@@ -36,9 +36,10 @@ import (
 )
 
 // TestPlaneProjectsShares runs a management plane on a control plane of
-// its own, with two members: east (the package's cluster, with Kueue, two
-// Nodes of 8 A100 GPUs and a workload-mode manager) and west (a third
-// control plane, whose root reports a mark of 8 GPUs and no manager). The
+// its own, with two members, each with a workload-mode manager: east (the
+// package's cluster, with Kueue and two Nodes of 8 A100 GPUs) and west (a
+// third control plane, with one such Node). The plane reaches each as the
+// identity the chart's remoteAccess values create there. The
 // fleet tree's Explicit and Proportional budgets reach each member as
 // copies with that member's share; east's manager turns its copies into
 // ClusterQueues of those nominal quotas; Kueue on east admits a team's
@@ -73,18 +74,26 @@ func TestPlaneProjectsShares(t *testing.T) {
 
 	west := startCluster(t)
 	westAQs := versioned.NewForConfigOrDie(west.Config).OmeV1beta1().AcceleratorQuotas()
+	if _, err := localcluster.ApplyNode(ctx, west.Kube, localcluster.GPUNode("fleet-west-1", 8)); err != nil {
+		t.Fatal(err)
+	}
 	testutil.A100Flavor(t, west)
-	root, err := westAQs.Create(ctx, aqtest.Root().Obj(), metav1.CreateOptions{})
-	if err != nil {
+	if err := west.EnsureNamespace(ctx, "fleet-ml"); err != nil {
 		t.Fatal(err)
 	}
-	root.Status.Capacity = []v1beta1.CapacityStatus{{ResourceName: gpu, ResourceFlavor: "a100",
-		Allocatable: resource.MustParse("8"), HighWaterMark: resource.MustParse("8"), ObservedAt: metav1.Now()}}
-	if _, err := westAQs.UpdateStatus(ctx, root, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	testutil.StartManager(t, west, managerBin, "west", "--webhook=false", "--enrolled-namespaces=fleet-ml")
 
-	// The plane reaches west through a link the test cuts and restores.
+	// The plane reaches each member as the identity the chart's
+	// remoteAccess values create there, with its real token; west through
+	// a link the test cuts and restores.
+	planeKubeconfig := func(c *localcluster.Cluster) string {
+		remoteAccess(t, c)
+		path := filepath.Join(t.TempDir(), "plane.kubeconfig")
+		if err := c.WriteServiceAccountKubeconfig(ctx, "ome-system", remoteAccessName, path); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
 	u, err := url.Parse(west.Config.Host)
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +103,7 @@ func TestPlaneProjectsShares(t *testing.T) {
 	hubAQs := versioned.NewForConfigOrDie(hub.Config).OmeV1beta1().AcceleratorQuotas()
 	planeLog := filepath.Join(t.TempDir(), "events")
 	pm := testutil.StartManager(t, hub, managerBin, "plane", "--mode=management", "--webhook=false", "--origin=fleet",
-		"--member=east="+east.Kubeconfig, "--member=west="+westLink.kubeconfig(t, west.Kubeconfig), "--member-poll-interval=1s",
+		"--member=east="+planeKubeconfig(east), "--member=west="+westLink.kubeconfig(t, planeKubeconfig(west)), "--member-poll-interval=1s",
 		"--event-log="+planeLog)
 
 	// The fleet tree: a Cohort of 20 and three teams. fleet-a splits 8

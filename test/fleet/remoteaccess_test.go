@@ -26,6 +26,7 @@ import (
 	"ome.io/quota-manager/projector/apply"
 	"ome.io/quota-manager/state"
 	"ome.io/quota-manager/test/chart"
+	"ome.io/quota-manager/test/localcluster"
 )
 
 // splitOne is a split of nvidia.com/gpu@a100 that gives cluster amount
@@ -42,32 +43,8 @@ func splitOne(cluster string, amount state.Amount) []state.BudgetSplit {
 // read Secrets.
 func TestRemoteAccessRBAC(t *testing.T) {
 	ctx := context.Background()
-	r, err := chart.Render("ome-system", nil, "quotaManager.mode=workload", "quotaManager.remoteAccess.enabled=true")
-	if err != nil {
-		t.Fatal(err)
-	}
-	const name = "ome-quota-manager-remote-access"
-	if err := member.EnsureNamespace(ctx, "ome-system"); err != nil {
-		t.Fatal(err)
-	}
-	dyn := dynamic.NewForConfigOrDie(member.Config)
-	for _, kind := range []string{"ClusterRole", "ClusterRoleBinding", "ServiceAccount"} {
-		o := r.Get(kind, name)
-		if o == nil {
-			t.Fatalf("the chart renders no %s %s: %v", kind, name, r.Kinds())
-		}
-		gvk := o.GroupVersionKind()
-		res := dyn.Resource(schema.GroupVersionResource{Group: gvk.Group, Version: gvk.Version, Resource: strings.ToLower(kind) + "s"})
-		var err error
-		if kind == "ServiceAccount" {
-			_, err = res.Namespace("ome-system").Create(ctx, o, metav1.CreateOptions{})
-		} else {
-			_, err = res.Create(ctx, o, metav1.CreateOptions{})
-		}
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatalf("creating %s: %v", kind, err)
-		}
-	}
+	r := remoteAccess(t, member)
+	const name = remoteAccessName
 	if s := r.Get("Secret", name+"-token"); s == nil || s.GetAnnotations()[corev1.ServiceAccountNameKey] != name {
 		t.Errorf("the chart renders no token Secret for %s", name)
 	}
@@ -159,4 +136,41 @@ func toJSON(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// remoteAccessName is the identity the chart's remoteAccess values create.
+const remoteAccessName = "ome-quota-manager-remote-access"
+
+// remoteAccess creates on c what the chart's remoteAccess values render
+// there (the ClusterRole, its binding and the ServiceAccount, in
+// ome-system), and returns the render.
+func remoteAccess(t *testing.T, c *localcluster.Cluster) *chart.Rendered {
+	t.Helper()
+	ctx := context.Background()
+	r, err := chart.Render("ome-system", nil, "quotaManager.mode=workload", "quotaManager.remoteAccess.enabled=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.EnsureNamespace(ctx, "ome-system"); err != nil {
+		t.Fatal(err)
+	}
+	dyn := dynamic.NewForConfigOrDie(c.Config)
+	for _, kind := range []string{"ClusterRole", "ClusterRoleBinding", "ServiceAccount"} {
+		o := r.Get(kind, remoteAccessName)
+		if o == nil {
+			t.Fatalf("the chart renders no %s %s: %v", kind, remoteAccessName, r.Kinds())
+		}
+		gvk := o.GroupVersionKind()
+		res := dyn.Resource(schema.GroupVersionResource{Group: gvk.Group, Version: gvk.Version, Resource: strings.ToLower(kind) + "s"})
+		var err error
+		if kind == "ServiceAccount" {
+			_, err = res.Namespace("ome-system").Create(ctx, o, metav1.CreateOptions{})
+		} else {
+			_, err = res.Create(ctx, o, metav1.CreateOptions{})
+		}
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatalf("creating %s: %v", kind, err)
+		}
+	}
+	return r
 }
