@@ -147,6 +147,14 @@ func TestPlaneProjectsShares(t *testing.T) {
 	}
 	nominal("fleet-a", "6")
 	nominal("fleet-b", "4")
+	for team, want := range map[string]string{"fleet-a": "2", "fleet-b": "2"} {
+		testutil.Eventually(t, 60*time.Second, func() string {
+			if got := cqNominal(west, team); got != want {
+				return fmt.Sprintf("west's ClusterQueue %s: nominal %s, want %s", team, got, want)
+			}
+			return ""
+		})
+	}
 
 	// The plane's own statuses: each member's share of a team's budget,
 	// and each member's capacity on root.
@@ -230,15 +238,20 @@ func TestPlaneProjectsShares(t *testing.T) {
 	}
 	admitted(6, "insufficient unused quota")
 
-	// One budget change on the plane, to east's ClusterQueue, and Kueue
-	// admits the seventh workload.
+	// One budget change on the plane, to both members' ClusterQueues; Kueue
+	// on east admits the seventh workload.
 	changed := time.Now()
-	patch := fmt.Sprintf(`{"spec":{"budgets":[{"resourceName":%q,"resourceFlavor":"a100","nominal":"9","borrowingLimit":"0","policy":"Explicit","perCluster":[{"cluster":"east","nominal":"7"},{"cluster":"west","nominal":"2"}]}]}}`, gpu)
+	patch := fmt.Sprintf(`{"spec":{"budgets":[{"resourceName":%q,"resourceFlavor":"a100","nominal":"10","borrowingLimit":"0","policy":"Explicit","perCluster":[{"cluster":"east","nominal":"7"},{"cluster":"west","nominal":"3"}]}]}}`, gpu)
 	if _, err := hubAQs.Patch(ctx, "fleet-a", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	nominal("fleet-a", "7")
-	t.Logf("a budget change on the plane reached east's ClusterQueue in %s", time.Since(changed).Round(time.Millisecond))
+	testutil.Eventually(t, 60*time.Second, func() string {
+		if e, w := cqNominal(east, "fleet-a"), cqNominal(west, "fleet-a"); e != "7" || w != "3" {
+			return fmt.Sprintf("fleet-a's ClusterQueues hold %s on east and %s on west, want 7 and 3", e, w)
+		}
+		return ""
+	})
+	t.Logf("a budget change on the plane reached both members' ClusterQueues in %s", time.Since(changed).Round(time.Millisecond))
 	admitted(7, "")
 	// The plane reads it back from east's copy: per member, and summed.
 	testutil.Eventually(t, 60*time.Second, func() string {
@@ -268,7 +281,7 @@ func TestPlaneProjectsShares(t *testing.T) {
 	d := explicit("fleet-d", "3", "1")
 	createWhenRootIs(t, hubAQs, d)
 	t.Cleanup(func() { _ = hubAQs.Delete(context.Background(), "fleet-d", metav1.DeleteOptions{}) })
-	copies(westAQs, "fleet-a<-fleet-c [a100=2] origin=fleet", "fleet-b<-fleet-c [a100=2] origin=fleet",
+	copies(westAQs, "fleet-a<-fleet-c [a100=3] origin=fleet", "fleet-b<-fleet-c [a100=2] origin=fleet",
 		"fleet-c<-root [] origin=fleet", "fleet-d<-fleet-c [a100=1] origin=fleet")
 	// The plane reports the conflict on its fleet-d, naming east, and
 	// fleet-a's copies as in place.
@@ -318,14 +331,14 @@ func TestPlaneProjectsShares(t *testing.T) {
 	reachable(1)
 	westLink.cut()
 	reachable(0)
-	patch = fmt.Sprintf(`{"spec":{"budgets":[{"resourceName":%q,"resourceFlavor":"a100","nominal":"8","policy":"Explicit","perCluster":[{"cluster":"east","nominal":"5"},{"cluster":"west","nominal":"3"}]}]}}`, gpu)
+	patch = fmt.Sprintf(`{"spec":{"budgets":[{"resourceName":%q,"resourceFlavor":"a100","nominal":"9","policy":"Explicit","perCluster":[{"cluster":"east","nominal":"5"},{"cluster":"west","nominal":"4"}]}]}}`, gpu)
 	if _, err := hubAQs.Patch(ctx, "fleet-a", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	nominal("fleet-a", "5")
 	copies(aqs, "fleet-a<-fleet-c [a100=5] origin=fleet", "fleet-b<-fleet-c [a100=4] origin=fleet",
 		"fleet-c<-root [] origin=fleet", "fleet-d<-root [a100=1] origin=")
-	copies(westAQs, "fleet-a<-fleet-c [a100=2] origin=fleet", "fleet-b<-fleet-c [a100=2] origin=fleet",
+	copies(westAQs, "fleet-a<-fleet-c [a100=3] origin=fleet", "fleet-b<-fleet-c [a100=2] origin=fleet",
 		"fleet-c<-root [] origin=fleet", "fleet-d<-fleet-c [a100=1] origin=fleet")
 	status("fleet-b", "east=4 west=2")
 	testutil.Eventually(t, 30*time.Second, func() string {
@@ -338,7 +351,7 @@ func TestPlaneProjectsShares(t *testing.T) {
 	})
 	westLink.restore(t)
 	reachable(1)
-	copies(westAQs, "fleet-a<-fleet-c [a100=3] origin=fleet", "fleet-b<-fleet-c [a100=2] origin=fleet",
+	copies(westAQs, "fleet-a<-fleet-c [a100=4] origin=fleet", "fleet-b<-fleet-c [a100=2] origin=fleet",
 		"fleet-c<-root [] origin=fleet", "fleet-d<-fleet-c [a100=1] origin=fleet")
 
 	// East grows past its mark (a third Node of 8: 24 of 32): fleet-b's
@@ -364,7 +377,7 @@ func TestPlaneProjectsShares(t *testing.T) {
 	})
 	copies(aqs, "fleet-a<-fleet-c [a100=5] origin=fleet", "fleet-b<-fleet-c [a100=5] origin=fleet",
 		"fleet-c<-root [] origin=fleet", "fleet-d<-root [a100=1] origin=")
-	copies(westAQs, "fleet-a<-fleet-c [a100=3] origin=fleet", "fleet-b<-fleet-c [a100=1] origin=fleet",
+	copies(westAQs, "fleet-a<-fleet-c [a100=4] origin=fleet", "fleet-b<-fleet-c [a100=1] origin=fleet",
 		"fleet-c<-root [] origin=fleet", "fleet-d<-fleet-c [a100=1] origin=fleet")
 	status("fleet-b", "east=5 west=1")
 	if got := generation(); got != before+1 {

@@ -690,7 +690,8 @@ func webhookSources(ctx context.Context, t *testing.T) []string {
 // TestManagementModeInstall installs the chart as a management plane with
 // the built helm binary on the real API server: each member's Secret is
 // mounted and passed as --member, the origin as --origin; a plane without
-// members is refused before anything is installed.
+// members is refused before anything is installed. Then it installs it as
+// a member with remoteAccess.
 func TestManagementModeInstall(t *testing.T) {
 	ctx := context.Background()
 	w := newWorkdir(t)
@@ -726,4 +727,18 @@ func TestManagementModeInstall(t *testing.T) {
 	}
 	require.Equal(t, map[string]string{"member-east": "east-kubeconfig/kubeconfig->kubeconfig", "member-west": "west-kubeconfig/config->kubeconfig"}, secrets)
 	w.helm(t, uninstall)
+
+	// On a member: remoteAccess creates the plane's identity, and the
+	// webhook lets it alone change the copies.
+	w.values(t, "install.yaml")
+	w.helm(t, "helm install ome-quota-manager ./charts/ome-quota-manager --namespace ome -f quota-values.yaml --set quotaManager.remoteAccess.enabled=true")
+	const remote = "ome-quota-manager-remote-access"
+	_, err = cluster.Kube.RbacV1().ClusterRoles().Get(ctx, remote, metav1.GetOptions{})
+	require.NoError(t, err)
+	_, err = cluster.Kube.CoreV1().ServiceAccounts(ns).Get(ctx, remote, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Contains(t, getDeployment(ctx, t).Spec.Template.Spec.Containers[0].Args, "--webhook-projection-writers=system:serviceaccount:ome:"+remote)
+	w.helm(t, uninstall)
+	_, err = cluster.Kube.RbacV1().ClusterRoles().Get(ctx, remote, metav1.GetOptions{})
+	require.True(t, apierrors.IsNotFound(err), "uninstall left the remote-access ClusterRole: %v", err)
 }
