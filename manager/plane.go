@@ -21,16 +21,18 @@ import (
 // plane is the shell of a management plane (--mode=management). Every
 // replica reads each member cluster into Member events (MemberSource), so
 // that the state splits the fleet's budgets on what the members report.
-// The leader alone writes: after the state moves, it computes each
-// member's copies from the state (projector.Copies) and brings the member
-// to them (apply.CopyWriter). The plane's own nodes get their statuses
-// from the workload shell, which writes no Kueue object here (nothing is
-// enrolled on a plane).
+// The leader alone writes: after the state moves, each member's copier
+// computes that member's copies from the state (projector.Copies) and
+// brings the member to them (apply.CopyWriter). Each member has a copier
+// of its own, so that a member that hangs delays no other. The plane's
+// own nodes get their statuses from the workload shell, which writes no
+// Kueue object here (nothing is enrolled on a plane).
 type plane struct {
 	m       *Manager
 	members []*planeMember
-	// dirty asks the copier for a pass; a send never blocks.
-	dirty chan struct{}
+	// reportMu serializes the outcome reports of the members' copiers, so
+	// that the last report sent reads every member's latest pass.
+	reportMu sync.Mutex
 }
 
 // planeMember is one member cluster: how it is read, and how its copies
@@ -39,9 +41,15 @@ type planeMember struct {
 	name   string
 	source *MemberSource
 	writer *apply.CopyWriter
+	// dirty asks its copier for a pass; a send never blocks.
+	dirty chan struct{}
 	// last is the summary of the last pass's report, logged when it
-	// changes; touched by the copier goroutine alone.
+	// changes; touched by the member's copier alone.
 	last string
+	// mu guards report: its copier's latest report, nil before the first
+	// pass that could list the member.
+	mu     sync.Mutex
+	report *apply.CopyReport
 }
 
 // memberTimeout bounds one read of a member and one copier pass on it.
@@ -59,7 +67,7 @@ const (
 // newPlane builds the clients of every member from its kubeconfig. It
 // fails on a kubeconfig that does not load, naming the member.
 func newPlane(m *Manager) (*plane, error) {
-	p := &plane{m: m, dirty: make(chan struct{}, 1)}
+	p := &plane{m: m}
 	for _, name := range slices.Sorted(maps.Keys(m.opts.Members)) {
 		path := m.opts.Members[name]
 		cfg, err := clientcmd.BuildConfigFromFlags("", path)
@@ -80,20 +88,23 @@ func newPlane(m *Manager) (*plane, error) {
 			name:   name,
 			source: &MemberSource{Name: name, Quotas: quotas, Kueue: kq, Origin: m.opts.Origin, Now: time.Now, Interval: m.opts.MemberPoll, Timeout: memberReadTimeout},
 			writer: &apply.CopyWriter{Origin: m.opts.Origin, Quotas: quotas},
+			dirty:  make(chan struct{}, 1),
 		})
 	}
 	return p, nil
 }
 
-// poke asks for a copier pass.
+// poke asks every member's copier for a pass.
 func (p *plane) poke() {
-	select {
-	case p.dirty <- struct{}{}:
-	default:
+	for _, mb := range p.members {
+		select {
+		case mb.dirty <- struct{}{}:
+		default:
+		}
 	}
 }
 
-// run starts every member's source, publishing into the stream, and the
+// run starts every member's source, publishing into the stream, and its
 // copier, until ctx ends.
 func (p *plane) run(ctx context.Context) {
 	for _, mb := range p.members {
@@ -103,13 +114,13 @@ func (p *plane) run(ctx context.Context) {
 			}
 		}
 		go mb.source.Run(ctx)
+		go p.copier(ctx, mb)
 	}
-	go p.copier(ctx)
 }
 
-// copier makes a pass when asked, and every --resync-interval, while this
-// replica leads.
-func (p *plane) copier(ctx context.Context) {
+// copier makes a pass on one member when asked, and every
+// --resync-interval, while this replica leads.
+func (p *plane) copier(ctx context.Context, mb *planeMember) {
 	resync := time.NewTicker(p.m.opts.ResyncInterval)
 	defer resync.Stop()
 	var retry <-chan time.Time
@@ -117,7 +128,7 @@ func (p *plane) copier(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-p.dirty:
+		case <-mb.dirty:
 		case <-resync.C:
 		case <-retry:
 		}
@@ -125,7 +136,7 @@ func (p *plane) copier(ctx context.Context) {
 		if !p.m.leader.Load() {
 			continue
 		}
-		if !p.pass(ctx) {
+		if !p.pass(ctx, mb) {
 			retry = time.After(copyRetry)
 		}
 		select {
@@ -136,53 +147,56 @@ func (p *plane) copier(ctx context.Context) {
 	}
 }
 
-// pass brings every reachable member to the copies the state asks for, the
-// members in parallel. It reports whether every member took them.
-func (p *plane) pass(ctx context.Context) bool {
+// pass brings one member, when its source finds it answering, to the
+// copies the state asks for there, then reports the outcomes. It reports
+// whether the member took them and the outcomes were sent.
+func (p *plane) pass(ctx context.Context, mb *planeMember) bool {
 	m := p.m
-	origin := m.opts.Origin
 	m.mu.Lock()
 	nodes := projector.FleetFromState(m.st)
-	reachable := map[string]bool{}
+	reachable := false
 	for _, mv := range m.st.Members() {
-		reachable[mv.Name] = mv.Reachable
+		if mv.Name == mb.name {
+			reachable = mv.Reachable
+		}
 	}
-	want := make([]projector.MemberCopies, len(p.members))
-	for i, mb := range p.members {
-		want[i] = projector.Copies(nodes, mb.name, origin)
-	}
+	want := projector.Copies(nodes, mb.name, m.opts.Origin)
 	seq := m.st.LastSeq()
 	m.mu.Unlock()
+	if !reachable {
+		// Its copies stay as they are until it answers again (its next
+		// Member event pokes).
+		return true
+	}
 	if m.rec != nil {
 		// The events the copies derive from are in the log before any
 		// write they cause leaves the plane.
 		m.rec.Wait(seq)
 	}
-	var wg sync.WaitGroup
-	ok := make([]bool, len(p.members))
-	reports := make([]*apply.CopyReport, len(p.members))
-	for i, mb := range p.members {
-		if !reachable[mb.name] {
-			// Its source reports it unreachable: its copies stay as they
-			// are until it answers again (its next Member event pokes).
-			ok[i] = true
-			continue
-		}
-		wg.Go(func() {
-			reports[i], ok[i] = mb.apply(ctx, want[i])
-		})
+	rep, ok := mb.apply(ctx, want)
+	if rep != nil {
+		mb.mu.Lock()
+		mb.report = rep
+		mb.mu.Unlock()
 	}
-	wg.Wait()
-	return p.report(ctx, nodes, reports) && !slices.Contains(ok, false)
+	return p.report(ctx, nodes) && ok
 }
 
-// report sends, for each Ready node of the fleet, how the members that
-// answered hold its copies, as an Outcome event when it changed (the
+// report sends, for each Ready node of the fleet, how the members hold
+// its copies as their copiers' latest passes found them, as an Outcome event when it changed (the
 // node's Materialized condition, and an ObjectConflict Event): a conflict
 // on some member over a refused write over applied, the first member by
 // name saying which. It queues each node whose outcome moved, so that its
 // status is written. It reports whether every outcome was sent.
-func (p *plane) report(ctx context.Context, nodes []projector.FleetNode, reports []*apply.CopyReport) bool {
+func (p *plane) report(ctx context.Context, nodes []projector.FleetNode) bool {
+	p.reportMu.Lock()
+	defer p.reportMu.Unlock()
+	reports := make([]*apply.CopyReport, len(p.members))
+	for i, mb := range p.members {
+		mb.mu.Lock()
+		reports[i] = mb.report
+		mb.mu.Unlock()
+	}
 	rank := map[events.OutcomeKind]int{events.OutcomeApplied: 0, events.OutcomeFailed: 1, events.OutcomeConflict: 2}
 	outcomes := map[string]events.Outcome{}
 	for _, n := range nodes {
