@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -47,8 +48,9 @@ import (
 // reaches east's ClusterQueue and Kueue's admission; the plane reports
 // each member's share, what Kueue admitted there, and its capacity; a node of east's own under a fleet
 // team's name is left as it is and reported on the plane's node; a member
-// cut off keeps its shares while the other is still written, and catches
-// up when it returns; a member's growth moves a Proportional split once,
+// cut off, or whose API server is stopped, is reported ClusterUnreachable
+// and keeps its shares while the other is still written, and catches up
+// when it returns; a member's growth moves a Proportional split once,
 // which the plane's recorded log explains, and a drop within its damping
 // band not at all; and fleet nodes deleted
 // on the plane are swept from both members, with east's Kueue objects.
@@ -81,7 +83,9 @@ func TestPlaneProjectsShares(t *testing.T) {
 	if err := west.EnsureNamespace(ctx, "fleet-ml"); err != nil {
 		t.Fatal(err)
 	}
-	testutil.StartManager(t, west, managerBin, "west", "--webhook=false", "--enrolled-namespaces=fleet-ml")
+	// No Lease: west's API server is stopped for a while below, and a
+	// manager that cannot renew its Lease exits.
+	testutil.StartManager(t, west, managerBin, "west", "--webhook=false", "--enrolled-namespaces=fleet-ml", "--leader-elect=false")
 
 	// The plane reaches each member as the identity the chart's
 	// remoteAccess values create there, with its real token; west through
@@ -354,6 +358,44 @@ func TestPlaneProjectsShares(t *testing.T) {
 	copies(westAQs, "fleet-a<-fleet-c [a100=4] origin=fleet", "fleet-b<-fleet-c [a100=2] origin=fleet",
 		"fleet-c<-root [] origin=fleet", "fleet-d<-fleet-c [a100=1] origin=fleet")
 
+	// West's API server stopped (SIGSTOP): the plane's requests to it hang
+	// until they time out; it reports west ClusterUnreachable, and a
+	// change for east does not wait on west. Once it runs again, west
+	// catches up.
+	apiserver := west.Processes()["kube-apiserver"]
+	if apiserver == 0 {
+		t.Fatal("west's kube-apiserver process is not found")
+	}
+	if err := syscall.Kill(apiserver, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resume := func() { _ = syscall.Kill(apiserver, syscall.SIGCONT) }
+	t.Cleanup(resume)
+	reachable(0)
+	stopped := time.Now()
+	patch = fmt.Sprintf(`{"spec":{"budgets":[{"resourceName":%q,"resourceFlavor":"a100","nominal":"9","policy":"Explicit","perCluster":[{"cluster":"east","nominal":"6"},{"cluster":"west","nominal":"3"}]}]}}`, gpu)
+	if _, err := hubAQs.Patch(ctx, "fleet-a", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	nominal("fleet-a", "6")
+	t.Logf("with west's API server stopped, a change reached east's ClusterQueue in %s", time.Since(stopped).Round(time.Millisecond))
+	testutil.Eventually(t, 30*time.Second, func() string {
+		aq, err := hubAQs.Get(ctx, "fleet-a", metav1.GetOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		for _, c := range aq.Status.Clusters {
+			if c.Cluster == "west" && strings.HasPrefix(c.Message, "ClusterUnreachable:") {
+				return ""
+			}
+		}
+		return fmt.Sprintf("the plane's fleet-a does not report west ClusterUnreachable: %+v", aq.Status.Clusters)
+	})
+	resume()
+	reachable(1)
+	copies(westAQs, "fleet-a<-fleet-c [a100=3] origin=fleet", "fleet-b<-fleet-c [a100=2] origin=fleet",
+		"fleet-c<-root [] origin=fleet", "fleet-d<-fleet-c [a100=1] origin=fleet")
+
 	// East grows past its mark (a third Node of 8: 24 of 32): fleet-b's
 	// Proportional 6 moves once, to 4.5 and 1.5, the tie on the halves
 	// going to east by name. A drop within east's damping band (23
@@ -375,9 +417,9 @@ func TestPlaneProjectsShares(t *testing.T) {
 	t.Cleanup(func() {
 		_ = east.Kube.CoreV1().Nodes().Delete(context.Background(), "fleet-east-3", metav1.DeleteOptions{})
 	})
-	copies(aqs, "fleet-a<-fleet-c [a100=5] origin=fleet", "fleet-b<-fleet-c [a100=5] origin=fleet",
+	copies(aqs, "fleet-a<-fleet-c [a100=6] origin=fleet", "fleet-b<-fleet-c [a100=5] origin=fleet",
 		"fleet-c<-root [] origin=fleet", "fleet-d<-root [a100=1] origin=")
-	copies(westAQs, "fleet-a<-fleet-c [a100=4] origin=fleet", "fleet-b<-fleet-c [a100=1] origin=fleet",
+	copies(westAQs, "fleet-a<-fleet-c [a100=3] origin=fleet", "fleet-b<-fleet-c [a100=1] origin=fleet",
 		"fleet-c<-root [] origin=fleet", "fleet-d<-fleet-c [a100=1] origin=fleet")
 	status("fleet-b", "east=5 west=1")
 	if got := generation(); got != before+1 {
