@@ -35,7 +35,13 @@ func TestOneFlavorPerNode(t *testing.T) {
 
 	lines := func() map[string]string {
 		out := map[string]string{}
-		for _, l := range strings.Split(kubectl(t, "get", "aq", "root", "-o", capacityJSONPath), "\n") {
+		// Root is the leader's to create: it may not exist right after
+		// the start (the caller waits).
+		text, err := cluster.Kubectl(ctx, "get", "aq", "root", "-o", capacityJSONPath)
+		if err != nil {
+			return out
+		}
+		for _, l := range strings.Split(text, "\n") {
 			if f := strings.Fields(l); len(f) == 4 {
 				out[f[0]+" "+f[1]] = l
 			}

@@ -57,7 +57,11 @@ func TestPoolScaledToZeroKeepsItsMark(t *testing.T) {
 
 	// h100Line is the guide's capacity listing of root, the h100 GPU line.
 	h100Line := func() string {
-		for _, l := range strings.Split(kubectl(t, "get", "aq", "root", "-o", capacityJSONPath), "\n") {
+		text, err := cluster.Kubectl(context.Background(), "get", "aq", "root", "-o", capacityJSONPath)
+		if err != nil {
+			return err.Error() // root is the leader's to create: the caller waits
+		}
+		for _, l := range strings.Split(text, "\n") {
 			if strings.HasPrefix(l, "nvidia.com/gpu h100 ") {
 				return l
 			}
