@@ -1,15 +1,19 @@
 package manager
 
 import (
+	"strconv"
+
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/metrics"
+	"ome.io/quota-manager/projector"
 	"ome.io/quota-manager/state"
 )
 
 // metricsSnapshot copies the state's figures for a scrape, under the
 // reducer's lock (View), so one scrape reads one consistent state. It
 // copies plain numbers only; the cost is O(tree nodes + budgets + pairs +
-// Kubernetes Nodes), about what one projection pass reads.
+// Kubernetes Nodes), about what one projection pass reads, and on a
+// management plane the members' copies once more (members x tree nodes).
 func (m *Manager) metricsSnapshot() metrics.Snapshot {
 	s := metrics.Snapshot{Plane: m.opts.Mode, StreamDepth: m.stream.Len()}
 	m.View(func(st *state.State) {
@@ -39,8 +43,19 @@ func (m *Manager) metricsSnapshot() metrics.Snapshot {
 				s.Budgets = append(s.Budgets, mb)
 			}
 		}
+		var fleet []projector.FleetNode
 		for _, mv := range st.Members() {
-			s.Members = append(s.Members, metrics.Member{Cluster: mv.Name, Reachable: mv.Reachable})
+			if fleet == nil {
+				fleet = projector.FleetFromState(st)
+			}
+			behind := 0
+			for _, c := range projector.Copies(fleet, mv.Name, m.opts.Origin).Copies {
+				have, ok := st.CopyOn(mv.Name, c.Name)
+				if !ok || strconv.FormatInt(have.Applied, 10) != c.Annotations[v1beta1.SourceGenerationAnnotation] {
+					behind++
+				}
+			}
+			s.Members = append(s.Members, metrics.Member{Cluster: mv.Name, Reachable: mv.Reachable, CopiesBehind: behind})
 		}
 		if s.Members != nil {
 			for _, nv := range st.Nodes() {

@@ -90,6 +90,8 @@ var (
 		Help: "Events waiting in the stream."}
 	mBudgetShare = Spec{Name: "ome_quota_budget_share", Type: Gauge, Labels: []string{"quota", "resource", "flavor", "cluster"}, Source: scrape,
 		Help: "On a management plane, a member cluster's share of a team's fleet budget: the nominal its copy there carries."}
+	mMemberCopiesBehind = Spec{Name: "ome_quota_member_copies_behind", Type: Gauge, Labels: []string{"cluster"}, Source: scrape,
+		Help: "On a management plane, the copies a member cluster should hold that it does not, or holds made from an older generation of their node, as it last reported."}
 	mMemberReachable = Spec{Name: "ome_quota_member_reachable", Type: Gauge, Labels: []string{"cluster"}, Source: scrape,
 		Help: "On a management plane, 1 while the member cluster answers and has reported, 0 while it does not (its shares and copies are kept as they were)."}
 )

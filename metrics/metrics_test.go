@@ -136,7 +136,7 @@ func TestLint(t *testing.T) {
 // plane="management"; workload mode has none of them.
 func TestMemberReachable(t *testing.T) {
 	m := New()
-	snap := Snapshot{Plane: "management", Members: []Member{{Cluster: "east", Reachable: true}, {Cluster: "west"}},
+	snap := Snapshot{Plane: "management", Members: []Member{{Cluster: "east", Reachable: true}, {Cluster: "west", CopiesBehind: 2}},
 		Budgets: []Budget{{Quota: "team-a", Role: "ClusterQueue", Resource: "nvidia.com/gpu", Flavor: "a100", Nominal: 8}},
 		Shares: []Share{{Quota: "team-a", Resource: "nvidia.com/gpu", Flavor: "a100", Cluster: "east", Nominal: 6},
 			{Quota: "team-a", Resource: "nvidia.com/gpu", Flavor: "a100", Cluster: "west", Nominal: 2}}}
@@ -153,9 +153,13 @@ ome_quota_member_reachable{cluster="west"} 0
 # TYPE ome_quota_budget_share gauge
 ome_quota_budget_share{cluster="east",flavor="a100",quota="team-a",resource="nvidia.com/gpu"} 6
 ome_quota_budget_share{cluster="west",flavor="a100",quota="team-a",resource="nvidia.com/gpu"} 2
-`), mBudgetNominal.Name, mMemberReachable.Name, mBudgetShare.Name))
+# HELP ome_quota_member_copies_behind On a management plane, the copies a member cluster should hold that it does not, or holds made from an older generation of their node, as it last reported.
+# TYPE ome_quota_member_copies_behind gauge
+ome_quota_member_copies_behind{cluster="east"} 0
+ome_quota_member_copies_behind{cluster="west"} 2
+`), mBudgetNominal.Name, mMemberReachable.Name, mBudgetShare.Name, mMemberCopiesBehind.Name))
 	snap = sample()
-	n, err := testutil.GatherAndCount(m.Registry, mMemberReachable.Name, mBudgetShare.Name)
+	n, err := testutil.GatherAndCount(m.Registry, mMemberReachable.Name, mBudgetShare.Name, mMemberCopiesBehind.Name)
 	require.NoError(t, err)
 	require.Zero(t, n, "a workload manager has no members")
 }

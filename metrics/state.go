@@ -40,10 +40,12 @@ type Share struct {
 	Nominal                          float64
 }
 
-// Member is one member cluster of a management plane.
+// Member is one member cluster of a management plane: whether it
+// answers, and how many copies it holds behind or lacks.
 type Member struct {
-	Cluster   string
-	Reachable bool
+	Cluster      string
+	Reachable    bool
+	CopiesBehind int
 }
 
 // Budget is one budget of one tree node. Usage is set for teams only.
@@ -82,7 +84,7 @@ var stateSpecs = []Spec{
 	mBudgetNominal, mBudgetAdmitted, mBudgetReserved, mBudgetBorrowed, mNodeReady, mNodes,
 	mCapacityAllocatable, mCapacityInstalled, mCapacityUnavailable, mCapacityMark, mCapacityObserved, mCapacityReportInterval,
 	mCapacityFailing, mCapacityNodes, mUnattributed, mUnattributedNodes, mDRAUnbudgeted, mEnrolled, mStreamDepth,
-	mMemberReachable, mBudgetShare,
+	mMemberReachable, mBudgetShare, mMemberCopiesBehind,
 }
 
 // stateCollector turns a Snapshot into gauges at scrape time. Nothing is
@@ -177,5 +179,6 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			v = 1
 		}
 		g(mMemberReachable, v, m.Cluster)
+		g(mMemberCopiesBehind, float64(m.CopiesBehind), m.Cluster)
 	}
 }

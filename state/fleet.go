@@ -123,6 +123,19 @@ func (s *State) setMember(name string, m *events.Member) {
 	}
 }
 
+// CopyOn is how member cluster holds node's copy, as it last reported;
+// false when it holds none.
+func (s *State) CopyOn(cluster, node string) (events.MemberCopy, bool) {
+	if s.fleet == nil || s.fleet.clusters[cluster] == nil {
+		return events.MemberCopy{}, false
+	}
+	cps := s.fleet.clusters[cluster].copies
+	if i, ok := slices.BinarySearchFunc(cps, node, func(c events.MemberCopy, n string) int { return cmp.Compare(c.Node, n) }); ok {
+		return cps[i], true
+	}
+	return events.MemberCopy{}, false
+}
+
 // MemberCopies is how each member holds node's copy, by cluster name: the
 // members that hold one, as they last reported; nil outside a plane.
 func (s *State) MemberCopies(node string) map[string]events.MemberCopy {
@@ -131,9 +144,8 @@ func (s *State) MemberCopies(node string) map[string]events.MemberCopy {
 	}
 	out := map[string]events.MemberCopy{}
 	for _, name := range s.fleet.names {
-		cps := s.fleet.clusters[name].copies
-		if i, ok := slices.BinarySearchFunc(cps, node, func(c events.MemberCopy, n string) int { return cmp.Compare(c.Node, n) }); ok {
-			out[name] = cps[i]
+		if c, ok := s.CopyOn(name, node); ok {
+			out[name] = c
 		}
 	}
 	return out

@@ -130,8 +130,9 @@ func Build() (dashboard.Dashboard, error) {
 			q(p99("ome_quota_webhook_review_seconds", "instance"), "review p99 {{instance}}"),
 			q(p99("ome_quota_webhook_judge_seconds", "instance"), "judge p99 {{instance}}"))).
 		WithRow(c.row("Fleet (management plane)")).
-		WithPanel(c.series("Member clusters answering", "none", "On a management plane, 1 while the plane hears from the member cluster, 0 while it does not (its shares and copies are kept).",
-			q(`max by (cluster) (ome_quota_member_reachable)`, "{{cluster}}"))).
+		WithPanel(c.series("Member clusters", "none", "On a management plane, 1 while the plane hears from the member cluster, 0 while it does not (its shares and copies are kept); and the copies it lacks or holds behind.",
+			q(`max by (cluster) (ome_quota_member_reachable)`, "{{cluster}} answering"),
+			q(`min by (cluster) (ome_quota_member_copies_behind)`, "{{cluster}} copies behind"))).
 		WithPanel(c.series("Shares per member", "none", "On a management plane, each member cluster's share of each team's fleet budget.",
 			q(`max by (quota, resource, flavor, cluster) (ome_quota_budget_share)`, "{{quota}} {{resource}}@{{flavor}} on {{cluster}}"))).
 		WithRow(c.row("Replicas")).
@@ -145,7 +146,7 @@ func Build() (dashboard.Dashboard, error) {
 
 // PlaneMetrics are the metrics only a management plane publishes: the
 // panels that read them are empty on a workload cluster.
-var PlaneMetrics = []string{"ome_quota_member_reachable", "ome_quota_budget_share"}
+var PlaneMetrics = []string{"ome_quota_member_reachable", "ome_quota_budget_share", "ome_quota_member_copies_behind"}
 
 // JSON is the dashboard as the chart ships it: indented, with a final newline.
 func JSON() ([]byte, error) {

@@ -54,7 +54,7 @@ var probes = map[string][]string{
 // planeAlerts read series that only a management plane publishes: this
 // workload-mode scenario cannot probe them. test/fleet's plane test shows
 // each series moving on a live plane, and test/alerts makes each fire.
-var planeAlerts = map[string]bool{"OmeQuotaMemberUnreachable": true}
+var planeAlerts = map[string]bool{"OmeQuotaMemberUnreachable": true, "OmeQuotaCopiesNotConverging": true}
 
 type sample struct {
 	Metric map[string]string `json:"metric"`
