@@ -391,10 +391,23 @@ func TestPlaneProjectsShares(t *testing.T) {
 		}
 		return fmt.Sprintf("the plane's fleet-a does not report west ClusterUnreachable: %+v", aq.Status.Clusters)
 	})
+	behind := func(cluster string, want float64) {
+		t.Helper()
+		testutil.Eventually(t, 30*time.Second, func() string {
+			v, err := pm.Metric(ctx, "ome_quota_member_copies_behind", `cluster="`+cluster+`"`)
+			if err != nil || v != want {
+				return fmt.Sprintf("the plane's ome_quota_member_copies_behind{cluster=%q} = %v (%v), want %v", cluster, v, err, want)
+			}
+			return ""
+		})
+	}
+	behind("west", 1) // fleet-a's copy there is from the generation before
+	behind("east", 1) // east's own fleet-d stands where the copy would
 	resume()
 	reachable(1)
 	copies(westAQs, "fleet-a<-fleet-c [a100=3] origin=fleet", "fleet-b<-fleet-c [a100=2] origin=fleet",
 		"fleet-c<-root [] origin=fleet", "fleet-d<-fleet-c [a100=1] origin=fleet")
+	behind("west", 0)
 
 	// East grows past its mark (a third Node of 8: 24 of 32): fleet-b's
 	// Proportional 6 moves once, to 4.5 and 1.5, the tie on the halves
