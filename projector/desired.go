@@ -282,6 +282,10 @@ func ProjectStatus(n *Node, in Input) *v1beta1.AcceleratorQuotaStatus {
 	return st
 }
 
+// ReasonClusterUnreachable starts the status.clusters message of a member
+// the plane does not hear from; kubectl ome quota status reads it.
+const ReasonClusterUnreachable = "ClusterUnreachable"
+
 // clusters is, on a plane, how each member stands for the node: the
 // generations of the copy it holds, and why it holds none or is behind.
 // A member is listed when it holds a copy, when the node has a share
@@ -293,7 +297,7 @@ func clusters(n *Node, members []state.MemberView) []v1beta1.ClusterStatus {
 		cs := v1beta1.ClusterStatus{Cluster: mv.Name, AppliedGeneration: c.Applied, MaterializedGeneration: c.Materialized}
 		switch {
 		case !mv.Reachable:
-			cs.Message = "ClusterUnreachable: the plane does not hear from this member, so its copy stays as it was: " + mv.Message
+			cs.Message = ReasonClusterUnreachable + ": the plane does not hear from this member, so its copy stays as it was: " + mv.Message
 		case !held && hasShareOn(n, mv.Name):
 			cs.Message = "the member holds no copy of this node yet"
 		case !held:

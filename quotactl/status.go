@@ -134,7 +134,7 @@ func copiesOf(aq *v1beta1.AcceleratorQuota) []CopyReport {
 	for _, c := range aq.Status.Clusters {
 		r := CopyReport{Cluster: c.Cluster, AppliedGeneration: c.AppliedGeneration, MaterializedGeneration: c.MaterializedGeneration, Detail: c.Message}
 		switch {
-		case strings.HasPrefix(c.Message, "ClusterUnreachable:"):
+		case strings.HasPrefix(c.Message, projector.ReasonClusterUnreachable+":"):
 			r.State = "Unreachable"
 		case c.AppliedGeneration == 0:
 			r.State = "Missing"
