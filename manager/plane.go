@@ -154,12 +154,7 @@ func (p *plane) pass(ctx context.Context, mb *planeMember) bool {
 	m := p.m
 	m.mu.Lock()
 	nodes := projector.FleetFromState(m.st)
-	reachable := false
-	for _, mv := range m.st.Members() {
-		if mv.Name == mb.name {
-			reachable = mv.Reachable
-		}
-	}
+	reachable := m.st.Reachable(mb.name)
 	want := projector.Copies(nodes, mb.name, m.opts.Origin)
 	seq := m.st.LastSeq()
 	m.mu.Unlock()

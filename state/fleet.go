@@ -379,6 +379,14 @@ type MemberView struct {
 	Capacity []CapacityEntry
 }
 
+// Reachable reports whether the plane hears from member cluster name.
+func (s *State) Reachable(name string) bool {
+	if s.fleet == nil || s.fleet.clusters[name] == nil {
+		return false
+	}
+	return s.fleet.clusters[name].reachable
+}
+
 // Members lists a management plane's member clusters, by name; nil in
 // workload mode.
 func (s *State) Members() []MemberView {
