@@ -64,9 +64,6 @@ type Write struct {
 	Spec *v1beta1.AcceleratorQuotaSpec
 	// Op is CREATE, UPDATE or DELETE.
 	Op admissionv1.Operation
-	// Generation is the old object's metadata.generation on UPDATE and
-	// DELETE, 0 on CREATE or when the API server sent no old object.
-	Generation int64
 	// Old is the spec the API server judged an UPDATE on, when it sent the
 	// old object.
 	Old *v1beta1.AcceleratorQuotaSpec
@@ -147,120 +144,105 @@ func (r *Reviewer) judge(ctx context.Context, req *admissionv1.AdmissionRequest)
 		res.Operation, res.Verdict = op, verdict
 		return res
 	}
+	refused := func(code int, verdict, format string, args ...any) Result {
+		return labeled(Verdict{Code: int32(code), Message: fmt.Sprintf(format, args...)}, verdict)
+	}
 	malformed := func(format string, args ...any) Result {
-		return labeled(Verdict{Code: http.StatusBadRequest, Message: fmt.Sprintf(format, args...)}, VerdictMalformed)
+		return refused(http.StatusBadRequest, VerdictMalformed, format, args...)
 	}
 	allowed := labeled(Verdict{Allowed: true}, VerdictAllowed)
-	if req.Kind.Group != v1beta1.GroupName || req.Kind.Kind != "AcceleratorQuota" {
+	switch {
+	case req.Kind.Group != v1beta1.GroupName || req.Kind.Kind != "AcceleratorQuota":
 		return malformed("this webhook judges %s AcceleratorQuotas, not %s: fix the rules of the ValidatingWebhookConfiguration",
 			v1beta1.GroupName, describeKind(req.Kind))
-	}
-	if req.SubResource != "" {
+	case req.SubResource != "":
 		// A subresource (status) cannot change the tree.
 		return allowed
+	case op == "other":
+		return malformed("operation %q is not one this webhook judges: its rules should list CREATE, UPDATE and DELETE only", clip(string(req.Operation)))
+	case op == string(admissionv1.Delete) && req.Name == "":
+		return malformed("request.name is empty: name the AcceleratorQuota to delete")
 	}
-	w := Write{Op: req.Operation, UID: req.UID, DryRun: req.DryRun != nil && *req.DryRun}
-	switch req.Operation {
-	case admissionv1.Create, admissionv1.Update:
+	w := Write{Name: req.Name, Op: req.Operation, UID: req.UID, DryRun: req.DryRun != nil && *req.DryRun}
+	// Each object is read once, its spec kept as bytes: the API server
+	// sends them whole (status, managedFields), and nothing else of them
+	// matters here. The old object is read for an UPDATE and a DELETE.
+	var obj, old *rawObject
+	if req.Operation != admissionv1.Create {
+		old, _ = readObject(req.OldObject.Raw)
+	}
+	if req.Operation != admissionv1.Delete {
 		// The CRD's limits first, on the raw object, so that a forged
 		// review of 50,000 budgets costs a walk of its first 17, not a
 		// decoding of them all, and never reaches the Judge. A spec that
 		// breaks them is let through only unchanged, as the API server's
 		// validation ratchets: the path below allows it without reading it.
-		if err := v1beta1.CheckObjectLimits(req.Object.Raw); err != nil {
+		var err error
+		if err = v1beta1.CheckObjectLimits(req.Object.Raw); err != nil {
 			spec := v1beta1.RawSpec(req.Object.Raw)
-			if req.Operation != admissionv1.Update || len(spec) == 0 || !bytes.Equal(spec, v1beta1.RawSpec(req.OldObject.Raw)) {
+			if old == nil || len(spec) == 0 || !bytes.Equal(spec, v1beta1.RawSpec(req.OldObject.Raw)) {
 				return malformed("request.object: %v", err)
 			}
 		}
-		// Each object is read once, its spec kept as bytes: the API server
-		// sends them whole (status, managedFields), and nothing else of
-		// them matters here.
-		obj, err := readObject(req.Object.Raw)
-		if err != nil {
+		if obj, err = readObject(req.Object.Raw); err != nil {
 			return malformed("request.object: %v", err)
 		}
-		var old *rawObject
-		if req.Operation == admissionv1.Update {
-			old, _ = readObject(req.OldObject.Raw)
+		if w.Name = cmp.Or(w.Name, obj.Metadata.Name); w.Name == "" {
+			return malformed("the AcceleratorQuota has no name")
 		}
-		if why := r.copyWrite(req, old, obj); why != "" {
-			return labeled(Verdict{Code: http.StatusForbidden, Message: why}, VerdictDenied)
+		if obj.Metadata.Name != "" && obj.Metadata.Name != w.Name {
+			return malformed("request.name is %q but the object is named %q", clip(w.Name), clip(obj.Metadata.Name))
 		}
+	}
+	if why := r.copyWrite(req, w.Name, old, obj); why != "" {
+		return refused(http.StatusForbidden, VerdictDenied, "%s", why)
+	}
+	if old != nil {
+		w.ObjectUID, w.Base = old.Metadata.UID, old.Metadata.ResourceVersion
+	}
+	if obj != nil {
 		if old != nil && len(obj.Spec) > 0 && bytes.Equal(obj.Spec, old.Spec) {
 			// The API server encodes both objects alike: a spec that
 			// reads the same byte for byte (a label, a finalizer) needs
 			// no decoding at all.
 			return allowed
 		}
-		spec, err := obj.quotaSpec()
-		if err != nil {
+		var err error
+		if w.Spec, err = obj.quotaSpec(); err != nil {
 			return malformed("request.object: %v", err)
 		}
-		if w.Name = req.Name; w.Name == "" {
-			w.Name = obj.Metadata.Name
-		}
-		if w.Name == "" {
-			return malformed("the AcceleratorQuota has no name")
-		}
-		if obj.Metadata.Name != "" && obj.Metadata.Name != w.Name {
-			return malformed("request.name is %q but the object is named %q", clip(w.Name), clip(obj.Metadata.Name))
-		}
-		w.Spec, w.ObjectUID = spec, obj.Metadata.UID
-		if old != nil {
-			w.Base = old.Metadata.ResourceVersion
-			// A write that leaves alone what the rules read (labels,
-			// finalizers, fields no rule reads) cannot change a verdict:
-			// it is neither judged nor serialized.
-			oldSpec, err := old.quotaSpec()
-			if errors.Is(err, v1beta1.ErrLimits) {
-				// Not read for the audit record either.
-				req.OldObject.Raw = nil
-			}
-			if err == nil && state.SameShape(w.Name, oldSpec, spec) {
-				return allowed
-			}
-			if err == nil {
-				w.Generation, w.Old = old.Metadata.Generation, oldSpec
-			}
-		}
-	case admissionv1.Delete:
-		if w.Name = req.Name; w.Name == "" {
-			return malformed("request.name is empty: name the AcceleratorQuota to delete")
-		}
-		if old, err := readObject(req.OldObject.Raw); err == nil {
-			if why := r.copyWrite(req, old, nil); why != "" {
-				return labeled(Verdict{Code: http.StatusForbidden, Message: why}, VerdictDenied)
-			}
-			w.Generation, w.ObjectUID, w.Base = old.Metadata.Generation, old.Metadata.UID, old.Metadata.ResourceVersion
-			if v1beta1.CheckSpecLimits(old.Spec) != nil {
-				// The delete is judged, but an old spec that breaks the
-				// CRD's limits is not decoded for the audit record.
-				req.OldObject.Raw = nil
-			}
-		}
-	default:
-		return malformed("operation %q is not one this webhook judges: its rules should list CREATE, UPDATE and DELETE only", clip(string(req.Operation)))
+		w.ObjectUID = obj.Metadata.UID
 	}
-	name := w.Name
-
-	unavailable := func(msg string) Result {
-		return labeled(Verdict{Code: http.StatusServiceUnavailable, Message: msg}, VerdictUnavailable)
+	if old != nil && obj != nil {
+		// A write that leaves alone what the rules read (labels,
+		// finalizers, fields no rule reads) cannot change a verdict: it is
+		// neither judged nor serialized.
+		oldSpec, err := old.quotaSpec()
+		if err == nil && state.SameShape(w.Name, oldSpec, w.Spec) {
+			return allowed
+		}
+		w.Old = oldSpec
+		if errors.Is(err, v1beta1.ErrLimits) {
+			req.OldObject.Raw = nil // not decoded for the audit record either
+		}
+	} else if old != nil && v1beta1.CheckSpecLimits(old.Spec) != nil {
+		req.OldObject.Raw = nil // a delete: judged, but its old spec not decoded
 	}
-	if name != v1beta1.RootName && r.Synced != nil && !r.Synced() {
+	unavailable := func(format string, args ...any) Result {
+		return refused(http.StatusServiceUnavailable, VerdictUnavailable, format, args...)
+	}
+	if w.Name != v1beta1.RootName && r.Synced != nil && !r.Synced() {
 		cause := errors.New("it is loading the cluster's flavors and capacity: retry in a few seconds")
 		if r.NotReady != nil {
-			if err := r.NotReady(); err != nil {
-				cause = err
-			}
+			cause = cmp.Or(r.NotReady(), cause)
 		}
-		return unavailable(notReady(cause))
+		return unavailable("%s", notReady(cause))
 	}
 	// The decision point: the verdict, req (its UserInfo, and the old and
 	// new objects) and w are all at hand here.
 	v, err := r.Judge(ctx, w)
 	if err != nil {
-		return unavailable(fmt.Sprintf("the quota manager cannot judge this write now: %v; retry in a few seconds", err))
+		return unavailable("the quota manager cannot judge this write now: %v; retry in a few seconds", err)
 	}
 	if r.OnVerdict != nil && !w.DryRun {
 		r.OnVerdict(ctx, w.Name, auditOf(req, w, v))
@@ -276,22 +258,15 @@ func (r *Reviewer) judge(ctx context.Context, req *admissionv1.AdmissionRequest)
 
 // copyWrite is why a write of a copy that a management plane projected
 // here is refused (state.CheckCopyWrite), or "".
-func (r *Reviewer) copyWrite(req *admissionv1.AdmissionRequest, old, obj *rawObject) string {
+func (r *Reviewer) copyWrite(req *admissionv1.AdmissionRequest, name string, old, obj *rawObject) string {
 	var from, to string
 	if old != nil {
-		from = old.Metadata.Labels[v1beta1.OriginLabel]
+		from, name = old.Metadata.Labels[v1beta1.OriginLabel], cmp.Or(name, old.Metadata.Name)
 	}
 	if obj != nil {
 		to = obj.Metadata.Labels[v1beta1.OriginLabel]
 	}
-	return state.CheckCopyWrite(cmp.Or(req.Name, obj.name(), old.name()), from, to, req.UserInfo.Username, req.UserInfo.Groups, r.Planes)
-}
-
-func (o *rawObject) name() string {
-	if o == nil {
-		return ""
-	}
-	return o.Metadata.Name
+	return state.CheckCopyWrite(name, from, to, req.UserInfo.Username, req.UserInfo.Groups, r.Planes)
 }
 
 // rawObject is what a review reads of an object the API server sends:
