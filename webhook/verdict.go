@@ -19,8 +19,6 @@ type Verdict struct {
 	Code int32
 	// Message says why a write is denied; it is empty when it is allowed.
 	Message string
-	// Denied are the violations that the write adds or makes worse.
-	Denied []state.Violation
 	// Warnings go back to the client with an admitted write; kubectl
 	// prints them as "Warning: ...".
 	Warnings []string
@@ -32,7 +30,7 @@ func verdictOf(a state.Admission) Verdict {
 	if a.Allowed {
 		return Verdict{Allowed: true, Warnings: a.Warnings}
 	}
-	return Verdict{Code: http.StatusForbidden, Message: a.Message, Denied: a.Denied}
+	return Verdict{Code: http.StatusForbidden, Message: a.Message}
 }
 
 // auditOf is the audit record of verdict v on w, which req asked for (the
