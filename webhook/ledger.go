@@ -13,9 +13,6 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -27,9 +24,24 @@ import (
 	"ome.io/quota-manager/state"
 )
 
-// maxAttempts bounds how often one review judges again after losing the
-// compare-and-swap of the ledger to another admission.
-const maxAttempts = 8
+// Bounds of the ledger: how often one review judges again after losing the
+// compare-and-swap to another admission, and the CRD's bound on the list.
+const (
+	maxAttempts     = 8
+	maxReservations = 256
+)
+
+// patience is how long a review waits for related reservations to settle
+// before it judges with them uncertain. It is not a safety bound: an
+// unsettled reservation is counted either way.
+const patience = time.Second
+
+// reuse bounds how long after it was written a standing reservation admits
+// writes: each of them lands, if ever, within the API server's
+// --request-timeout, so every replica counts the reservation until the last
+// of them can no longer land as long as Expiry exceeds that timeout by
+// reuse.
+const reuse = 10 * time.Second
 
 // Ledger judges tree writes on the manager's state plus the reservations
 // of the AdmissionLedger, and reserves each admitted write there with a
@@ -37,8 +49,10 @@ const maxAttempts = 8
 // until its state shows the write landed.
 type Ledger struct {
 	Client typed.AdmissionLedgerInterface
-	Name   string
-	State  StateReader
+	// Watch lists and watches the one ledger object (Run).
+	Watch cache.ListerWatcher
+	Name  string
+	State StateReader
 	// Identity names this replica in the reservations it writes.
 	Identity string
 	// Expiry is how long, after this replica first saw it, a reservation
@@ -46,13 +60,8 @@ type Ledger struct {
 	// server's --request-timeout, which ends every write that was admitted
 	// and has not landed.
 	Expiry time.Duration
-	// Patience is how long a review waits for related reservations to
-	// settle before it judges with them uncertain. It is not a safety
-	// bound: an unsettled reservation is counted either way.
-	Patience time.Duration
-	// Hold is how long a standing reservation is kept after the last
-	// write it admitted, so that a budget raised again and again writes
-	// the ledger once. Not a safety bound either.
+	// Hold is how long a standing reservation is kept after the last write
+	// it admitted. It is not a safety bound either.
 	Hold time.Duration
 	// Now is this replica's clock (time.Now). Only durations on it are
 	// compared, never its readings with another replica's.
@@ -75,23 +84,15 @@ type Ledger struct {
 // standing is one of this replica's standing reservations: while it is
 // fresh (written less than reuse ago), a later write of its object within
 // its spec (state.Within) is admitted without writing the ledger. It is
-// removed once no write has used it for Hold and every write it stood
-// for has settled.
+// removed once no write has used it for Hold and every write it stood for
+// has settled.
 type standing struct {
 	review, node, uid, since string
 	spec                     *v1beta1.AcceleratorQuotaSpec
-	written                  time.Time // before the Update that wrote it, on this replica's clock
-	used                     time.Time
+	written, used            time.Time // written: before the Update that wrote it
 	releasing                bool
 	writes                   []v1beta1.Reservation
 }
-
-// reuse bounds how long after it was written a standing reservation
-// admits writes: each of them lands, if ever, within the API server's
-// --request-timeout, so every replica counts the reservation until the last
-// of them can no longer land as long as Expiry exceeds that timeout by
-// reuse.
-const reuse = 10 * time.Second
 
 // Judge decides a tree write (Reviewer.Judge). It waits until the state
 // has seen at least the ledger's floor and the object the write was judged
@@ -106,91 +107,60 @@ func (l *Ledger) Judge(ctx context.Context, w Write) (v Verdict, err error) {
 			l.Metrics.WebhookLedger.WithLabelValues(outcome).Inc()
 			l.Metrics.WebhookPendingSeconds.Observe(l.Now().Sub(start).Seconds())
 		}
-		if log := klog.FromContext(ctx).V(2); log.Enabled() {
-			log.Info("judged", "uid", w.UID, "node", w.Name, "op", w.Op, "base", w.Base, "allowed", v.Allowed,
-				"failed", err != nil, "outcome", outcome, "total", l.Now().Sub(start))
-		}
+		klog.FromContext(ctx).V(2).Info("judged", "uid", w.UID, "node", w.Name, "op", w.Op, "base", w.Base,
+			"allowed", v.Allowed, "failed", err != nil, "outcome", outcome, "total", l.Now().Sub(start))
 	}()
-	base := parseVersion(w.Base)
-	if w.Old != nil {
-		// A lowering of a team's budgets cannot make another write's
-		// verdict wrong, whatever else lands: it needs no reservation.
-		var a state.Admission
-		lowering := false
-		if err := l.await(ctx, start, func(s *state.State) (bool, error) {
-			if s.Progress() < base {
-				return false, nil
-			}
-			a, lowering = s.AdmitLowering(w.Name, w.Old, w.Spec)
-			return true, nil
-		}); err != nil {
-			return Verdict{}, err
-		}
-		if lowering {
-			outcome = "lowering"
-			return verdictOf(a), nil
-		}
-	}
 	led, err := l.read(ctx, false)
-	if err != nil {
-		return Verdict{}, err
-	}
 	fresh := false
-	for range maxAttempts {
-		j, err := l.judgeOn(ctx, start, led, w, base)
-		if err != nil {
-			outcome = "unavailable"
-			return Verdict{}, err
+	for attempt := 0; err == nil && attempt < maxAttempts; attempt++ {
+		var j judgement
+		if j, err = l.judgeOn(ctx, start, led, w); err != nil {
+			break
 		}
-		if !j.verdict.Allowed && !fresh {
+		if !j.verdict.Allowed && !j.lowering && !fresh {
 			// A denial stands only against the ledger as it is now: the
 			// cached one may lack a reservation made a moment ago on
 			// another replica (a parent created just before its child).
 			fresh = true
-			cur, err := l.read(ctx, true)
-			if err != nil {
-				return Verdict{}, err
-			}
-			if cur.ResourceVersion != led.ResourceVersion {
+			if cur, err := l.read(ctx, true); err == nil && cur.ResourceVersion != led.ResourceVersion {
 				led = cur
 				continue
 			}
 		}
-		if j.verdict.Allowed && !w.DryRun && !j.already && l.stand(led, w) {
+		switch {
+		case j.lowering:
+			outcome = "lowering"
+		case !j.verdict.Allowed:
+		case j.already:
+			outcome = "already"
+		case w.DryRun:
+			outcome = "dry-run"
+		case l.stand(led, w):
 			outcome = "standing"
-			return j.verdict, nil
-		}
-		if !j.verdict.Allowed || w.DryRun || j.already {
-			if j.verdict.Allowed {
-				outcome = "dry-run"
-				if j.already {
-					outcome = "already"
+		default:
+			var next *v1beta1.AdmissionLedger
+			if next, err = l.reserve(ctx, led, w, j); apierrors.IsConflict(err) {
+				if l.Metrics != nil {
+					l.Metrics.WebhookLedger.WithLabelValues("conflict").Inc()
 				}
+				fresh = true
+				led, err = l.read(ctx, true)
+				continue
 			}
-			return j.verdict, nil
-		}
-		next, err := l.reserve(ctx, led, w, j)
-		if apierrors.IsConflict(err) {
-			outcome = "conflict"
-			if l.Metrics != nil {
-				l.Metrics.WebhookLedger.WithLabelValues(outcome).Inc()
-			}
-			if led, err = l.read(ctx, true); err != nil {
+			if err != nil {
+				outcome = "failed"
 				return Verdict{}, err
 			}
-			fresh = true
-			continue
+			l.keep(next)
+			outcome = "reserved"
 		}
-		if err != nil {
-			outcome = "failed"
-			return Verdict{}, err
-		}
-		l.keep(next)
-		outcome = "reserved"
 		return j.verdict, nil
 	}
 	outcome = "unavailable"
-	return Verdict{}, fmt.Errorf("the admission ledger %s changed %d times while this write was judged", l.Name, maxAttempts)
+	if err == nil {
+		err = fmt.Errorf("the admission ledger %s changed %d times while this write was judged", l.Name, maxAttempts)
+	}
+	return Verdict{}, err
 }
 
 // judgement is what one look at the state found.
@@ -200,60 +170,63 @@ type judgement struct {
 	// progress how far it had seen then: the floor once they are removed.
 	settled  map[string]bool
 	progress uint64
-	already  bool
+	// already: the ledger holds this review's reservation; lowering: the
+	// write lowers a team's budgets, which cannot make another write's
+	// verdict wrong, whatever else lands, and needs no reservation.
+	already, lowering bool
 }
 
-func (l *Ledger) judgeOn(ctx context.Context, start time.Time, led *v1beta1.AdmissionLedger, w Write, base uint64) (judgement, error) {
-	need := max(parseVersion(led.Spec.Floor), base)
-	patience := start.Add(l.Patience)
+func (l *Ledger) judgeOn(ctx context.Context, start time.Time, led *v1beta1.AdmissionLedger, w Write) (judgement, error) {
+	need := max(parseVersion(led.Spec.Floor), parseVersion(w.Base))
+	recheck := start.Add(patience)
 	var j judgement
 	var related []v1beta1.Reservation
-	var snap struct {
-		tree    state.Tree
-		marks   map[state.Pair]state.Amount
-		flavors map[string]bool
-	}
+	var tree state.Tree
+	var marks map[state.Pair]state.Amount
+	var flavors map[string]bool
 	var cfg events.Config
-	err := l.await(ctx, patience, func(s *state.State) (bool, error) {
+	err := l.await(ctx, recheck, func(s *state.State) bool {
 		if s.Progress() < need {
-			return false, nil
+			return false
 		}
 		j = judgement{settled: map[string]bool{}, progress: s.Progress()}
+		if w.Old != nil {
+			var a state.Admission
+			if a, j.lowering = s.AdmitLowering(w.Name, w.Old, w.Spec); j.lowering {
+				j.verdict = verdictOf(a)
+				return true
+			}
+		}
 		var pending []v1beta1.Reservation
-		for i := range led.Spec.Reservations {
-			r := &led.Spec.Reservations[i]
+		for _, r := range led.Spec.Reservations {
 			switch {
 			case r.Review == string(w.UID):
 				j.already = true
-			case s.Settled(r):
+			case s.Settled(&r):
 				j.settled[r.Review] = true
-			case l.expired(r):
-			case r.Node == w.Name && (state.Standing(r) || r.Operation != "CREATE" && r.Base != "" && r.Base == w.Base):
+			case l.expired(&r):
+			case r.Node == w.Name && (state.Standing(&r) || r.Operation != "CREATE" && r.Base != "" && r.Base == w.Base):
 				// w lands only on the version it was judged on, which the
 				// state holds: of the writes judged on that version, and
 				// those a standing reservation stands for, at most one
 				// lands before w, and w then fails.
-			case s.Covered(r):
+			case s.Covered(&r):
 			default:
-				pending = append(pending, *r)
+				pending = append(pending, r)
 			}
 		}
 		related = s.Related(w.Name, w.Spec, pending)
-		if slices.ContainsFunc(related, settles) && l.Now().Before(patience) {
-			return false, nil
+		if slices.ContainsFunc(related, settles) && l.Now().Before(recheck) {
+			return false
 		}
 		j.verdict = verdictOf(s.Admit(w.Name, w.Spec))
 		if j.verdict.Allowed && len(related) > 0 && len(related) <= state.MaxUncertain {
-			snap.tree, snap.marks, snap.flavors = s.Tree(), s.Marks(), s.FlavorNames()
-			cfg = s.Config()
+			tree, marks, flavors, cfg = s.Tree(), s.Marks(), s.FlavorNames(), s.Config()
 		}
-		return true, nil
+		return true
 	})
-	if err != nil {
+	if err != nil || !j.verdict.Allowed || j.lowering || len(related) == 0 {
 		return j, err
-	}
-	if !j.verdict.Allowed || len(related) == 0 {
-		return j, nil
 	}
 	if l.Metrics != nil {
 		l.Metrics.WebhookUncertain.Inc()
@@ -262,7 +235,7 @@ func (l *Ledger) judgeOn(ctx context.Context, start time.Time, led *v1beta1.Admi
 		return j, fmt.Errorf("%d writes near %s, admitted moments ago, have not been seen to land yet (%s)", len(related), w.Name, describe(related))
 	}
 	// The snapshot is judged outside the reducer's lock.
-	if a, ok := state.AdmitUncertain(snap.tree, snap.marks, snap.flavors, cfg, w.Name, w.Spec, related); !ok {
+	if a, ok := state.AdmitUncertain(tree, marks, flavors, cfg, w.Name, w.Spec, related); !ok {
 		return j, fmt.Errorf("%s, if the writes admitted moments ago and not yet seen to land (%s) land", a.Message, describe(related))
 	}
 	return j, nil
@@ -289,43 +262,30 @@ func describe(rs []v1beta1.Reservation) string {
 // expired ones removed, on the condition that it is still at led's
 // resourceVersion.
 func (l *Ledger) reserve(ctx context.Context, led *v1beta1.AdmissionLedger, w Write, j judgement) (*v1beta1.AdmissionLedger, error) {
+	written := l.Now()
 	l.mu.Lock()
-	fenced, why := l.fencedUntil.Sub(l.Now()), l.fenceReason
+	fenced, why := l.fencedUntil.Sub(written), l.fenceReason
 	l.mu.Unlock()
 	if fenced > 0 {
 		return nil, fmt.Errorf("%s; retry in %s", why, fenced.Round(time.Second))
 	}
 	next := l.pruned(led, j.settled, j.progress)
-	keep := next.Spec.Reservations
-	if len(keep) >= maxReservations {
-		return nil, fmt.Errorf("the admission ledger %s holds %d reservations not yet seen to land, its most", l.Name, len(keep))
+	if len(next.Spec.Reservations) >= maxReservations {
+		return nil, fmt.Errorf("the admission ledger %s holds %d reservations not yet seen to land, its most", l.Name, len(next.Spec.Reservations))
 	}
-	written := l.Now()
 	r := v1beta1.Reservation{Review: string(w.UID), Node: w.Name, Operation: string(w.Op), UID: w.ObjectUID,
 		Base: w.Base, Replica: l.Identity, AdmittedAt: metav1.NewTime(written.UTC().Truncate(time.Second))}
 	if w.Spec != nil {
 		r.Spec = w.Spec.DeepCopy()
 	}
 	// An update of a team's budgets that keeps it where it is stands for
-	// this replica's later writes within it too; one gone stale is renewed
-	// under the new review's uid, which every replica then sees anew.
-	l.mu.Lock()
-	renew := l.standingFor(w) // too old to admit w (stand): renewed
-	if renew != nil {
-		renew.used = written // not released while it is renewed
-	}
-	l.mu.Unlock()
-	stand := renew != nil || w.Op == admissionv1.Update && w.Base != "" && state.SameSeat(w.Name, w.Old, w.Spec)
-	if renew != nil {
-		r.Spec, r.Since = renew.spec.DeepCopy(), renew.since
-		keep = slices.DeleteFunc(keep, func(o v1beta1.Reservation) bool { return o.Review == renew.review })
-	} else if stand {
-		r.Since = w.Base
-	}
+	// this replica's later writes within it too (stand), from the version
+	// it was judged on.
+	stand := w.Op == admissionv1.Update && w.Base != "" && state.SameSeat(w.Name, w.Old, w.Spec)
 	if stand {
-		r.Base = ""
+		r.Since, r.Base = w.Base, ""
 	}
-	next.Spec.Reservations = append(keep, r)
+	next.Spec.Reservations = append(next.Spec.Reservations, r)
 	next.Spec.ReservationCount = int32(len(next.Spec.Reservations))
 	out, err := l.Client.Update(ctx, next, metav1.UpdateOptions{FieldManager: FieldManager})
 	if err != nil || !stand {
@@ -333,13 +293,8 @@ func (l *Ledger) reserve(ctx context.Context, led *v1beta1.AdmissionLedger, w Wr
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	st := renew
-	if st == nil {
-		st = &standing{node: w.Name, uid: w.ObjectUID, since: r.Since, spec: r.Spec}
-		l.standing = append(l.standing, st)
-	}
-	st.review, st.written, st.used = r.Review, written, written
-	st.writes = append(st.writes, written1(w))
+	l.standing = append(l.standing, &standing{review: r.Review, node: w.Name, uid: w.ObjectUID, since: r.Since, spec: r.Spec,
+		written: written, used: written, writes: []v1beta1.Reservation{written1(w)}})
 	return out, nil
 }
 
@@ -374,7 +329,8 @@ func (l *Ledger) stand(led *v1beta1.AdmissionLedger, w Write) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	st := l.standingFor(w)
-	if st == nil || now.Before(l.fencedUntil) || now.Sub(st.written) >= reuse || !listed(led, st.review) {
+	if st == nil || now.Before(l.fencedUntil) || now.Sub(st.written) >= reuse ||
+		!slices.ContainsFunc(led.Spec.Reservations, func(r v1beta1.Reservation) bool { return r.Review == st.review }) {
 		return false
 	}
 	st.used = now
@@ -397,10 +353,6 @@ func (l *Ledger) standingFor(w Write) *standing {
 	return nil
 }
 
-func listed(led *v1beta1.AdmissionLedger, review string) bool {
-	return slices.ContainsFunc(led.Spec.Reservations, func(r v1beta1.Reservation) bool { return r.Review == review })
-}
-
 // release removes from the ledger this replica's standing reservations
 // that no write used for Hold and whose writes all settled, raising the
 // floor to the view that saw them settle; it forgets those the ledger no
@@ -420,8 +372,7 @@ func (l *Ledger) release(ctx context.Context) error {
 		return nil
 	}
 	led, err := l.read(ctx, false)
-	drop := map[string]bool{}
-	settled := map[string]bool{}
+	drop, settled := map[string]bool{}, map[string]bool{}
 	var progress uint64
 	if err == nil {
 		l.State.Observe(func(s *state.State) {
@@ -437,9 +388,8 @@ func (l *Ledger) release(ctx context.Context) error {
 		})
 	}
 	if len(settled) > 0 {
-		next := l.pruned(led, settled, progress)
 		var out *v1beta1.AdmissionLedger
-		if out, err = l.Client.Update(ctx, next, metav1.UpdateOptions{FieldManager: FieldManager}); err == nil {
+		if out, err = l.Client.Update(ctx, l.pruned(led, settled, progress), metav1.UpdateOptions{FieldManager: FieldManager}); err == nil {
 			l.keep(out)
 		}
 	}
@@ -452,9 +402,6 @@ func (l *Ledger) release(ctx context.Context) error {
 	return err
 }
 
-// maxReservations is the CRD's bound on the ledger's list.
-const maxReservations = 256
-
 // expired reports whether this replica first saw r longer than Expiry ago.
 func (l *Ledger) expired(r *v1beta1.Reservation) bool {
 	now := l.Now()
@@ -463,35 +410,28 @@ func (l *Ledger) expired(r *v1beta1.Reservation) bool {
 	first, ok := l.seen[r.Review]
 	if !ok {
 		l.seen[r.Review] = now
-		return false
 	}
-	return now.Sub(first) > l.Expiry
+	return ok && now.Sub(first) > l.Expiry
 }
 
 // await calls done under the state's lock after each event until it
 // reports true, and once more at recheck. It ends with an error that says
 // to retry when ctx ends first.
-func (l *Ledger) await(ctx context.Context, recheck time.Time, done func(*state.State) (bool, error)) error {
+func (l *Ledger) await(ctx context.Context, recheck time.Time, done func(*state.State) bool) error {
 	for {
 		var ok bool
-		var err error
-		next := l.State.Observe(func(s *state.State) { ok, err = done(s) })
-		if ok || err != nil {
-			return err
+		next := l.State.Observe(func(s *state.State) { ok = done(s) })
+		if ok {
+			return nil
 		}
 		var timer <-chan time.Time
-		var t *time.Timer
 		if left := recheck.Sub(l.Now()); left > 0 {
-			t = time.NewTimer(left)
-			timer = t.C
+			timer = time.After(left)
 		}
 		select {
 		case <-next:
 		case <-timer:
 		case <-ctx.Done():
-		}
-		if t != nil {
-			t.Stop()
 		}
 		if ctx.Err() != nil {
 			return errors.New("this replica's view of the tree has not caught up with the writes admitted before this one")
@@ -544,60 +484,46 @@ func (l *Ledger) keep(led *v1beta1.AdmissionLedger) {
 	l.seen = live
 }
 
+// forget drops the cached ledger, deleted as obj; when it went with
+// reservations in it, nothing is reserved until they would have expired.
+func (l *Ledger) forget(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.cur = nil
+	if led, ok := obj.(*v1beta1.AdmissionLedger); !ok || len(led.Spec.Reservations) > 0 {
+		l.fencedUntil = l.Now().Add(l.Expiry)
+		l.fenceReason = fmt.Sprintf("the admission ledger %s was deleted with reservations in it, which may still land", l.Name)
+	}
+}
+
 // Run keeps the cached ledger current with a watch on the one object, so
 // that a replica judges with the reservations of the others without
-// reading the ledger, until ctx is done.
+// reading the ledger, and releases idle standing reservations each second,
+// until ctx is done.
 func (l *Ledger) Run(ctx context.Context) {
-	sel := fields.OneTermEqualSelector("metadata.name", l.Name).String()
-	lw := &cache.ListWatch{
-		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = sel
-			return l.Client.List(ctx, o)
-		},
-		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = sel
-			return l.Client.Watch(ctx, o)
-		},
-	}
-	inf := cache.NewSharedIndexInformer(lw, &v1beta1.AdmissionLedger{}, 0, cache.Indexers{})
+	inf := cache.NewSharedIndexInformer(l.Watch, &v1beta1.AdmissionLedger{}, 0, cache.Indexers{})
 	seen := func(obj any) {
 		if led, ok := obj.(*v1beta1.AdmissionLedger); ok {
 			l.keep(led)
 		}
 	}
-	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    seen,
-		UpdateFunc: func(_, obj any) { seen(obj) },
-		DeleteFunc: func(obj any) {
-			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
-			}
-			l.mu.Lock()
-			defer l.mu.Unlock()
-			l.cur = nil
-			if led, ok := obj.(*v1beta1.AdmissionLedger); !ok || len(led.Spec.Reservations) > 0 {
-				// Its reservations went with it: reserve nothing until
-				// they would have expired.
-				l.fencedUntil = l.Now().Add(l.Expiry)
-				l.fenceReason = fmt.Sprintf("the admission ledger %s was deleted with reservations in it, which may still land", l.Name)
-			}
-		},
-	})
-	go func() {
-		tick := time.NewTicker(time.Second)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			if err := l.release(ctx); err != nil {
-				klog.FromContext(ctx).V(2).Info("releasing standing reservations", "err", err)
-			}
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: seen, UpdateFunc: func(_, obj any) { seen(obj) }, DeleteFunc: l.forget})
+	go inf.Run(ctx.Done())
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
 		}
-	}()
-	inf.Run(ctx.Done())
+		if err := l.release(ctx); err != nil {
+			klog.FromContext(ctx).V(2).Info("releasing standing reservations", "err", err)
+		}
+	}
 }
 
 // parseVersion reads a resourceVersion as the informers' events do.

@@ -34,9 +34,6 @@ type Options struct {
 	// ReservationExpiry is how long a reservation that cannot be seen to
 	// land is counted (--webhook-reservation-expiry).
 	ReservationExpiry time.Duration
-	// Patience is how long a review waits for related reservations to
-	// settle before it weighs them as uncertain.
-	Patience time.Duration
 	// StandingHold is how long a standing reservation outlives its last
 	// write (--webhook-standing-hold).
 	StandingHold time.Duration
@@ -59,7 +56,6 @@ func DefaultOptions() *Options {
 		Port:              DefaultPort,
 		Ledger:            "ome-quota-manager",
 		ReservationExpiry: 75 * time.Second,
-		Patience:          time.Second,
 		StandingHold:      2 * time.Second,
 		MaxInFlight:       32,
 		CertOptions:       defaultCertOptions(),
@@ -98,9 +94,6 @@ func (o *Options) Validate() error {
 	}
 	if o.StandingHold <= 0 {
 		return fmt.Errorf("--webhook-standing-hold=%s: it must be positive", o.StandingHold)
-	}
-	if o.Patience <= 0 {
-		return fmt.Errorf("the webhook's patience must be positive")
 	}
 	return o.CertOptions.validate()
 }
