@@ -122,7 +122,12 @@ func (l *Ledger) Judge(ctx context.Context, w Write) (v Verdict, err error) {
 			// cached one may lack a reservation made a moment ago on
 			// another replica (a parent created just before its child).
 			fresh = true
-			if cur, err := l.read(ctx, true); err == nil && cur.ResourceVersion != led.ResourceVersion {
+			cur, err := l.read(ctx, true)
+			if err != nil {
+				outcome = "unavailable"
+				return Verdict{}, err
+			}
+			if cur.ResourceVersion != led.ResourceVersion {
 				led = cur
 				continue
 			}
