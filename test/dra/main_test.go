@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	kueueconfig "sigs.k8s.io/kueue/apis/config/v1beta2"
 
-	quotaclient "ome.io/quota-manager/api/client"
 	aqtyped "ome.io/quota-manager/api/client/clientset/versioned/typed/api/v1beta1"
 	"ome.io/quota-manager/test/localcluster"
 )
@@ -33,12 +32,10 @@ func TestMain(m *testing.M) {
 		APIServerArgs:            map[string]string{"feature-gates": "DRAPartitionableDevices=true,DRAExtendedResource=true"},
 		KueueFeatureGates:        map[string]bool{"DynamicResourceAllocation": true, "DRAExtendedResources": true},
 		KueueDeviceClassMappings: kueueMappings,
+		Namespaces:               []string{"ome", teamNS},
 	}
-	os.Exit(localcluster.RunTests(m, opts, true, func(ctx context.Context, p *localcluster.TestPackage) (err error) {
-		cluster, managerBin = p.Cluster, p.ManagerBin
-		if aqs, err = quotaclient.AcceleratorQuotas(p.Cluster.Config); err != nil {
-			return err
-		}
-		return p.Cluster.EnsureNamespaces(ctx, "ome", teamNS)
+	os.Exit(localcluster.RunTests(m, opts, true, func(_ context.Context, p *localcluster.TestPackage) error {
+		cluster, managerBin, aqs = p.Cluster, p.ManagerBin, p.AQs
+		return nil
 	}))
 }

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	quotaclient "ome.io/quota-manager/api/client"
 	aqtyped "ome.io/quota-manager/api/client/clientset/versioned/typed/api/v1beta1"
 	"ome.io/quota-manager/api/v1beta1/aqtest"
 	"ome.io/quota-manager/test/localcluster"
@@ -54,11 +53,9 @@ func run(m *testing.M) int {
 			return 1
 		}
 	}
-	return localcluster.RunTests(m, opts, true, func(ctx context.Context, p *localcluster.TestPackage) (err error) {
-		cluster, managerBin = p.Cluster, p.ManagerBin
-		if aqs, err = quotaclient.AcceleratorQuotas(p.Cluster.Config); err != nil {
-			return err
-		}
-		return p.Cluster.EnsureNamespaces(ctx, "ome", "ml-serving")
+	opts.Namespaces = []string{"ome", "ml-serving"}
+	return localcluster.RunTests(m, opts, true, func(_ context.Context, p *localcluster.TestPackage) error {
+		cluster, managerBin, aqs = p.Cluster, p.ManagerBin, p.AQs
+		return nil
 	})
 }

@@ -17,8 +17,8 @@ var (
 // Kueue's controller is not needed: no namespace is enrolled, so the
 // managers write nothing to Kueue; its CRDs are installed either way.
 func TestMain(m *testing.M) {
-	os.Exit(localcluster.RunTests(m, localcluster.Options{}, true, func(ctx context.Context, p *localcluster.TestPackage) error {
+	os.Exit(localcluster.RunTests(m, localcluster.Options{Namespaces: []string{"ome"}}, true, func(_ context.Context, p *localcluster.TestPackage) error {
 		cluster, managerBin = p.Cluster, p.ManagerBin
-		return p.Cluster.EnsureNamespace(ctx, "ome")
+		return nil
 	}))
 }

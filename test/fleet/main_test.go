@@ -5,7 +5,6 @@ import (
 	"os"
 	"testing"
 
-	"ome.io/quota-manager/api/client/clientset/versioned"
 	typed "ome.io/quota-manager/api/client/clientset/versioned/typed/api/v1beta1"
 	"ome.io/quota-manager/test/localcluster"
 )
@@ -21,8 +20,7 @@ var (
 
 func TestMain(m *testing.M) {
 	os.Exit(localcluster.RunTests(m, localcluster.Options{Kueue: true}, true, func(_ context.Context, p *localcluster.TestPackage) error {
-		member, managerBin = p.Cluster, p.ManagerBin
-		aqs = versioned.NewForConfigOrDie(member.Config).OmeV1beta1().AcceleratorQuotas()
+		member, managerBin, aqs = p.Cluster, p.ManagerBin, p.AQs
 		return nil
 	}))
 }

@@ -20,7 +20,7 @@ var (
 // Kueue's manager is not needed: the quota manager writes Kueue objects
 // whose CRDs are installed either way, and no workload is admitted here.
 func TestMain(m *testing.M) {
-	os.Exit(localcluster.RunTests(m, localcluster.Options{}, true, func(ctx context.Context, p *localcluster.TestPackage) error {
+	os.Exit(localcluster.RunTests(m, localcluster.Options{Namespaces: []string{"ome", "ml-serving"}}, true, func(ctx context.Context, p *localcluster.TestPackage) error {
 		cluster, managerBin = p.Cluster, p.ManagerBin
 		var err error
 		if helmBin, err = localcluster.EnsureHelm(ctx); err != nil {
@@ -33,9 +33,6 @@ func TestMain(m *testing.M) {
 			"delete", "crd", "admissionledgers.ome.io", "--wait")
 		if out, err := del.CombinedOutput(); err != nil {
 			return fmt.Errorf("deleting the ledger's CRD: %v: %s", err, out)
-		}
-		if err := p.Cluster.EnsureNamespaces(ctx, "ome", "ml-serving"); err != nil {
-			return err
 		}
 		// The guide's cluster: ResourceFlavor a100 and four A100 nodes of 8
 		// GPUs, so the high-water mark is 32.

@@ -49,6 +49,8 @@ type Options struct {
 	// AQCRD, when set, is installed in place of the project's
 	// AcceleratorQuota CRD (aqtest.OMECRD builds OME's).
 	AQCRD *apiextensionsv1.CustomResourceDefinition
+	// Namespaces are created once the control plane is up (RunTests).
+	Namespaces []string
 }
 
 // Cluster is a running control plane.

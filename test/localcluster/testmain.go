@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+
+	quotaclient "ome.io/quota-manager/api/client"
+	aqtyped "ome.io/quota-manager/api/client/clientset/versioned/typed/api/v1beta1"
 )
 
 // TestPackage is what a test package's TestMain gets: its control plane and,
@@ -11,6 +14,8 @@ import (
 type TestPackage struct {
 	Cluster    *Cluster
 	ManagerBin string
+	// AQs is an AcceleratorQuota client on the cluster's admin identity.
+	AQs aqtyped.AcceleratorQuotaInterface
 }
 
 // RunTests is the body of a TestMain for a package that needs a control
@@ -47,6 +52,13 @@ func RunTests(m interface{ Run() int }, opts Options, withManager bool, setup fu
 		}
 	}()
 	p.Cluster = c
+	if p.AQs, err = quotaclient.AcceleratorQuotas(c.Config); err == nil {
+		err = c.EnsureNamespaces(ctx, opts.Namespaces...)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "setting up the test package:", err)
+		return 1
+	}
 	if setup != nil {
 		if err := setup(ctx, p); err != nil {
 			fmt.Fprintln(os.Stderr, "setting up the test package:", err)

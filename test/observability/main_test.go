@@ -5,7 +5,6 @@ import (
 	"os"
 	"testing"
 
-	quotaclient "ome.io/quota-manager/api/client"
 	aqtyped "ome.io/quota-manager/api/client/clientset/versioned/typed/api/v1beta1"
 	"ome.io/quota-manager/test/localcluster"
 )
@@ -19,14 +18,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(localcluster.RunTests(m, localcluster.Options{Kueue: true}, true, func(ctx context.Context, p *localcluster.TestPackage) (err error) {
-		cluster, managerBin = p.Cluster, p.ManagerBin
-		if aqs, err = quotaclient.AcceleratorQuotas(p.Cluster.Config); err != nil {
-			return err
-		}
-		if err := p.Cluster.EnsureNamespaces(ctx, "ome", "ml-serving"); err != nil {
-			return err
-		}
+	opts := localcluster.Options{Kueue: true, Namespaces: []string{"ome", "ml-serving"}}
+	os.Exit(localcluster.RunTests(m, opts, true, func(ctx context.Context, p *localcluster.TestPackage) (err error) {
+		cluster, managerBin, aqs = p.Cluster, p.ManagerBin, p.AQs
 		promDir, err = localcluster.EnsurePrometheus(ctx)
 		return err
 	}))

@@ -15,11 +15,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(localcluster.RunTests(m, localcluster.Options{Kueue: true}, true, func(ctx context.Context, p *localcluster.TestPackage) error {
+	opts := localcluster.Options{Kueue: true, Namespaces: []string{"ome", "ml-serving"}}
+	os.Exit(localcluster.RunTests(m, opts, true, func(ctx context.Context, p *localcluster.TestPackage) error {
 		cluster, managerBin = p.Cluster, p.ManagerBin
-		if err := p.Cluster.EnsureNamespaces(ctx, "ome", "ml-serving"); err != nil {
-			return err
-		}
 		// The guide's cluster: ResourceFlavor a100 and four A100 nodes of 8
 		// GPUs, gpu-node-1 to gpu-node-4, so the high-water mark is 32.
 		return localcluster.WriteDemoCluster(ctx, p.Cluster)

@@ -5,7 +5,6 @@ import (
 	"os"
 	"testing"
 
-	quotaclient "ome.io/quota-manager/api/client"
 	aqtyped "ome.io/quota-manager/api/client/clientset/versioned/typed/api/v1beta1"
 	"ome.io/quota-manager/test/localcluster"
 )
@@ -17,11 +16,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(localcluster.RunTests(m, localcluster.Options{Kueue: true, KueuePods: true}, true, func(ctx context.Context, p *localcluster.TestPackage) (err error) {
-		cluster, managerBin = p.Cluster, p.ManagerBin
-		if aqs, err = quotaclient.AcceleratorQuotas(p.Cluster.Config); err != nil {
-			return err
-		}
-		return p.Cluster.EnsureNamespace(ctx, "ml-serving")
+	opts := localcluster.Options{Kueue: true, KueuePods: true, Namespaces: []string{"ml-serving"}}
+	os.Exit(localcluster.RunTests(m, opts, true, func(_ context.Context, p *localcluster.TestPackage) error {
+		cluster, managerBin, aqs = p.Cluster, p.ManagerBin, p.AQs
+		return nil
 	}))
 }

@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 	webhookClient = dir
 	// The API server presents a client certificate to every webhook
 	// (TestClientCertificateRequired).
-	opts := localcluster.Options{APIServerArgs: map[string]string{"admission-control-config-file": admission}}
+	opts := localcluster.Options{APIServerArgs: map[string]string{"admission-control-config-file": admission}, Namespaces: []string{"ome"}}
 	code := runTests(m, opts)
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
@@ -38,9 +38,6 @@ func TestMain(m *testing.M) {
 func runTests(m *testing.M, opts localcluster.Options) int {
 	return localcluster.RunTests(m, opts, true, func(ctx context.Context, p *localcluster.TestPackage) error {
 		cluster, managerBin = p.Cluster, p.ManagerBin
-		if err := p.Cluster.EnsureNamespace(ctx, "ome"); err != nil {
-			return err
-		}
 		// The guide's cluster: ResourceFlavor a100 and four A100 nodes of 8
 		// GPUs, so the high-water mark is 32.
 		return localcluster.WriteDemoCluster(ctx, p.Cluster)
