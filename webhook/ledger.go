@@ -96,7 +96,7 @@ type standing struct {
 
 // Judge decides a tree write (Reviewer.Judge). It waits until the state
 // has seen at least the ledger's floor and the object the write was judged
-// on, and for related reservations to settle (at most Patience), judges on
+// on, and for related reservations to settle (at most patience), judges on
 // the state, then on every combination of the related reservations still
 // unsettled, and reserves an admitted write in the ledger.
 func (l *Ledger) Judge(ctx context.Context, w Write) (v Verdict, err error) {
