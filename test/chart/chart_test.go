@@ -107,6 +107,7 @@ var installArgs = []string{
 	"--webhook-cert-secret=ome/ome-quota-manager-webhook-cert",
 	"--webhook-config-name=ome-quota-manager.ome.io",
 	"--webhook-service=ome/ome-quota-manager-webhook",
+	"--webhook-ledger=ome-quota-manager",
 	"--event-log=/var/lib/ome-quota-manager/events",
 	"--event-log-max-bytes=536870912",
 	"--event-log-max-age=168h",
@@ -180,7 +181,7 @@ func TestGuideValues(t *testing.T) {
 		"webhook-wedge recovery: webhook disabled": {
 			files: webhookDisabled,
 			args: with(map[string]string{"--webhook": "false", "--webhook-port": "", "--webhook-cert-secret": "",
-				"--webhook-config-name": "", "--webhook-service": ""}),
+				"--webhook-config-name": "", "--webhook-service": "", "--webhook-ledger": ""}),
 			check: func(t *testing.T, _ *manager.Options, w *webhook.Options) {
 				require.False(t, w.Enabled)
 			},
@@ -381,7 +382,8 @@ func TestRBAC(t *testing.T) {
 		"kueue.x-k8s.io cohorts: list,watch,create,patch,delete",
 		"kueue.x-k8s.io clusterqueues: list,watch,create,patch,delete",
 		"kueue.x-k8s.io localqueues: list,watch,create,patch,delete",
-		"ome.io admissionledgers: get,list,watch,create,update",
+		"ome.io admissionledgers: create",
+		"ome.io admissionledgers/ome-quota-manager: get,list,watch,update",
 		"admissionregistration.k8s.io validatingwebhookconfigurations/ome-quota-manager.ome.io: get,list,watch,update",
 	}, rules(cr.Rules))
 	role := convert[rbacv1.Role](t, r.Get("Role", "ome-quota-manager"))

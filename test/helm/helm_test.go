@@ -490,6 +490,10 @@ team-beta     ClusterQueue   ml-research   True    True`)
 			{[]string{"get", "admissionledgers/ome-quota-manager"}, "yes"},
 			{[]string{"update", "admissionledgers/ome-quota-manager"}, "yes"},
 			{[]string{"create", "admissionledgers"}, "yes"},
+			{[]string{"get", "admissionledgers/another"}, "no"},
+			{[]string{"update", "admissionledgers/another"}, "no"},
+			{[]string{"list", "admissionledgers"}, "no"},
+			{[]string{"watch", "admissionledgers/ome-quota-manager"}, "yes"},
 			{[]string{"delete", "admissionledgers/ome-quota-manager"}, "no"},
 			{[]string{"patch", "admissionledgers/ome-quota-manager"}, "no"},
 			// No ConfigMap in its namespace.
@@ -505,6 +509,15 @@ team-beta     ClusterQueue   ml-research   True    True`)
 			args = append(args, "--as="+saUser, "--as-group=system:serviceaccounts", "--as-group=system:serviceaccounts:"+ns)
 			out, _, _ := kubectl(t, "", args...)
 			require.Equal(t, tc.want, strings.TrimSpace(out), "kubectl auth can-i %s", strings.Join(tc.args, " "))
+		}
+		// The ledger's informer lists and watches it by name, which RBAC
+		// checks as that name: no replica was refused.
+		for _, m := range replicas {
+			log, err := os.ReadFile(m.Log)
+			require.NoError(t, err)
+			for _, line := range strings.Split(string(log), "\n") {
+				require.False(t, strings.Contains(line, "admissionledgers") && strings.Contains(line, "forbidden"), "%s: %s", m.Name, line)
+			}
 		}
 	})
 

@@ -37,6 +37,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- define "oqm.metricsService" -}}{{ include "oqm.name" . }}-metrics{{- end }}
 {{- define "oqm.webhookSecret" -}}ome-quota-manager-webhook-cert{{- end }}
 {{- define "oqm.webhookConfig" -}}ome-quota-manager.ome.io{{- end }}
+{{- define "oqm.webhookLedger" -}}ome-quota-manager{{- end }}
 
 {{/* The manager's flags, one per value. */}}
 {{- define "oqm.args" -}}
@@ -81,6 +82,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 - --webhook-cert-secret={{ .Release.Namespace }}/{{ include "oqm.webhookSecret" . }}
 - --webhook-config-name={{ include "oqm.webhookConfig" . }}
 - --webhook-service={{ .Release.Namespace }}/{{ include "oqm.webhookService" . }}
+- --webhook-ledger={{ include "oqm.webhookLedger" . }}
 {{- with $q.webhook.clientCA.secretName }}
 - --webhook-client-ca=/etc/ome-quota-manager/webhook-client-ca/{{ $q.webhook.clientCA.key }}
 {{- end }}
