@@ -111,16 +111,23 @@ func (s *State) setMember(name string, m *events.Member) {
 	}
 	cl.reachable, cl.message = true, ""
 	s.take(name, cl, m.Flavors, m.Capacity)
-	s.takeUsage(cl, m.Usage)
-	if !slices.Equal(cl.copies, m.Copies) {
-		for _, c := range cl.copies {
-			s.changedNode(c.Node)
-		}
-		for _, c := range m.Copies {
-			s.changedNode(c.Node)
-		}
-		cl.copies = m.Copies
+	retake(s, &cl.usage, m.Usage, sameUsage, func(u events.MemberUsage) string { return u.Node })
+	retake(s, &cl.copies, m.Copies, func(a, b events.MemberCopy) bool { return a == b }, func(c events.MemberCopy) string { return c.Node })
+}
+
+// retake replaces a member's list with next and, when they differ, marks
+// the nodes of both changed: their statuses show what the member holds.
+func retake[T any](s *State, cur *[]T, next []T, same func(a, b T) bool, node func(T) string) {
+	if slices.EqualFunc(*cur, next, same) {
+		return
 	}
+	for _, x := range *cur {
+		s.changedNode(node(x))
+	}
+	for _, x := range next {
+		s.changedNode(node(x))
+	}
+	*cur = next
 }
 
 // CopyOn is how member cluster holds node's copy, as it last reported;
@@ -151,21 +158,6 @@ func (s *State) MemberCopies(node string) map[string]events.MemberCopy {
 	return out
 }
 
-// takeUsage replaces a member's usage, marking the nodes whose status
-// shows what moved.
-func (s *State) takeUsage(cl *cluster, usage []events.MemberUsage) {
-	if slices.EqualFunc(cl.usage, usage, sameUsage) {
-		return
-	}
-	for _, u := range cl.usage {
-		s.changedNode(u.Node)
-	}
-	for _, u := range usage {
-		s.changedNode(u.Node)
-	}
-	cl.usage = usage
-}
-
 func sameUsage(a, b events.MemberUsage) bool {
 	return a.Node == b.Node && a.Resource == b.Resource && a.Flavor == b.Flavor &&
 		a.Admitted.Cmp(b.Admitted) == 0 && a.Borrowed.Cmp(b.Borrowed) == 0
@@ -187,10 +179,12 @@ func (s *State) MemberUsage(node string) []ClusterUsage {
 	}
 	var out []ClusterUsage
 	for _, name := range s.fleet.names {
-		for _, u := range s.fleet.clusters[name].usage {
-			if u.Node == node {
-				out = append(out, ClusterUsage{Cluster: name, Pair: Pair{u.Resource, u.Flavor}, Admitted: AmountOf(u.Admitted), Borrowed: AmountOf(u.Borrowed)})
-			}
+		// Sorted by node (events.SortUsage): node's entries are one run.
+		us := s.fleet.clusters[name].usage
+		i, _ := slices.BinarySearchFunc(us, node, func(u events.MemberUsage, n string) int { return cmp.Compare(u.Node, n) })
+		for ; i < len(us) && us[i].Node == node; i++ {
+			u := us[i]
+			out = append(out, ClusterUsage{Cluster: name, Pair: Pair{u.Resource, u.Flavor}, Admitted: AmountOf(u.Admitted), Borrowed: AmountOf(u.Borrowed)})
 		}
 	}
 	return out
