@@ -5,7 +5,7 @@
 // against the same running manager, at each tree size.
 //
 //	go run ./test/cmd/webhookbench [-sizes 1000,5000] [-updates 500] [-paced] [-manager-args ARGS]
-//	    [-cpuprofile FILE] [-keep FILE] [-attribute FILE]
+//	    [-cpuprofile FILE] [-keep FILE] [-attribute FILE] [-null-webhook]
 //
 // It sends each write as soon as the last returns, as a script would; the
 // manager's status writes then race the next write, at most once a second
@@ -31,8 +31,10 @@
 // cycles and ticks meanwhile. -cpuprofile profiles the manager and the API
 // server over the budget writes, -keep keeps the manager's log and every
 // budget write, and -attribute replaces the timed comparison with CPU
-// profiles of each mode apart. It is not run by `make test`: it takes
-// several minutes.
+// profiles of each mode apart. -null-webhook has the API server call a
+// webhook that admits everything at once in place of the manager's: what
+// is left is the API server's own cost of calling a webhook. It is not
+// run by `make test`: it takes several minutes.
 package main
 
 import (
@@ -88,6 +90,7 @@ func run() error {
 	attribute := flag.String("attribute", "", "instead of the timed comparison, send budget writes back to back for -cpuprofile-for with the webhook off and then on, under CPU profiles of the manager and the API server (FILE.SIZE.off, FILE.SIZE.on, and .apiserver), and print each process's CPU per write in each mode; no latency figures")
 	seed := flag.Uint64("seed", 0, "seed of the order of the two modes in each pair of blocks (0: from the clock; the run prints it)")
 	fixedOrder := flag.Bool("fixed-order", false, "every pair of blocks without the webhook first, then with it (the default draws the order of each pair, so that nothing periodic in the API server can fall in step with the alternation and always land in the same mode)")
+	null := flag.Bool("null-webhook", false, "with the webhook on, the API server calls a webhook in this process that admits every review at once, in place of the manager's (which runs all the same): the floor under the webhook's figures on this machine")
 	keepFiles := flag.String("keep", "", "keep the manager's log and the budget writes, one line each (when sent, with the webhook or not, raise or lower, place in its block, generation judged on, duration), in FILE.SIZE.log and FILE.SIZE.writes")
 	flag.Parse()
 	var sizes []int
@@ -143,6 +146,11 @@ func run() error {
 		}
 		b.order = rand.New(rand.NewPCG(*seed, 0))
 		fmt.Fprintf(os.Stderr, "the order of the modes in each pair of blocks is drawn with -seed %d\n", *seed)
+	}
+	if *null {
+		if b.null, err = startNull(ctx); err != nil {
+			return err
+		}
 	}
 	if b.profile != "" || b.attribute != "" {
 		b.extra = append(b.extra, "--profiling")
@@ -221,6 +229,9 @@ type bench struct {
 	// order draws which mode comes first in each pair of blocks; nil:
 	// without the webhook first, always.
 	order *rand.Rand
+	// null, when set, is the webhook the API server calls in place of the
+	// manager's (-null-webhook).
+	null *nullWebhook
 }
 
 // start starts a manager, with the webhook on port (0: without it), and
@@ -386,7 +397,7 @@ func (b *bench) measure(ctx context.Context, n int) (*result, error) {
 				if err := b.setWebhook(ctx, m, on); err != nil {
 					return nil, err
 				}
-				judged, err := m.Metric(ctx, "ome_quota_webhook_verdicts_total", `operation="UPDATE"`)
+				judged, err := b.answered(ctx, m, "UPDATE")
 				if err != nil {
 					return nil, err
 				}
@@ -421,7 +432,7 @@ func (b *bench) measure(ctx context.Context, n int) (*result, error) {
 						cpu[on][name] += t - cpu0[name]
 					}
 				}
-				after, err := m.Metric(ctx, "ome_quota_webhook_verdicts_total", `operation="UPDATE"`)
+				after, err := b.answered(ctx, m, "UPDATE")
 				if err != nil {
 					return nil, err
 				}
@@ -490,7 +501,24 @@ type result struct {
 // webhook, or not.
 func (b *bench) setWebhook(ctx context.Context, m *localcluster.Manager, on bool) error {
 	vwc := b.c.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations()
-	cfg, err := vwc.Get(ctx, webhook.DefaultConfigName, metav1.GetOptions{})
+	if b.null != nil {
+		// The manager's configuration (made anew at each size) goes,
+		// kept as the model of the null webhook's.
+		cfg, err := vwc.Get(ctx, webhook.DefaultConfigName, metav1.GetOptions{})
+		if err == nil {
+			b.saved = cfg.DeepCopy()
+			b.null.point(b.saved)
+			err = vwc.Delete(ctx, webhook.DefaultConfigName, metav1.DeleteOptions{})
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	name := webhook.DefaultConfigName
+	if b.null != nil {
+		name = nullConfigName
+	}
+	cfg, err := vwc.Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case on && apierrors.IsNotFound(err):
 		saved := b.saved.DeepCopy()
@@ -499,15 +527,17 @@ func (b *bench) setWebhook(ctx context.Context, m *localcluster.Manager, on bool
 			return err
 		}
 	case !on && err == nil:
-		b.saved = cfg
-		if err := vwc.Delete(ctx, webhook.DefaultConfigName, metav1.DeleteOptions{}); err != nil {
+		if b.null == nil {
+			b.saved = cfg
+		}
+		if err := vwc.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 			return err
 		}
 	case err != nil && !apierrors.IsNotFound(err):
 		return err
 	}
 	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		before, err := m.Metric(ctx, "ome_quota_webhook_verdicts_total", `operation="CREATE"`)
+		before, err := b.answered(ctx, m, "CREATE")
 		if err != nil {
 			return err
 		}
@@ -518,7 +548,7 @@ func (b *bench) setWebhook(ctx context.Context, m *localcluster.Manager, on bool
 		if err != nil {
 			continue // the CA bundle is not injected yet
 		}
-		after, err := m.Metric(ctx, "ome_quota_webhook_verdicts_total", `operation="CREATE"`)
+		after, err := b.answered(ctx, m, "CREATE")
 		if err != nil {
 			return err
 		}
@@ -527,6 +557,19 @@ func (b *bench) setWebhook(ctx context.Context, m *localcluster.Manager, on bool
 		}
 	}
 	return fmt.Errorf("the API server did not start or stop calling the webhook (on=%v) within a minute", on)
+}
+
+// answered is how many reviews of op (CREATE, or UPDATE: the null
+// webhook counts every other operation with it) the webhook in use has
+// answered.
+func (b *bench) answered(ctx context.Context, m *localcluster.Manager, op string) (float64, error) {
+	switch {
+	case b.null == nil:
+		return m.Metric(ctx, "ome_quota_webhook_verdicts_total", `operation="`+op+`"`)
+	case op == "CREATE":
+		return float64(b.null.creates.Load()), nil
+	}
+	return float64(b.null.others.Load()), nil
 }
 
 // startProfile fetches CPU profiles over b.profileFor, in the background:
