@@ -501,9 +501,11 @@ type result struct {
 // webhook, or not.
 func (b *bench) setWebhook(ctx context.Context, m *localcluster.Manager, on bool) error {
 	vwc := b.c.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations()
+	name := webhook.DefaultConfigName
 	if b.null != nil {
 		// The manager's configuration (made anew at each size) goes,
 		// kept as the model of the null webhook's.
+		name = nullConfigName
 		cfg, err := vwc.Get(ctx, webhook.DefaultConfigName, metav1.GetOptions{})
 		if err == nil {
 			b.saved = cfg.DeepCopy()
@@ -513,10 +515,6 @@ func (b *bench) setWebhook(ctx context.Context, m *localcluster.Manager, on bool
 		if err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
-	}
-	name := webhook.DefaultConfigName
-	if b.null != nil {
-		name = nullConfigName
 	}
 	cfg, err := vwc.Get(ctx, name, metav1.GetOptions{})
 	switch {
