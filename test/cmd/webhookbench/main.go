@@ -5,7 +5,7 @@
 // against the same running manager, at each tree size.
 //
 //	go run ./test/cmd/webhookbench [-sizes 1000,5000] [-updates 500] [-paced] [-manager-args ARGS]
-//	    [-cpuprofile FILE] [-keep FILE] [-attribute FILE] [-null-webhook]
+//	    [-cpuprofile FILE] [-keep FILE] [-attribute FILE] [-null-webhook] [-explain]
 //
 // It sends each write as soon as the last returns, as a script would; the
 // manager's status writes then race the next write, at most once a second
@@ -21,14 +21,15 @@
 // (apiserver_admission_webhook_admission_duration_seconds, UPDATE calls
 // during the budget writes), estimated from its buckets as Prometheus's
 // histogram_quantile does. On stderr it says where the time went, from the
-// API server's metrics and the webhook's, and write by write from the
-// webhook's log (the manager runs at -v=2, where each review logs a
-// "judged" line): how often the API server called the webhook for a write,
-// the ledger's outcomes (reservations per write, conflicts, uncertain
-// judgements), the webhook's handler and the rest (the API server and
-// etcd), with the slowest 2% of the budget writes taken apart; where in
-// their blocks the slowest writes of each mode fell; and the manager's GC
-// cycles and ticks meanwhile. -cpuprofile profiles the manager and the API
+// API server's metrics and the webhook's: how often the API server called
+// the webhook for a write, the ledger's outcomes (reservations per write,
+// conflicts, uncertain judgements), the webhook's handler and judging;
+// where in their blocks the slowest writes of each mode fell; and the
+// manager's GC cycles and ticks meanwhile. The manager runs at its default
+// verbosity, as the chart runs it. -explain runs it at -v=2 instead, where
+// each review logs a "judged" line, and takes the budget writes apart from
+// that log (the handler, the rest: the API server and etcd), the slowest
+// 2% one by one; the logging costs the manager CPU on every review. -cpuprofile profiles the manager and the API
 // server over the budget writes, -keep keeps the manager's log and every
 // budget write, and -attribute replaces the timed comparison with CPU
 // profiles of each mode apart. -null-webhook has the API server call a
@@ -90,6 +91,7 @@ func run() error {
 	attribute := flag.String("attribute", "", "instead of the timed comparison, send budget writes back to back for -cpuprofile-for with the webhook off and then on, under CPU profiles of the manager and the API server (FILE.SIZE.off, FILE.SIZE.on, and .apiserver), and print each process's CPU per write in each mode; no latency figures")
 	seed := flag.Uint64("seed", 0, "seed of the order of the two modes in each pair of blocks (0: from the clock; the run prints it)")
 	fixedOrder := flag.Bool("fixed-order", false, "every pair of blocks without the webhook first, then with it (the default draws the order of each pair, so that nothing periodic in the API server can fall in step with the alternation and always land in the same mode)")
+	explainFlag := flag.Bool("explain", false, "run the manager at -v=2, where the webhook logs each review, and take the budget writes apart from that log; the logging costs CPU on every review, so the other figures are then not those of the manager as the chart runs it")
 	null := flag.Bool("null-webhook", false, "with the webhook on, the API server calls a webhook in this process that admits every review at once, in place of the manager's (which runs all the same): the floor under the webhook's figures on this machine")
 	keepFiles := flag.String("keep", "", "keep the manager's log and the budget writes, one line each (when sent, with the webhook or not, raise or lower, place in its block, generation judged on, duration), in FILE.SIZE.log and FILE.SIZE.writes")
 	flag.Parse()
@@ -139,7 +141,7 @@ func run() error {
 		return err
 	}
 	b := &bench{c: c, bin: bin, aqs: aqs, updates: *updates, backToBack: !*paced, extra: strings.Fields(*managerArgs), env: env,
-		profile: *cpuProfile, profileFor: *profileFor, keep: *keepFiles, attribute: *attribute}
+		profile: *cpuProfile, profileFor: *profileFor, keep: *keepFiles, attribute: *attribute, explain: *explainFlag}
 	if !*fixedOrder {
 		if *seed == 0 {
 			*seed = uint64(time.Now().UnixNano())
@@ -229,6 +231,9 @@ type bench struct {
 	// order draws which mode comes first in each pair of blocks; nil:
 	// without the webhook first, always.
 	order *rand.Rand
+	// explain: the manager logs each review (-v=2), and measure takes the
+	// budget writes apart from that log.
+	explain bool
 	// null, when set, is the webhook the API server calls in place of the
 	// manager's (-null-webhook).
 	null *nullWebhook
@@ -241,9 +246,12 @@ func (b *bench) start(ctx context.Context, port int) (*localcluster.Manager, err
 	if port == 0 {
 		args = append(args, "--webhook=false")
 	} else {
-		// -v=2: the webhook logs a "judged" line per review (its base
-		// and outcome), which measure reads back.
-		args = append(append(args, localcluster.WebhookFlags(port)...), "-v=2")
+		args = append(args, localcluster.WebhookFlags(port)...)
+	}
+	if b.explain {
+		// The webhook logs a "judged" line per review (its base and
+		// outcome), which measure reads back.
+		args = append(args, "-v=2")
 	}
 	return b.c.StartManagerEnv(ctx, b.bin, fmt.Sprintf("bench-%d", port), b.c.Dir, b.env, args...)
 }
@@ -485,7 +493,9 @@ func (b *bench) measure(ctx context.Context, n int) (*result, error) {
 			return nil, err
 		}
 	}
-	explain(n, team, timed, parseReviews(string(raw)))
+	if b.explain {
+		explain(n, team, timed, parseReviews(string(raw)))
+	}
 	return res, nil
 }
 
