@@ -85,13 +85,14 @@ type Ledger struct {
 // fresh (written less than reuse ago), a later write of its object within
 // its spec (state.Within) is admitted without writing the ledger. It is
 // removed once no write has used it for Hold and every write it stood for
-// has settled.
+// has settled: they are updates of one object, so once the one judged on
+// the newest base (last) has settled, all have (State.Settled).
 type standing struct {
 	review, node, uid, since string
 	spec                     *v1beta1.AcceleratorQuotaSpec
 	written, used            time.Time // written: before the Update that wrote it
 	releasing                bool
-	writes                   []v1beta1.Reservation
+	last                     v1beta1.Reservation
 }
 
 // Judge decides a tree write (Reviewer.Judge). It waits until the state
@@ -299,7 +300,7 @@ func (l *Ledger) reserve(ctx context.Context, led *v1beta1.AdmissionLedger, w Wr
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.standing = append(l.standing, &standing{review: r.Review, node: w.Name, uid: w.ObjectUID, since: r.Since, spec: r.Spec,
-		written: written, used: written, writes: []v1beta1.Reservation{written1(w)}})
+		written: written, used: written, last: written1(w)})
 	return out, nil
 }
 
@@ -339,7 +340,9 @@ func (l *Ledger) stand(led *v1beta1.AdmissionLedger, w Write) bool {
 		return false
 	}
 	st.used = now
-	st.writes = append(st.writes, written1(w))
+	if parseVersion(w.Base) > parseVersion(st.last.Base) {
+		st.last = written1(w)
+	}
 	return true
 }
 
@@ -365,11 +368,11 @@ func (l *Ledger) standingFor(w Write) *standing {
 func (l *Ledger) release(ctx context.Context) error {
 	now := l.Now()
 	l.mu.Lock()
-	idle := map[string][]v1beta1.Reservation{} // by review, the writes
+	idle := map[string]v1beta1.Reservation{} // by review, the last write
 	for _, st := range l.standing {
 		if !st.releasing && now.Sub(st.used) > l.Hold {
 			st.releasing = true
-			idle[st.review] = slices.Clone(st.writes)
+			idle[st.review] = st.last
 		}
 	}
 	l.mu.Unlock()
@@ -382,11 +385,11 @@ func (l *Ledger) release(ctx context.Context) error {
 	if err == nil {
 		l.State.Observe(func(s *state.State) {
 			progress = s.Progress()
-			for review, writes := range idle {
+			for review, last := range idle {
 				i := slices.IndexFunc(led.Spec.Reservations, func(r v1beta1.Reservation) bool { return r.Review == review })
 				if i < 0 || l.expired(&led.Spec.Reservations[i]) {
 					drop[review] = true
-				} else if !slices.ContainsFunc(writes, func(r v1beta1.Reservation) bool { return !s.Settled(&r) }) {
+				} else if s.Settled(&last) {
 					drop[review], settled[review] = true, true
 				}
 			}
