@@ -89,7 +89,7 @@ func applyYAML(t *testing.T, doc string) {
 }
 
 func readyReason(t *testing.T, name string) string {
-	aq, err := aqs.Get(context.Background(), name, metav1.GetOptions{})
+	aq, err := cluster.AQs.Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
 		return err.Error()
 	}
@@ -147,7 +147,7 @@ func TestDRA(t *testing.T) {
 	require.NoError(t, err)
 	draConfig := filepath.Join(t.TempDir(), "dra.yaml")
 	require.NoError(t, os.WriteFile(draConfig, managerConfig, 0o600))
-	m := testutil.StartManager(t, cluster, managerBin, "dra",
+	m := testutil.StartManager(t, cluster, cluster.ManagerBin, "dra",
 		"--enrolled-namespaces="+teamNS, "--webhook=false", "--capacity-report-interval=3s",
 		"--capacity-hysteresis-percent=30", "--dra-config="+draConfig, "--dra-config-poll-interval=1s", "-v=2")
 
@@ -251,7 +251,7 @@ spec:
 			}
 			return ""
 		})
-		aq, err := aqs.Get(ctx, "dra-ml", metav1.GetOptions{})
+		aq, err := cluster.AQs.Get(ctx, "dra-ml", metav1.GetOptions{})
 		require.NoError(t, err)
 		require.Contains(t, aq.Status.Conditions[0].Message+aq.Status.Conditions[1].Message, "budget gpu.memory on a100-40 is 2000Gi but the high-water mark on root is 1280Gi")
 		// A change to the frozen team reaches the manager (an event is
@@ -268,7 +268,7 @@ spec:
 		// The manager has passed over the changed team: its status names
 		// the new generation.
 		testutil.Eventually(t, 10*time.Second, func() string {
-			team, err := aqs.Get(ctx, "dra-team", metav1.GetOptions{})
+			team, err := cluster.AQs.Get(ctx, "dra-team", metav1.GetOptions{})
 			if err != nil {
 				return err.Error()
 			}
@@ -490,7 +490,7 @@ func TestDRAForbidden(t *testing.T) {
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	require.NoError(t, clientcmd.WriteToFile(*cfg, kubeconfig))
 
-	m, err := cluster.LaunchManager(ctx, managerBin, "dra-forbidden", t.TempDir(), "--kubeconfig="+kubeconfig, "--webhook=false", "--leader-elect=false")
+	m, err := cluster.LaunchManager(ctx, cluster.ManagerBin, "dra-forbidden", t.TempDir(), "--kubeconfig="+kubeconfig, "--webhook=false", "--leader-elect=false")
 	require.NoError(t, err)
 	select {
 	case <-m.Done():

@@ -2,21 +2,15 @@ package dra
 
 import (
 	"context"
-	"os"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	kueueconfig "sigs.k8s.io/kueue/apis/config/v1beta2"
 
-	aqtyped "ome.io/quota-manager/api/client/clientset/versioned/typed/api/v1beta1"
 	"ome.io/quota-manager/test/localcluster"
 )
 
-var (
-	cluster    *localcluster.Cluster
-	aqs        aqtyped.AcceleratorQuotaInterface
-	managerBin string
-)
+var cluster *localcluster.Cluster
 
 // kueueMappings are Kueue's deviceClassMappings. Kueue v0.17 maps a
 // DeviceClass to one name and has no counter sources, so gpu.memory is
@@ -34,8 +28,8 @@ func TestMain(m *testing.M) {
 		KueueDeviceClassMappings: kueueMappings,
 		Namespaces:               []string{"ome", teamNS},
 	}
-	os.Exit(localcluster.RunTests(m, opts, true, func(_ context.Context, p *localcluster.TestPackage) error {
-		cluster, managerBin, aqs = p.Cluster, p.ManagerBin, p.AQs
+	localcluster.Main(m, opts, true, func(_ context.Context, c *localcluster.Cluster) error {
+		cluster = c
 		return nil
-	}))
+	})
 }

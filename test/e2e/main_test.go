@@ -15,8 +15,6 @@ import (
 var (
 	cluster *localcluster.Cluster
 	aqs     aqtyped.AcceleratorQuotaInterface
-	// managerBin is the ome-quota-manager binary, built once for the package.
-	managerBin string
 	// auditLog is the API server's audit log: every request but reads.
 	auditLog string
 	// omeCRD is set when OME_E2E_CRD=ome: the package runs on OME's own
@@ -54,8 +52,8 @@ func run(m *testing.M) int {
 		}
 	}
 	opts.Namespaces = []string{"ome", "ml-serving"}
-	return localcluster.RunTests(m, opts, true, func(_ context.Context, p *localcluster.TestPackage) error {
-		cluster, managerBin, aqs = p.Cluster, p.ManagerBin, p.AQs
+	return localcluster.RunTests(m, opts, true, func(_ context.Context, c *localcluster.Cluster) error {
+		cluster, aqs = c, c.AQs
 		return nil
 	})
 }

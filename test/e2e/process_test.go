@@ -34,7 +34,7 @@ func startManager(t *testing.T, name string, extra ...string) *managerProc {
 		"--webhook=false",
 		"-v=2",
 	}, extra...)
-	m, err := cluster.StartManager(context.Background(), managerBin, name, t.TempDir(), args...)
+	m, err := cluster.StartManager(context.Background(), cluster.ManagerBin, name, t.TempDir(), args...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,7 +43,7 @@ rules:
 // replayCmd runs "ome-quota-manager replay" and returns its standard output.
 func replayCmd(t *testing.T, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(managerBin, append([]string{"replay"}, args...)...)
+	cmd := exec.Command(cluster.ManagerBin, append([]string{"replay"}, args...)...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -308,7 +308,7 @@ func TestRecord(t *testing.T) {
 	logFile := filepath.Join(t.TempDir(), "record.log")
 	f, err := os.Create(logFile)
 	require.NoError(t, err)
-	cmd := exec.Command(managerBin, "record", "--kubeconfig="+cluster.Kubeconfig, "--event-log="+dir,
+	cmd := exec.Command(cluster.ManagerBin, "record", "--kubeconfig="+cluster.Kubeconfig, "--event-log="+dir,
 		"--enrolled-namespaces=ml-serving", "--capacity-report-interval=1s")
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -321,7 +321,7 @@ func TestRecord(t *testing.T) {
 	})
 	// Recorded: team-beta's arrival and a measurement of the four nodes.
 	eventually(t, 30*time.Second, func() string {
-		out, err := exec.Command(managerBin, "replay", dir, "--state").CombinedOutput()
+		out, err := exec.Command(cluster.ManagerBin, "replay", dir, "--state").CombinedOutput()
 		if err != nil || !regexp.MustCompile(`quota team-beta gen=\d+ phase=Ready`).Match(out) ||
 			!regexp.MustCompile(`entry nvidia.com/gpu@a100 allocatable=\d+ mark=\d+`).Match(out) {
 			return fmt.Sprintf("the recorded log does not hold team-beta Ready and a measurement yet: %v\n%s", err, out)

@@ -33,7 +33,7 @@ func TestEventLogOnAFullDisk(t *testing.T) {
 	require.NoError(t, unix.Mount("tmpfs", disk, "tmpfs", 0, "size=512k"))
 	t.Cleanup(func() { _ = unix.Unmount(disk, unix.MNT_DETACH) })
 	dir := filepath.Join(disk, "events")
-	m, err := cluster.StartManager(ctx, managerBin, "full-disk", t.TempDir(), "--webhook=false", "--leader-elect=false", "--event-log="+dir, "--event-log-sync=always")
+	m, err := cluster.StartManager(ctx, cluster.ManagerBin, "full-disk", t.TempDir(), "--webhook=false", "--leader-elect=false", "--event-log="+dir, "--event-log-sync=always")
 	require.NoError(t, err)
 	stopped := false
 	t.Cleanup(func() {

@@ -29,7 +29,7 @@ const manyNodes = 3000
 
 func launch(t *testing.T, name string, extra ...string) *localcluster.Manager {
 	t.Helper()
-	m, err := cluster.LaunchManager(context.Background(), managerBin, name, t.TempDir(), extra...)
+	m, err := cluster.LaunchManager(context.Background(), cluster.ManagerBin, name, t.TempDir(), extra...)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		m.Stop()

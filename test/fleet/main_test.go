@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"context"
-	"os"
 	"testing"
 
 	typed "ome.io/quota-manager/api/client/clientset/versioned/typed/api/v1beta1"
@@ -10,17 +9,16 @@ import (
 )
 
 // member is the member cluster every test writes to (with Kueue's
-// controller manager, which admits workloads against the copies), aqs its
-// AcceleratorQuotas, and managerBin the manager's binary.
+// controller manager, which admits workloads against the copies), and aqs
+// its AcceleratorQuotas.
 var (
-	member     *localcluster.Cluster
-	aqs        typed.AcceleratorQuotaInterface
-	managerBin string
+	member *localcluster.Cluster
+	aqs    typed.AcceleratorQuotaInterface
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(localcluster.RunTests(m, localcluster.Options{Kueue: true}, true, func(_ context.Context, p *localcluster.TestPackage) error {
-		member, managerBin, aqs = p.Cluster, p.ManagerBin, p.AQs
+	localcluster.Main(m, localcluster.Options{Kueue: true}, true, func(_ context.Context, c *localcluster.Cluster) error {
+		member, aqs = c, c.AQs
 		return nil
-	}))
+	})
 }

@@ -72,7 +72,7 @@ func TestPlaneProjectsShares(t *testing.T) {
 	// East's root is its manager's, with its finalizer: let it go at the
 	// end, once the manager has stopped (cleanups run last first).
 	t.Cleanup(func() { releaseRoot(t, aqs) })
-	testutil.StartManager(t, east, managerBin, "east", "--webhook=false", "--enrolled-namespaces=fleet-ml")
+	testutil.StartManager(t, east, member.ManagerBin, "east", "--webhook=false", "--enrolled-namespaces=fleet-ml")
 
 	west := startCluster(t)
 	westAQs := versioned.NewForConfigOrDie(west.Config).OmeV1beta1().AcceleratorQuotas()
@@ -85,7 +85,7 @@ func TestPlaneProjectsShares(t *testing.T) {
 	}
 	// No Lease: west's API server is stopped for a while below, and a
 	// manager that cannot renew its Lease exits.
-	testutil.StartManager(t, west, managerBin, "west", "--webhook=false", "--enrolled-namespaces=fleet-ml", "--leader-elect=false")
+	testutil.StartManager(t, west, member.ManagerBin, "west", "--webhook=false", "--enrolled-namespaces=fleet-ml", "--leader-elect=false")
 
 	// The plane reaches each member as the identity the chart's
 	// remoteAccess values create there, with its real token; west through
@@ -106,7 +106,7 @@ func TestPlaneProjectsShares(t *testing.T) {
 	hub := startCluster(t)
 	hubAQs := versioned.NewForConfigOrDie(hub.Config).OmeV1beta1().AcceleratorQuotas()
 	planeLog := filepath.Join(t.TempDir(), "events")
-	pm := testutil.StartManager(t, hub, managerBin, "plane", "--mode=management", "--webhook=false", "--origin=fleet",
+	pm := testutil.StartManager(t, hub, member.ManagerBin, "plane", "--mode=management", "--webhook=false", "--origin=fleet",
 		"--member=east="+planeKubeconfig(east), "--member=west="+westLink.kubeconfig(t, planeKubeconfig(west)), "--member-poll-interval=1s",
 		"--event-log="+planeLog)
 
@@ -440,7 +440,7 @@ func TestPlaneProjectsShares(t *testing.T) {
 	}
 	// The plane's recorded log explains the split: the policy, and each
 	// member's mark with the report that brought it.
-	why, err := exec.Command(managerBin, "replay", planeLog, "--why", "fleet-b").CombinedOutput()
+	why, err := exec.Command(member.ManagerBin, "replay", planeLog, "--why", "fleet-b").CombinedOutput()
 	if err != nil {
 		t.Fatalf("replay --why fleet-b: %v\n%s", err, why)
 	}

@@ -307,7 +307,7 @@ func launch(t *testing.T, name, logs, kubeconfig string, args, env []string, web
 		// The pod's event log volume is a folder of this process's own.
 		"--event-log="+filepath.Join(logs, name+"-events"),
 	)
-	m, err := localcluster.LaunchProcess(managerBin, name, logs, run, env, mp, hp)
+	m, err := localcluster.LaunchProcess(cluster.ManagerBin, name, logs, run, env, mp, hp)
 	require.NoError(t, err)
 	t.Cleanup(m.Stop)
 	return m
@@ -423,7 +423,7 @@ team-beta     ClusterQueue   ml-research   True    True`)
 		// naming it, and its start marker.
 		dir := filepath.Join(logs, "replica-0-events")
 		testutil.Eventually(t, 30*time.Second, func() string {
-			out, err := exec.Command(managerBin, "replay", dir, "--node", "team-alpha", "--history").CombinedOutput()
+			out, err := exec.Command(cluster.ManagerBin, "replay", dir, "--node", "team-alpha", "--history").CombinedOutput()
 			if err != nil || !strings.Contains(string(out), "CREATE admitted by replica-0") || !strings.Contains(string(out), "UPDATE request denied by replica-0") {
 				return fmt.Sprintf("replay --history: %v\n%s", err, out)
 			}

@@ -3,7 +3,6 @@ package helm
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -12,16 +11,15 @@ import (
 )
 
 var (
-	cluster    *localcluster.Cluster
-	managerBin string
-	helmBin    string
+	cluster *localcluster.Cluster
+	helmBin string
 )
 
 // Kueue's manager is not needed: the quota manager writes Kueue objects
 // whose CRDs are installed either way, and no workload is admitted here.
 func TestMain(m *testing.M) {
-	os.Exit(localcluster.RunTests(m, localcluster.Options{Namespaces: []string{"ome", "ml-serving"}}, true, func(ctx context.Context, p *localcluster.TestPackage) error {
-		cluster, managerBin = p.Cluster, p.ManagerBin
+	localcluster.Main(m, localcluster.Options{Namespaces: []string{"ome", "ml-serving"}}, true, func(ctx context.Context, c *localcluster.Cluster) error {
+		cluster = c
 		var err error
 		if helmBin, err = localcluster.EnsureHelm(ctx); err != nil {
 			return err
@@ -29,13 +27,13 @@ func TestMain(m *testing.M) {
 		// The chart installs the AdmissionLedger's CRD itself: the one the
 		// local control plane installs from config/crd would fail Helm's
 		// ownership check.
-		del := exec.CommandContext(ctx, filepath.Join(p.Cluster.BinDir, "kubectl"), "--kubeconfig", p.Cluster.Kubeconfig,
+		del := exec.CommandContext(ctx, filepath.Join(c.BinDir, "kubectl"), "--kubeconfig", c.Kubeconfig,
 			"delete", "crd", "admissionledgers.ome.io", "--wait")
 		if out, err := del.CombinedOutput(); err != nil {
 			return fmt.Errorf("deleting the ledger's CRD: %v: %s", err, out)
 		}
 		// The guide's cluster: ResourceFlavor a100 and four A100 nodes of 8
 		// GPUs, so the high-water mark is 32.
-		return localcluster.WriteDemoCluster(ctx, p.Cluster)
-	}))
+		return localcluster.WriteDemoCluster(ctx, c)
+	})
 }

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"os"
 	"testing"
 
 	"ome.io/quota-manager/api/client/clientset/versioned"
@@ -17,12 +16,12 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(localcluster.RunTests(m, localcluster.Options{}, false, func(_ context.Context, p *localcluster.TestPackage) (err error) {
-		cluster = p.Cluster
-		if quotas, err = versioned.NewForConfig(p.Cluster.Config); err != nil {
+	localcluster.Main(m, localcluster.Options{}, false, func(_ context.Context, c *localcluster.Cluster) (err error) {
+		cluster = c
+		if quotas, err = versioned.NewForConfig(c.Config); err != nil {
 			return err
 		}
 		aqs = quotas.OmeV1beta1().AcceleratorQuotas()
 		return nil
-	}))
+	})
 }

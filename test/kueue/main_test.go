@@ -2,7 +2,6 @@ package kueue
 
 import (
 	"context"
-	"os"
 	"testing"
 
 	"ome.io/quota-manager/test/localcluster"
@@ -11,8 +10,8 @@ import (
 var cluster *localcluster.Cluster
 
 func TestMain(m *testing.M) {
-	os.Exit(localcluster.RunTests(m, localcluster.Options{Kueue: true}, false, func(_ context.Context, p *localcluster.TestPackage) error {
-		cluster = p.Cluster
+	localcluster.Main(m, localcluster.Options{Kueue: true}, false, func(_ context.Context, c *localcluster.Cluster) error {
+		cluster = c
 		return nil
-	}))
+	})
 }

@@ -28,6 +28,9 @@ import (
 	kueueconfig "sigs.k8s.io/kueue/apis/config/v1beta2"
 	kueueclient "sigs.k8s.io/kueue/client-go/clientset/versioned"
 	"sigs.k8s.io/yaml"
+
+	quotaclient "ome.io/quota-manager/api/client"
+	aqtyped "ome.io/quota-manager/api/client/clientset/versioned/typed/api/v1beta1"
 )
 
 // Options say what to start.
@@ -63,9 +66,14 @@ type Cluster struct {
 	Config *rest.Config
 	// Kubeconfig is the path of a kubeconfig file with the same identity.
 	Kubeconfig string
-	// Kube and Kueue are typed clients on Config.
+	// Kube and Kueue are typed clients on Config; AQs is an
+	// AcceleratorQuota client on it.
 	Kube  kubernetes.Interface
 	Kueue kueueclient.Interface
+	AQs   aqtyped.AcceleratorQuotaInterface
+	// ManagerBin is the ome-quota-manager binary built from this checkout
+	// for the test package (RunTests with withManager), or empty.
+	ManagerBin string
 	// KueueConfigPath is the Configuration file Kueue runs with.
 	KueueConfigPath string
 
@@ -182,6 +190,9 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		return c, err
 	}
 	if c.Kueue, err = kueueclient.NewForConfig(c.Config); err != nil {
+		return c, err
+	}
+	if c.AQs, err = quotaclient.AcceleratorQuotas(c.Config); err != nil {
 		return c, err
 	}
 	if opts.Kueue {

@@ -4,31 +4,26 @@ import (
 	"context"
 	"fmt"
 	"os"
-
-	quotaclient "ome.io/quota-manager/api/client"
-	aqtyped "ome.io/quota-manager/api/client/clientset/versioned/typed/api/v1beta1"
 )
 
-// TestPackage is what a test package's TestMain gets: its control plane and,
-// when asked for, the manager binary built from this checkout.
-type TestPackage struct {
-	Cluster    *Cluster
-	ManagerBin string
-	// AQs is an AcceleratorQuota client on the cluster's admin identity.
-	AQs aqtyped.AcceleratorQuotaInterface
-}
-
-// RunTests is the body of a TestMain for a package that needs a control
-// plane: it starts one with opts (building the manager first when
-// withManager), runs setup, then the tests, and stops and removes
-// everything whatever their outcome. It returns the exit code:
+// Main is the whole TestMain of a package that needs a control plane and
+// nothing after its tests: it runs RunTests and exits with its code.
 //
 //	func TestMain(m *testing.M) {
-//		os.Exit(localcluster.RunTests(m, localcluster.Options{Kueue: true}, true, setup))
+//		localcluster.Main(m, localcluster.Options{Kueue: true}, true, setup)
 //	}
-func RunTests(m interface{ Run() int }, opts Options, withManager bool, setup func(context.Context, *TestPackage) error) int {
+func Main(m interface{ Run() int }, opts Options, withManager bool, setup func(context.Context, *Cluster) error) {
+	os.Exit(RunTests(m, opts, withManager, setup))
+}
+
+// RunTests starts a control plane with opts (building the manager first
+// when withManager, into the cluster's ManagerBin), runs setup, then the
+// tests, and stops and removes everything whatever their outcome. It
+// returns the exit code, for a TestMain with work of its own after the
+// tests.
+func RunTests(m interface{ Run() int }, opts Options, withManager bool, setup func(context.Context, *Cluster) error) int {
 	ctx := context.Background()
-	p := &TestPackage{}
+	var bin string
 	if withManager {
 		dir, err := os.MkdirTemp("", "ome-manager-bin-")
 		if err != nil {
@@ -36,7 +31,7 @@ func RunTests(m interface{ Run() int }, opts Options, withManager bool, setup fu
 			return 1
 		}
 		defer os.RemoveAll(dir)
-		if p.ManagerBin, err = BuildManager(ctx, dir); err != nil {
+		if bin, err = BuildManager(ctx, dir); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
@@ -51,16 +46,13 @@ func RunTests(m interface{ Run() int }, opts Options, withManager bool, setup fu
 			fmt.Fprintln(os.Stderr, "stopping the local control plane:", err)
 		}
 	}()
-	p.Cluster = c
-	if p.AQs, err = quotaclient.AcceleratorQuotas(c.Config); err == nil {
-		err = c.EnsureNamespaces(ctx, opts.Namespaces...)
-	}
-	if err != nil {
+	c.ManagerBin = bin
+	if err := c.EnsureNamespaces(ctx, opts.Namespaces...); err != nil {
 		fmt.Fprintln(os.Stderr, "setting up the test package:", err)
 		return 1
 	}
 	if setup != nil {
-		if err := setup(ctx, p); err != nil {
+		if err := setup(ctx, c); err != nil {
 			fmt.Fprintln(os.Stderr, "setting up the test package:", err)
 			return 1
 		}

@@ -59,7 +59,7 @@ func TestRevokedNodeRightsStopTheStamps(t *testing.T) {
 	require.NoError(t, cluster.WriteServiceAccountKubeconfig(ctx, "ome", sa, kubeconfig))
 
 	const interval = 4 * time.Second
-	m, err := cluster.StartManager(ctx, managerBin, "liveness", t.TempDir(), "--webhook=false", "--kubeconfig="+kubeconfig,
+	m, err := cluster.StartManager(ctx, cluster.ManagerBin, "liveness", t.TempDir(), "--webhook=false", "--kubeconfig="+kubeconfig,
 		"--capacity-report-interval="+interval.String(), "-v=1")
 	require.NoError(t, err)
 	t.Cleanup(func() {
@@ -87,7 +87,7 @@ rule_files:
 	t.Cleanup(prom.Stop)
 
 	stamp := func() time.Time {
-		root, err := aqs.Get(ctx, v1beta1.RootName, metav1.GetOptions{})
+		root, err := cluster.AQs.Get(ctx, v1beta1.RootName, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return time.Time{} // the leader creates root once it leads
 		}

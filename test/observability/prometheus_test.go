@@ -110,7 +110,7 @@ func alerts(t *testing.T) []alert {
 }
 
 func condition(t *testing.T, name, typ string) (reason, message string) {
-	aq, err := aqs.Get(context.Background(), name, metav1.GetOptions{})
+	aq, err := cluster.AQs.Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
 		return "", err.Error()
 	}
@@ -133,7 +133,7 @@ func TestPrometheusScrapesTheGuide(t *testing.T) {
 	testutil.GuideCluster(t, cluster)
 
 	args := append([]string{"--enrolled-namespaces=ml-serving", "--capacity-report-interval=3s", "-v=2"}, testutil.InstallWebhook(t, cluster)...)
-	m := testutil.StartManager(t, cluster, managerBin, "m1", args...)
+	m := testutil.StartManager(t, cluster, cluster.ManagerBin, "m1", args...)
 	prom, err := localcluster.StartPrometheus(ctx, promDir, t.TempDir(), time.Second, fmt.Sprintf("127.0.0.1:%d", m.MetricsPort))
 	require.NoError(t, err)
 	t.Cleanup(prom.Stop)
@@ -299,7 +299,7 @@ func TestPrometheusScrapesTheGuide(t *testing.T) {
 	t.Run("a foreign ClusterQueue of a team's name: an ObjectConflict Event", func(t *testing.T) {
 		_, err := kq.ClusterQueues().Create(ctx, localcluster.ForeignClusterQueue("team-gamma"), metav1.CreateOptions{})
 		require.NoError(t, err)
-		_, err = aqs.Create(ctx, aqtest.Team("team-gamma", "root").Budget("nvidia.com/gpu", "a100", "2").Obj(), metav1.CreateOptions{})
+		_, err = cluster.AQs.Create(ctx, aqtest.Team("team-gamma", "root").Budget("nvidia.com/gpu", "a100", "2").Obj(), metav1.CreateOptions{})
 		require.NoError(t, err)
 		testutil.Eventually(t, 30*time.Second, func() string {
 			out, err := cluster.Kubectl(ctx, "describe", "aq", "team-gamma")

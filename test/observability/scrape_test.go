@@ -24,7 +24,7 @@ import (
 // token bound to the chart's metrics-reader ClusterRole.
 func TestPrometheusScrapesBothModes(t *testing.T) {
 	ctx := context.Background()
-	plain, err := cluster.StartManager(ctx, managerBin, "plain", t.TempDir(), "--webhook=false")
+	plain, err := cluster.StartManager(ctx, cluster.ManagerBin, "plain", t.TempDir(), "--webhook=false")
 	require.NoError(t, err)
 	t.Cleanup(plain.Stop)
 
@@ -40,7 +40,7 @@ func TestPrometheusScrapesBothModes(t *testing.T) {
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "token")
 	require.NoError(t, os.WriteFile(tokenFile, []byte(token), 0o600))
-	secure, err := cluster.StartManager(ctx, managerBin, "secure", t.TempDir(), "--webhook=false", "--metrics-secure=true")
+	secure, err := cluster.StartManager(ctx, cluster.ManagerBin, "secure", t.TempDir(), "--webhook=false", "--metrics-secure=true")
 	require.NoError(t, err)
 	t.Cleanup(secure.Stop)
 

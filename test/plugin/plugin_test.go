@@ -99,7 +99,7 @@ func markIs(t *testing.T, want string) {
 func startManager(t *testing.T) {
 	t.Helper()
 	args := append([]string{"--enrolled-namespaces=ml-serving", "--capacity-report-interval=3s", "-v=1"}, testutil.InstallWebhook(t, cluster)...)
-	testutil.StartManager(t, cluster, managerBin, "m1", args...)
+	testutil.StartManager(t, cluster, cluster.ManagerBin, "m1", args...)
 }
 
 // writeFile writes content to a file in a test folder.

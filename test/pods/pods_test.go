@@ -109,7 +109,7 @@ func admitted(t *testing.T, prefix string, want int) {
 func budget(t *testing.T, node, admitted, borrowed string) {
 	t.Helper()
 	testutil.Eventually(t, 30*time.Second, func() string {
-		aq, err := aqs.Get(context.Background(), node, metav1.GetOptions{})
+		aq, err := cluster.AQs.Get(context.Background(), node, metav1.GetOptions{})
 		if err != nil {
 			return err.Error()
 		}
@@ -128,7 +128,7 @@ func waitMaterialized(t *testing.T, names ...string) {
 	t.Helper()
 	testutil.Eventually(t, 30*time.Second, func() string {
 		for _, n := range names {
-			aq, err := aqs.Get(context.Background(), n, metav1.GetOptions{})
+			aq, err := cluster.AQs.Get(context.Background(), n, metav1.GetOptions{})
 			if err != nil {
 				return err.Error()
 			}
@@ -189,7 +189,7 @@ func finishPods(t *testing.T, prefix, team string) {
 func TestPodsThroughKueue(t *testing.T) {
 	ctx := context.Background()
 	testutil.GuideCluster(t, cluster)
-	testutil.StartManager(t, cluster, managerBin, "m",
+	testutil.StartManager(t, cluster, cluster.ManagerBin, "m",
 		"--enrolled-namespaces="+ns, "--capacity-report-interval=3s", "--webhook=false", "--leader-elect=false")
 	kubectl(t, "apply", "-f", "../../config/samples/quota-tree.yaml")
 	waitMaterialized(t, "ml-research", "team-alpha", "team-beta")
@@ -213,9 +213,9 @@ func TestPodsThroughKueue(t *testing.T) {
 		// ml-platform (8) sits beside ml-research (24) under root; its team
 		// team-gamma (nominal 4, borrowingLimit 8) borrows what
 		// ml-research's idle teams lend, through the Kueue Cohort root.
-		_, err := aqs.Create(ctx, aqtest.Cohort("ml-platform", v1beta1.RootName).Budget("nvidia.com/gpu", "a100", "8").Obj(), metav1.CreateOptions{})
+		_, err := cluster.AQs.Create(ctx, aqtest.Cohort("ml-platform", v1beta1.RootName).Budget("nvidia.com/gpu", "a100", "8").Obj(), metav1.CreateOptions{})
 		require.NoError(t, err)
-		_, err = aqs.Create(ctx, aqtest.Team("team-gamma", "ml-platform").Budget("nvidia.com/gpu", "a100", "4").Borrow("8").Obj(), metav1.CreateOptions{})
+		_, err = cluster.AQs.Create(ctx, aqtest.Team("team-gamma", "ml-platform").Budget("nvidia.com/gpu", "a100", "4").Borrow("8").Obj(), metav1.CreateOptions{})
 		require.NoError(t, err)
 		waitMaterialized(t, "ml-platform", "team-gamma")
 		cq, err := cluster.Kueue.KueueV1beta2().ClusterQueues().Get(ctx, "team-gamma", metav1.GetOptions{})

@@ -197,7 +197,7 @@ func launch(t *testing.T, name string, port int, extra ...string) (*replica, err
 		args = append(args, localcluster.WebhookFlags(port)...)
 	}
 	args = append(args, extra...)
-	m, err := cluster.StartManager(context.Background(), managerBin, name, t.TempDir(), args...)
+	m, err := cluster.StartManager(context.Background(), cluster.ManagerBin, name, t.TempDir(), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -260,7 +260,7 @@ func sameCert(t *testing.T, pemCert string, c *x509.Certificate) bool {
 func startReplicaEnv(t *testing.T, name string, port int, env []string, extra ...string) *replica {
 	t.Helper()
 	args := append(append([]string{"-v=1"}, leaseFlags...), localcluster.WebhookFlags(port)...)
-	m, err := cluster.StartManagerEnv(context.Background(), managerBin, name, t.TempDir(), env, append(args, extra...)...)
+	m, err := cluster.StartManagerEnv(context.Background(), cluster.ManagerBin, name, t.TempDir(), env, append(args, extra...)...)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		m.Stop()

@@ -32,7 +32,7 @@ func TestOnlyLabelledObjectsAreWritten(t *testing.T) {
 	unlabel("secret", secretName, true)
 	unlabel("validatingwebhookconfiguration", configName, false)
 
-	m, err := cluster.LaunchManager(ctx, managerBin, "unlabelled", t.TempDir(), localcluster.WebhookFlags(port)...)
+	m, err := cluster.LaunchManager(ctx, cluster.ManagerBin, "unlabelled", t.TempDir(), localcluster.WebhookFlags(port)...)
 	require.NoError(t, err)
 	r := &replica{Manager: m, port: port}
 	t.Cleanup(func() {

@@ -240,7 +240,7 @@ func TestForgedRequests(t *testing.T) {
 
 	// The trail: stop the replica so that its log is whole, then replay.
 	r.Stop()
-	out, err := exec.Command(managerBin, "replay", logDir, "--node", "forge-keep", "--history").CombinedOutput()
+	out, err := exec.Command(cluster.ManagerBin, "replay", logDir, "--node", "forge-keep", "--history").CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	t.Logf("history of forge-keep:\n%s", out)
 	for _, line := range strings.Split(string(out), "\n") {

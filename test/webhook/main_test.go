@@ -8,11 +8,7 @@ import (
 	"ome.io/quota-manager/test/localcluster"
 )
 
-var (
-	cluster *localcluster.Cluster
-	// managerBin is the ome-quota-manager binary, built once for the package.
-	managerBin string
-)
+var cluster *localcluster.Cluster
 
 // Kueue's manager is not needed: the webhook reads ResourceFlavors, whose
 // CRD is installed either way, and no namespace is enrolled, so the manager
@@ -36,10 +32,10 @@ func TestMain(m *testing.M) {
 }
 
 func runTests(m *testing.M, opts localcluster.Options) int {
-	return localcluster.RunTests(m, opts, true, func(ctx context.Context, p *localcluster.TestPackage) error {
-		cluster, managerBin = p.Cluster, p.ManagerBin
+	return localcluster.RunTests(m, opts, true, func(ctx context.Context, c *localcluster.Cluster) error {
+		cluster = c
 		// The guide's cluster: ResourceFlavor a100 and four A100 nodes of 8
 		// GPUs, so the high-water mark is 32.
-		return localcluster.WriteDemoCluster(ctx, p.Cluster)
+		return localcluster.WriteDemoCluster(ctx, c)
 	})
 }
