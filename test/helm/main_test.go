@@ -3,8 +3,6 @@ package helm
 import (
 	"context"
 	"fmt"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"ome.io/quota-manager/test/localcluster"
@@ -27,10 +25,8 @@ func TestMain(m *testing.M) {
 		// The chart installs the AdmissionLedger's CRD itself: the one the
 		// local control plane installs from config/crd would fail Helm's
 		// ownership check.
-		del := exec.CommandContext(ctx, filepath.Join(c.BinDir, "kubectl"), "--kubeconfig", c.Kubeconfig,
-			"delete", "crd", "admissionledgers.ome.io", "--wait")
-		if out, err := del.CombinedOutput(); err != nil {
-			return fmt.Errorf("deleting the ledger's CRD: %v: %s", err, out)
+		if _, stderr, err := c.KubectlOutput(ctx, "delete", "crd", "admissionledgers.ome.io", "--wait"); err != nil {
+			return fmt.Errorf("deleting the ledger's CRD: %v: %s", err, stderr)
 		}
 		// The guide's cluster: ResourceFlavor a100 and four A100 nodes of 8
 		// GPUs, so the high-water mark is 32.

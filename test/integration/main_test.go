@@ -17,11 +17,8 @@ var (
 
 func TestMain(m *testing.M) {
 	localcluster.Main(m, localcluster.Options{}, false, func(_ context.Context, c *localcluster.Cluster) (err error) {
-		cluster = c
-		if quotas, err = versioned.NewForConfig(c.Config); err != nil {
-			return err
-		}
-		aqs = quotas.OmeV1beta1().AcceleratorQuotas()
-		return nil
+		cluster, aqs = c, c.AQs
+		quotas, err = versioned.NewForConfig(c.Config)
+		return err
 	})
 }
