@@ -82,6 +82,7 @@ func AppendMarshal(dst []byte, ev Event) ([]byte, error) {
 			{"resourceSlice", ev.ResourceSlice, ev.ResourceSlice != nil}, {"verdict", ev.Verdict, ev.Verdict != nil},
 			{"outcome", ev.Outcome, ev.Outcome != nil}, {"leadership", ev.Leadership, ev.Leadership != nil},
 			{"drift", ev.Drift, ev.Drift != nil}, {"member", ev.Member, ev.Member != nil},
+			{"membership", ev.Membership, ev.Membership != nil},
 		} {
 			if !p.set {
 				continue

@@ -43,7 +43,10 @@ import (
 //   - 8: adds the Member kind (what a management plane read of a member
 //     cluster) and the Config's mode and members. Older lines read as
 //     before; a line of theirs cannot carry either.
-const SchemaVersion = 8
+//   - 9: adds the Membership kind (a member cluster joining or leaving a
+//     plane's fleet, from its inventory) and the Config's origin. Older
+//     lines read as before; a line of theirs cannot carry either.
+const SchemaVersion = 9
 
 // oldestVersion is the oldest schema version this build reads.
 const oldestVersion = 1
@@ -135,7 +138,8 @@ func unmarshal(line []byte) (Event, int, error) {
 	if (v < 3 && w.Event.Kind == KindVerdict) || (v < 4 && (w.Event.Kind == KindOutcome || w.Event.Kind == KindLeadership)) ||
 		(v < 6 && (w.Event.Kind == KindMeasureRecovered || (w.Event.Failure != nil && w.Event.Failure.Source != ""))) ||
 		(v < 7 && (w.Event.Kind == KindDrift || (w.Event.Quota != nil && len(w.Event.Quota.Conditions) > 0))) ||
-		(v < 8 && (w.Event.Kind == KindMember || (w.Event.Config != nil && (w.Event.Config.Mode != "" || len(w.Event.Config.Members) > 0)))) {
+		(v < 8 && (w.Event.Kind == KindMember || (w.Event.Config != nil && (w.Event.Config.Mode != "" || len(w.Event.Config.Members) > 0)))) ||
+		(v < 9 && (w.Event.Kind == KindMembership || (w.Event.Config != nil && w.Event.Config.Origin != ""))) {
 		return Event{}, 0, fmt.Errorf("event #%d has kind %s, which schema version %d did not have: the log is corrupt", w.Event.Seq, w.Event.Kind, v)
 	}
 	return w.Event, v, nil

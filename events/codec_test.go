@@ -148,7 +148,7 @@ func TestEncodingIsPinned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"v":8,"seq":7,"time":"2026-10-05T09:41:12Z","kind":"Node","op":"upsert","key":"n1","node":{"name":"n1","labels":{"a":"1","b":"2"},"capacity":{"nvidia.com/gpu":"8"},"ready":true,"unschedulable":true}}`
+	want := `{"v":9,"seq":7,"time":"2026-10-05T09:41:12Z","kind":"Node","op":"upsert","key":"n1","node":{"name":"n1","labels":{"a":"1","b":"2"},"capacity":{"nvidia.com/gpu":"8"},"ready":true,"unschedulable":true}}`
 	if string(b) != want {
 		t.Errorf("got  %s\nwant %s", b, want)
 	}
@@ -161,12 +161,13 @@ func TestDecodeRefuses(t *testing.T) {
 		want    string
 	}{
 		"newer version": {
-			line: `{"v":9,"seq":1,"kind":"Tick","time":"2026-10-05T09:41:12Z","shiny":true}`, version: 9,
-			want: "schema version 9, newer than 8, the newest this build reads: read the log with the ome-quota-manager version that wrote it, or a newer one",
+			line: `{"v":10,"seq":1,"kind":"Tick","time":"2026-10-05T09:41:12Z","shiny":true}`, version: 10,
+			want: "schema version 10, newer than 9, the newest this build reads: read the log with the ome-quota-manager version that wrote it, or a newer one",
 		},
 		"verdict in version 2":    {line: `{"v":2,"seq":1,"kind":"Verdict","key":"a","verdict":{"uid":"u","user":"x","operation":"CREATE","allowed":true},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 2 did not have"},
 		"member in version 7":     {line: `{"v":7,"seq":1,"kind":"Member","key":"east","member":{"reachable":false},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 7 did not have"},
 		"members in version 7":    {line: `{"v":7,"seq":1,"kind":"Config","config":{"maxTreeDepth":5,"hysteresisPercent":10,"reportInterval":"1m0s","measuredResources":["r"],"mode":"management","members":["east"]},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 7 did not have"},
+		"membership in version 8": {line: `{"v":8,"seq":1,"kind":"Membership","key":"east","membership":{"member":true},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 8 did not have"},
 		"outcome in version 3":    {line: `{"v":3,"seq":1,"kind":"Outcome","key":"a","outcome":{"kind":"Applied"},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 3 did not have"},
 		"leadership in version 3": {line: `{"v":3,"seq":1,"kind":"Leadership","leadership":{"identity":"m1","change":"Acquired"},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 3 did not have"},
 		"outcome bad kind":        {line: `{"v":4,"seq":1,"kind":"Outcome","key":"a","outcome":{"kind":"Written"},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: `kind "Written"`},
@@ -227,7 +228,7 @@ func TestDecodeUpgradesVersion1(t *testing.T) {
 	if err := NewEncoder(&b).Encode(Event{Seq: 2, Time: time.Date(2026, 10, 5, 9, 41, 13, 0, time.UTC), Kind: KindSynced}); err != nil {
 		t.Fatal(err)
 	}
-	if want := `{"v":8,"seq":2,"time":"2026-10-05T09:41:13Z","kind":"Synced"}` + "\n"; b.String() != want {
+	if want := `{"v":9,"seq":2,"time":"2026-10-05T09:41:13Z","kind":"Synced"}` + "\n"; b.String() != want {
 		t.Errorf("encoded %q, want %q", b.String(), want)
 	}
 }
@@ -296,6 +297,12 @@ func TestValidate(t *testing.T) {
 		"member copies":       {ev: Event{Kind: KindMember, Key: "east", Member: &Member{Reachable: true, Copies: []MemberCopy{{Node: "a", Applied: 2, Materialized: 2}, {Node: "b", Applied: 1}}}}},
 		"member copies twice": {ev: Event{Kind: KindMember, Key: "east", Member: &Member{Reachable: true, Copies: []MemberCopy{{Node: "b"}, {Node: "a"}}}}, want: "copies without a node, unsorted or twice"},
 		"member usage, lost":  {ev: Event{Kind: KindMember, Key: "east", Member: &Member{Usage: []MemberUsage{{Node: "a", Resource: "r", Flavor: "f"}}}}, want: "carries only why"},
+		"membership joined":   {ev: MembershipChanged(t0, "east", Membership{Member: true, Source: "ClusterProfile fleet/east", Health: "True"})},
+		"membership left":     {ev: MembershipChanged(t0, "east", Membership{Message: "its ClusterProfile was deleted"})},
+		"membership no key":   {ev: MembershipChanged(t0, "", Membership{Member: true}), want: "name the member cluster"},
+		"membership health":   {ev: MembershipChanged(t0, "east", Membership{Member: true, Health: "Sick"}), want: `health "Sick"`},
+		"membership op":       {ev: Event{Kind: KindMembership, Op: OpUpsert, Key: "east", Membership: &Membership{}}, want: "only object events carry one"},
+		"membership payload":  {ev: Event{Kind: KindMembership, Key: "east"}, want: `"membership"`},
 		"config mode":         {ev: ConfigChanged(t0, Config{Mode: "fleet"}), want: `mode is "fleet"`},
 		"config members":      {ev: ConfigChanged(t0, Config{Members: []string{"east"}}), want: "only a management plane has members"},
 		"config fleet":        {ev: ConfigChanged(t0, Config{Mode: ModeManagement, Members: []string{"west", "east", "east"}})},

@@ -55,9 +55,14 @@ type Config struct {
 	// Mode is ModeManagement on a management plane (--mode management),
 	// "" in workload mode.
 	Mode string `json:"mode,omitempty"`
-	// Members are a management plane's member clusters (the chart's
-	// projection.clusters), sorted and without duplicates.
+	// Members are a management plane's member clusters, sorted and
+	// without duplicates, as logs of schema version 8 list them; since
+	// version 9 the members come from the plane's inventory as Membership
+	// events, and a plane writes none here.
 	Members []string `json:"members,omitempty"`
+	// Origin is a management plane's name on the copies it writes to its
+	// members (--origin), which its statuses name (schema version 9).
+	Origin string `json:"origin,omitempty"`
 }
 
 // DefaultConfig is the configuration in force before any Config event.
@@ -97,7 +102,7 @@ func (c Config) Equal(o Config) bool {
 		slices.Equal(c.EnrolledNamespaces, o.EnrolledNamespaces) &&
 		maps.EqualFunc(c.CoverResources, o.CoverResources, func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 }) &&
 		mappingsEqual(c.DeviceClassMappings, o.DeviceClassMappings) &&
-		c.Mode == o.Mode && slices.Equal(c.Members, o.Members)
+		c.Mode == o.Mode && slices.Equal(c.Members, o.Members) && c.Origin == o.Origin
 }
 
 // Validate reports the first thing wrong with c, saying which flag to fix.
@@ -136,11 +141,13 @@ func (c Config) Validate() error {
 	case c.Mode != "" && c.Mode != ModeManagement:
 		return fmt.Errorf("mode is %q: it must be %q or empty (workload); fix --mode", c.Mode, ModeManagement)
 	case c.Mode == "" && len(c.Members) > 0:
-		return fmt.Errorf("%d member clusters are listed in workload mode: only a management plane has members; fix --mode or --member", len(c.Members))
+		return fmt.Errorf("%d member clusters are listed in workload mode: only a management plane has members; fix --mode", len(c.Members))
+	case c.Mode == "" && c.Origin != "":
+		return fmt.Errorf("origin %q is set in workload mode: only a management plane writes copies; fix --mode or drop --origin", c.Origin)
 	}
 	for i, m := range c.Members {
 		if m == "" || len(m) > 253 {
-			return fmt.Errorf("member cluster %d has an empty name or one longer than 253 characters: fix --member", i)
+			return fmt.Errorf("member cluster %d has an empty name or one longer than 253 characters", i)
 		}
 		if i > 0 && c.Members[i-1] >= m {
 			return fmt.Errorf("member clusters must be sorted and unique, but %q follows %q: use Config.Normalized", m, c.Members[i-1])

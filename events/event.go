@@ -86,6 +86,7 @@ type Event struct {
 	Leadership    *Leadership    `json:"leadership,omitempty"`
 	Drift         *Drift         `json:"drift,omitempty"`
 	Member        *Member        `json:"member,omitempty"`
+	Membership    *Membership    `json:"membership,omitempty"`
 }
 
 // Quota is the compact form of an AcceleratorQuota: its spec, and the
@@ -313,6 +314,7 @@ func (e *Event) payloads() (int, string) {
 		{e.DeviceClass != nil, "deviceClass"}, {e.ResourceSlice != nil, "resourceSlice"},
 		{e.Verdict != nil, "verdict"}, {e.Outcome != nil, "outcome"}, {e.Leadership != nil, "leadership"},
 		{e.Drift != nil, "drift"}, {e.Member != nil, "member"},
+		{e.Membership != nil, "membership"},
 	} {
 		if p.set {
 			if n == 0 {
@@ -406,6 +408,8 @@ func (e *Event) Validate() error {
 		return e.validateDrift(count, first)
 	case KindMember:
 		return e.validateMember(count, first)
+	case KindMembership:
+		return e.validateMembership(count, first)
 	case KindTick, KindSynced, KindConfig, KindMeasureFailed, KindMeasureRecovered, KindStart:
 		if e.Op != "" || e.Key != "" {
 			return fmt.Errorf("%s event #%d has an op or a key: only object events carry them", e.Kind, e.Seq)

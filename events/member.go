@@ -139,3 +139,51 @@ func (e *Event) validateMember(count int, first string) error {
 	}
 	return nil
 }
+
+// KindMembership is a member cluster joining or leaving a management
+// plane's fleet: the plane's inventory (a ClusterProfile, or an entry of
+// the members' ConfigMap) lists it, or no longer does. Its Key is the
+// cluster's name. It came with schema version 9; before it, a plane's
+// members were Config.Members alone.
+const KindMembership Kind = "Membership"
+
+// Membership is the payload of a Membership event: whether the cluster is
+// in the fleet, where the plane learned so, and what the inventory says
+// of its health.
+type Membership struct {
+	// Member is true while the inventory lists the cluster (joined, or
+	// still in); false once it left.
+	Member bool `json:"member"`
+	// Source names the inventory entry, e.g. "ClusterProfile
+	// fleet-system/east" or "ConfigMap ome/ome-quota-manager-members".
+	Source string `json:"source,omitempty"`
+	// Health is the inventory's word on the cluster's control plane (a
+	// ClusterProfile's ControlPlaneHealthy condition): "True", "False",
+	// "Unknown", or "" when it says nothing.
+	Health string `json:"health,omitempty"`
+	// Message says why the cluster left, or why its control plane is not
+	// healthy.
+	Message string `json:"message,omitempty"`
+}
+
+// MembershipChanged is cluster's membership from t on.
+func MembershipChanged(t time.Time, cluster string, m Membership) Event {
+	return Event{Time: t, Kind: KindMembership, Key: cluster, Membership: &m}
+}
+
+// validateMembership checks a Membership event's shape.
+func (e *Event) validateMembership(count int, first string) error {
+	switch {
+	case e.Op != "":
+		return fmt.Errorf("membership event #%d has an op: only object events carry one", e.Seq)
+	case e.Key == "":
+		return fmt.Errorf("membership event #%d has no key: name the member cluster", e.Seq)
+	case count != 1 || first != "membership":
+		return fmt.Errorf("membership event #%d must carry exactly one payload, %q", e.Seq, "membership")
+	}
+	switch e.Membership.Health {
+	case "", "True", "False", "Unknown":
+		return nil
+	}
+	return fmt.Errorf("membership event #%d for %q has health %q: use True, False, Unknown or nothing", e.Seq, e.Key, e.Membership.Health)
+}
