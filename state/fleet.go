@@ -29,6 +29,15 @@ type fleet struct {
 	marks    map[Pair]Amount // pair -> the sum of the members' marks
 	flavors  map[string]int  // flavor -> how many members have it
 	reported map[string]bool // members that have reported at least once
+	// listed are the members the plane's inventory lists (Membership
+	// events), with what it says of them; the members are these and the
+	// configuration's (Config.Members, which older logs carry).
+	listed map[string]events.Membership
+	// leaving are the clusters that left the fleet while they still
+	// held copies, as they last reported: the plane deletes those copies
+	// while it reaches them, and the cluster is forgotten once it reports
+	// none.
+	leaving map[string]*cluster
 	// observedAt stamps root's capacity on the plane: when a member last
 	// reported figures, or a tick found every member answering a report
 	// interval after the last stamp (restamp).
@@ -50,7 +59,8 @@ type cluster struct {
 }
 
 func newFleet() *fleet {
-	return &fleet{clusters: map[string]*cluster{}, marks: map[Pair]Amount{}, flavors: map[string]int{}, reported: map[string]bool{}}
+	return &fleet{clusters: map[string]*cluster{}, marks: map[Pair]Amount{}, flavors: map[string]int{}, reported: map[string]bool{},
+		listed: map[string]events.Membership{}, leaving: map[string]*cluster{}}
 }
 
 func (f *fleet) clone() *fleet {
@@ -58,16 +68,23 @@ func (f *fleet) clone() *fleet {
 		return nil
 	}
 	c := &fleet{clusters: make(map[string]*cluster, len(f.clusters)), names: f.names,
-		marks: maps.Clone(f.marks), flavors: maps.Clone(f.flavors), reported: maps.Clone(f.reported), observedAt: f.observedAt}
+		marks: maps.Clone(f.marks), flavors: maps.Clone(f.flavors), reported: maps.Clone(f.reported), observedAt: f.observedAt,
+		listed: maps.Clone(f.listed), leaving: make(map[string]*cluster, len(f.leaving))}
 	for name, cl := range f.clusters {
 		cc := *cl // flavors and the maps are replaced, never modified
 		c.clusters[name] = &cc
 	}
+	for name, cl := range f.leaving {
+		cc := *cl
+		c.leaving[name] = &cc
+	}
 	return c
 }
 
-// setMembers puts the configured member list in force: a member no longer
-// listed takes its flavors and marks with it, a new one starts unreported.
+// setMembers puts the member list in force, the configuration's and the
+// inventory's: a member no longer listed takes its flavors and marks with
+// it (and is kept as leaving while it holds copies), a new one starts
+// unreported.
 func (s *State) setMembers() {
 	if s.cfg.Mode != events.ModeManagement {
 		s.fleet = nil
@@ -77,28 +94,87 @@ func (s *State) setMembers() {
 		s.fleet = newFleet()
 	}
 	f := s.fleet
+	names := slices.Clone(s.cfg.Members)
+	for name := range f.listed {
+		if !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
 	for name, cl := range f.clusters {
-		if !slices.Contains(s.cfg.Members, name) {
+		if !slices.Contains(names, name) {
 			s.report(name, cl, nil, nil)
 			delete(f.clusters, name)
 			delete(f.reported, name)
+			if len(cl.copies) > 0 {
+				f.leaving[name] = cl
+			}
+			s.changedEverything() // every node's status lists the members
 		}
 	}
-	for _, name := range s.cfg.Members {
+	joined := false
+	for _, name := range names {
 		if f.clusters[name] == nil {
+			// A cluster that comes back while leaving starts anew: what it
+			// holds is in its next report.
+			delete(f.leaving, name)
 			f.clusters[name] = &cluster{message: "not heard from yet"}
+			s.changedEverything()
+			joined = true
 		}
 	}
-	f.names = s.cfg.Members
+	if !slices.Equal(f.names, names) {
+		for n := range s.members { // every split reads the member list
+			s.queue(n)
+		}
+	}
+	f.names = names
+	if joined {
+		// A plane that restarts learns its members after root: what
+		// root's status kept of them holds until they report.
+		s.seedMembers(s.reported)
+	}
 }
 
-// setMember applies a Member event. An event for a cluster the
-// configuration does not list changes nothing.
+// setMembership applies a Membership event: the cluster joins or leaves
+// the fleet. Outside a management plane it changes nothing.
+func (s *State) setMembership(name string, m *events.Membership) {
+	if s.fleet == nil {
+		return
+	}
+	f := s.fleet
+	cur, had := f.listed[name]
+	if !m.Member {
+		if !had {
+			return
+		}
+		delete(f.listed, name)
+		s.setMembers()
+		return
+	}
+	f.listed[name] = *m
+	if had && cur != *m {
+		s.changedEverything() // the statuses show what the inventory says
+	}
+	if !had {
+		s.setMembers()
+	}
+}
+
+// setMember applies a Member event. An event for a cluster that is
+// neither a member nor leaving changes nothing.
 func (s *State) setMember(name string, m *events.Member) {
-	if s.fleet == nil || s.fleet.clusters[name] == nil {
+	if s.fleet == nil {
+		return
+	}
+	if cl := s.fleet.leaving[name]; cl != nil {
+		s.setLeaving(name, cl, m)
 		return
 	}
 	cl := s.fleet.clusters[name]
+	if cl == nil {
+		return
+	}
 	if !m.Reachable {
 		if cl.reachable || cl.message != m.Message {
 			cl.reachable, cl.message = false, m.Message
@@ -113,6 +189,28 @@ func (s *State) setMember(name string, m *events.Member) {
 	s.take(name, cl, m.Flavors, m.Capacity)
 	retake(s, &cl.usage, m.Usage, sameUsage, func(u events.MemberUsage) string { return u.Node })
 	retake(s, &cl.copies, m.Copies, func(a, b events.MemberCopy) bool { return a == b }, func(c events.MemberCopy) string { return c.Node })
+}
+
+// setLeaving applies a Member event of a cluster that left the fleet:
+// only its reachability and the copies it still holds matter. Once it
+// answers holding none, it is forgotten.
+func (s *State) setLeaving(name string, cl *cluster, m *events.Member) {
+	if !m.Reachable {
+		if cl.reachable || cl.message != m.Message {
+			cl.reachable, cl.message = false, m.Message
+			s.changedEverything()
+		}
+		return
+	}
+	if !cl.reachable {
+		s.changedEverything()
+	}
+	cl.reachable, cl.message = true, ""
+	retake(s, &cl.copies, m.Copies, func(a, b events.MemberCopy) bool { return a == b }, func(c events.MemberCopy) string { return c.Node })
+	if len(cl.copies) == 0 {
+		delete(s.fleet.leaving, name)
+		s.changedEverything()
+	}
 }
 
 // retake replaces a member's list with next and, when they differ, marks
@@ -371,6 +469,12 @@ type MemberView struct {
 	// Capacity is its root's capacity, by pair (allocatable and
 	// high-water mark).
 	Capacity []CapacityEntry
+	// Inventory is what the plane's inventory says of it: where it is
+	// listed and its control plane's health; zero for a member of the
+	// configuration (Config.Members).
+	Inventory events.Membership
+	// Copies are the copies it holds, as it last reported.
+	Copies []events.MemberCopy
 }
 
 // Reachable reports whether the plane hears from member cluster name.
@@ -390,12 +494,28 @@ func (s *State) Members() []MemberView {
 	out := make([]MemberView, 0, len(s.fleet.names))
 	for _, name := range s.fleet.names {
 		cl := s.fleet.clusters[name]
-		mv := MemberView{Name: name, Reachable: cl.reachable, Message: cl.message, Reported: s.fleet.reported[name], Flavors: cl.flavors}
+		mv := MemberView{Name: name, Reachable: cl.reachable, Message: cl.message, Reported: s.fleet.reported[name], Flavors: cl.flavors,
+			Inventory: s.fleet.listed[name], Copies: cl.copies}
 		for p, mark := range cl.marks {
 			mv.Capacity = append(mv.Capacity, CapacityEntry{Pair: p, HighWaterMark: mark, Allocatable: cl.allocatable[p]})
 		}
 		slices.SortFunc(mv.Capacity, func(a, b CapacityEntry) int { return a.Pair.Compare(b.Pair) })
 		out = append(out, mv)
+	}
+	return out
+}
+
+// Leaving lists, by name, the clusters that left a management plane's
+// fleet and still hold copies of its nodes, as they last reported: the
+// plane deletes those copies while it reaches them. Nil in workload mode.
+func (s *State) Leaving() []MemberView {
+	if s.fleet == nil || len(s.fleet.leaving) == 0 {
+		return nil
+	}
+	out := make([]MemberView, 0, len(s.fleet.leaving))
+	for _, name := range slices.Sorted(maps.Keys(s.fleet.leaving)) {
+		cl := s.fleet.leaving[name]
+		out = append(out, MemberView{Name: name, Reachable: cl.reachable, Message: cl.message, Copies: cl.copies})
 	}
 	return out
 }

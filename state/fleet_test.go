@@ -302,3 +302,105 @@ func TestFleetCapacityStatus(t *testing.T) {
 		t.Errorf("team-a on a restarted plane, before any member answered: %s", got)
 	}
 }
+
+func joined(cluster string) events.Event {
+	return events.MembershipChanged(t0, cluster, events.Membership{Member: true, Source: "ClusterProfile fleet/" + cluster})
+}
+
+func left(cluster string) events.Event {
+	return events.MembershipChanged(t0, cluster, events.Membership{Source: "ClusterProfile fleet/" + cluster, Message: "its ClusterProfile fleet/" + cluster + " was deleted"})
+}
+
+func names(views []MemberView) string {
+	var out []string
+	for _, v := range views {
+		out = append(out, v.Name)
+	}
+	return strings.Join(out, ",")
+}
+
+// Members come and go as Membership events. A member that joins holds
+// the Proportional splits until it reports, then takes its share; one
+// that leaves while it holds copies is kept as leaving until it reports
+// none (or for as long as it does not answer), and an Explicit split that
+// still names it holds the node.
+func TestFleetMembership(t *testing.T) {
+	s := New()
+	c := events.DefaultConfig()
+	c.Mode = events.ModeManagement
+	applyAll(s, events.ConfigChanged(t0, c), joined("east"), joined("west"), events.Synced(t0),
+		quota("root", &v1beta1.AcceleratorQuotaSpec{Role: v1beta1.RoleCohort}),
+		quota("ml", &v1beta1.AcceleratorQuotaSpec{Role: v1beta1.RoleCohort, ParentRef: &v1beta1.ParentReference{Name: "root"}}),
+		quota("team-a", fleetTeam("ml", "9", "")),
+		quota("team-b", fleetTeam("ml", "4", "", share("east", "3"), share("west", "1"))),
+		events.MemberSeen(t0, "east", []string{"a100"}, []events.MemberCapacity{gpus("a100", "8")}),
+		events.MemberSeen(t0, "west", []string{"a100"}, []events.MemberCapacity{gpus("a100", "8")}),
+	)
+	if got := splitOf(s, "team-a"); got != "east=5,west=4" {
+		t.Fatalf("team-a over two members: %s", got)
+	}
+
+	// A third member joins: the Proportional split is held until it reports.
+	applyAll(s, joined("south"))
+	if got := names(s.Members()); got != "east,south,west" {
+		t.Errorf("members after south joined: %s", got)
+	}
+	if got, want := splitOf(s, "team-a"), "SplitInvalid: budget nvidia.com/gpu on a100: member cluster south has not reported"; !strings.HasPrefix(got, want) {
+		t.Errorf("before south reported, team-a: %s, want it to start with %q", got, want)
+	}
+	applyAll(s, events.MemberSeen(t0, "south", []string{"a100"}, []events.MemberCapacity{gpus("a100", "8")}))
+	if got := splitOf(s, "team-a"); got != "east=3,south=3,west=3" {
+		t.Errorf("team-a over three members: %s", got)
+	}
+	if mv := s.Members()[1]; mv.Inventory.Source != "ClusterProfile fleet/south" {
+		t.Errorf("south's inventory entry: %+v", mv.Inventory)
+	}
+
+	// west holds copies and leaves: it is leaving until it reports none.
+	seen := events.MemberSeen(t0, "west", []string{"a100"}, []events.MemberCapacity{gpus("a100", "8")})
+	seen.Member.Copies = []events.MemberCopy{{Node: "ml", Applied: 1}, {Node: "team-a", Applied: 1}}
+	applyAll(s, seen, left("west"))
+	if got := names(s.Members()); got != "east,south" {
+		t.Errorf("members after west left: %s", got)
+	}
+	if got := names(s.Leaving()); got != "west" {
+		t.Errorf("leaving after west left with copies: %q", got)
+	}
+	if got := splitOf(s, "team-a"); got != "east=5,south=4" {
+		t.Errorf("team-a once west left: %s", got)
+	}
+	if got, want := splitOf(s, "team-b"), "SplitInvalid: budget nvidia.com/gpu on a100: perCluster names west, which is not a member cluster"; !strings.HasPrefix(got, want) {
+		t.Errorf("team-b's Explicit split naming west: %s, want it to start with %q", got, want)
+	}
+	if _, ok := s.CopyOn("west", "team-a"); ok {
+		t.Errorf("a cluster that left is not a member whose copies count")
+	}
+	// Cut off, it stays leaving; answering with no copy left, it is
+	// forgotten.
+	applyAll(s, events.MemberLost(t0, "west", "dial tcp: connection refused"))
+	if l := s.Leaving(); len(l) != 1 || l[0].Reachable || len(l[0].Copies) != 2 {
+		t.Errorf("west cut off while leaving: %+v", l)
+	}
+	applyAll(s, events.MemberSeen(t0, "west", []string{"a100"}, []events.MemberCapacity{gpus("a100", "8")}))
+	if l := s.Leaving(); l != nil {
+		t.Errorf("west answering with no copy: still leaving %+v", l)
+	}
+
+	// A member that leaves holding nothing, and does not answer, is
+	// forgotten at once; one that comes back starts unreported.
+	applyAll(s, events.MemberLost(t0, "south", "gone"), left("south"))
+	if l := s.Leaving(); l != nil {
+		t.Errorf("south left unreachable with no copy known: %+v", l)
+	}
+	applyAll(s, joined("south"))
+	if mv := s.Members()[1]; mv.Name != "south" || mv.Reported {
+		t.Errorf("south back: %+v", mv)
+	}
+	// An event for a cluster that is neither a member nor leaving
+	// changes nothing.
+	before := s.Clone()
+	applyAll(s, events.MemberSeen(t0, "nowhere", []string{"h100"}, []events.MemberCapacity{gpus("h100", "80")}))
+	if s.FlavorExists("h100") || names(s.Members()) != names(before.Members()) {
+		t.Errorf("a report of a stranger counted")
+	}
+}

@@ -86,8 +86,8 @@ const (
 	// last rule, appears or clears, so a node moves only between Ready,
 	// Frozen and CapacityExceeded.
 	CauseCapacity Cause = "capacity"
-	// CauseMember is what a management plane read of a member cluster:
-	// its flavors (FlavorMissing, with what it hides, as for CauseFlavor)
+	// CauseMember is what a management plane read of a member cluster,
+	// or a cluster joining or leaving its fleet: its flavors (FlavorMissing, with what it hides, as for CauseFlavor)
 	// and its marks (SplitInvalid of a Proportional split, and
 	// CapacityExceeded, on the fleet's sums).
 	CauseMember Cause = "member"
@@ -107,7 +107,7 @@ func causeOf(k events.Kind) Cause {
 		return CauseFlavor
 	case events.KindNode, events.KindDeviceClass, events.KindResourceSlice, events.KindTick, events.KindSynced:
 		return CauseCapacity
-	case events.KindMember:
+	case events.KindMember, events.KindMembership:
 		return CauseMember
 	}
 	return CauseNone

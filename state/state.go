@@ -212,6 +212,8 @@ func (s *State) Apply(ev events.Event) []Transition {
 		s.setConfig(*ev.Config)
 	case events.KindMember:
 		s.setMember(ev.Key, ev.Member)
+	case events.KindMembership:
+		s.setMembership(ev.Key, ev.Membership)
 	case events.KindSynced:
 		s.synced = true
 		s.measure()
