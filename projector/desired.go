@@ -1,6 +1,7 @@
 package projector
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sort"
@@ -277,7 +278,7 @@ func ProjectStatus(n *Node, in Input) *v1beta1.AcceleratorQuotaStatus {
 		st.Summary = summary(n)
 	}
 	if in.Plane && n.Name != v1beta1.RootName {
-		st.Clusters = clusters(n, in.Members)
+		st.Clusters = append(clusters(n, in.Members), leaving(n.Name, in.Leaving, in.Origin)...)
 	}
 	return st
 }
@@ -304,6 +305,31 @@ func clusters(n *Node, members []state.MemberView) []v1beta1.ClusterStatus {
 			continue
 		case c.Applied != n.Generation:
 			cs.Message = fmt.Sprintf("the member's copy was made from generation %d of %d", c.Applied, n.Generation)
+		}
+		out = append(out, cs)
+	}
+	return out
+}
+
+// ReasonClusterLeaving starts the status.clusters message of a cluster
+// that left the fleet and still holds a copy of the node.
+const ReasonClusterLeaving = "ClusterLeaving"
+
+// leaving lists the clusters that left the fleet and still hold a copy of
+// node: the plane deletes it while it reaches them; one it does not reach
+// keeps it until its admin releases it.
+func leaving(node string, clusters []state.MemberView, origin string) []v1beta1.ClusterStatus {
+	var out []v1beta1.ClusterStatus
+	for _, mv := range clusters {
+		i, ok := slices.BinarySearchFunc(mv.Copies, node, func(c events.MemberCopy, n string) int { return cmp.Compare(c.Node, n) })
+		if !ok {
+			continue
+		}
+		cs := v1beta1.ClusterStatus{Cluster: mv.Name, AppliedGeneration: mv.Copies[i].Applied, MaterializedGeneration: mv.Copies[i].Materialized,
+			Message: ReasonClusterLeaving + ": this cluster left the fleet; the plane deletes its copy"}
+		if !mv.Reachable {
+			cs.Message = ReasonClusterLeaving + ": this cluster left the fleet, but the plane does not reach it to delete its copy (" + mv.Message +
+				"); its cluster-admin can release the plane's copies there with kubectl ome quota release --origin " + origin
 		}
 		out = append(out, cs)
 	}

@@ -21,12 +21,15 @@ func FromState(s *state.State, enrolled []string, cover map[string]resource.Quan
 // Settings is FromState without the nodes: what ProjectNode reads besides
 // the node itself.
 func Settings(s *state.State, enrolled []string, cover map[string]resource.Quantity) Input {
+	cfg := s.Config()
 	in := Input{
 		Capacity:           s.CapacityStatus(),
 		EnrolledNamespaces: enrolled,
 		CoverResources:     cover,
-		Plane:              s.Config().Mode == events.ModeManagement,
+		Plane:              cfg.Mode == events.ModeManagement,
 		Members:            s.Members(),
+		Leaving:            s.Leaving(),
+		Origin:             cfg.Origin,
 	}
 	for _, u := range s.Unbudgeted() {
 		in.Unbudgeted = append(in.Unbudgeted, v1beta1.UnbudgetedDevices{DeviceClassName: u.DeviceClass, Devices: u.Devices})

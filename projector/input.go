@@ -51,6 +51,11 @@ type Input struct {
 	// are its member clusters as the plane last heard of them.
 	Plane   bool
 	Members []state.MemberView
+	// Leaving are the clusters that left the fleet while holding copies,
+	// which the plane deletes while it reaches them.
+	Leaving []state.MemberView
+	// Origin is the plane's name on its copies.
+	Origin string
 	// EnrolledNamespaces: while empty, nothing is written to Kueue.
 	EnrolledNamespaces []string
 	// CoverResources are added to every ClusterQueue with these ceilings, so
