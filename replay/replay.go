@@ -159,6 +159,17 @@ type MemberEntry struct {
 	Event string `json:"event"`
 }
 
+// MembershipEntry is one change of a management plane's fleet: a
+// cluster that joined it, left it, or whose inventory entry changed.
+type MembershipEntry struct {
+	Seq     uint64    `json:"seq"`
+	Time    time.Time `json:"time"`
+	Cluster string    `json:"cluster"`
+	events.Membership
+	// Event is the change, for people.
+	Event string `json:"event"`
+}
+
 // Result is a replayed log: the state it ends in, the transitions on the
 // way, and what changed root's capacity.
 type Result struct {
@@ -176,6 +187,8 @@ type Result struct {
 	// Members are what a management plane read of its member clusters,
 	// in log order.
 	Members []MemberEntry
+	// Memberships are the changes of a plane's fleet, in order.
+	Memberships []MembershipEntry
 	// Events counts the events applied; Last is the last one's seq.
 	Events   int
 	Last     uint64
@@ -263,6 +276,8 @@ func Run(dir string, o Options) (*Result, error) {
 			r.Drifts = append(r.Drifts, DriftEntry{Seq: ev.Seq, Time: ev.Time.UTC(), Node: ev.Key, Drift: *ev.Drift, Event: causeOf()})
 		case events.KindMember:
 			r.Members = append(r.Members, MemberEntry{Seq: ev.Seq, Time: ev.Time.UTC(), Cluster: ev.Key, Member: *ev.Member, Event: causeOf()})
+		case events.KindMembership:
+			r.Memberships = append(r.Memberships, MembershipEntry{Seq: ev.Seq, Time: ev.Time.UTC(), Cluster: ev.Key, Membership: *ev.Membership, Event: causeOf()})
 		}
 		prev = r.capacityChanges(ev, causeOf, prev)
 		r.Events++
@@ -405,6 +420,15 @@ func describe(ev events.Event) string {
 			marks = append(marks, fmt.Sprintf("%s@%s=%s", c.Resource, c.Flavor, c.HighWaterMark.String()))
 		}
 		return fmt.Sprintf("#%d member cluster %s reported high-water marks %s", ev.Seq, ev.Key, orNone(strings.Join(marks, ",")))
+	case events.KindMembership:
+		m := ev.Membership
+		switch {
+		case !m.Member:
+			return fmt.Sprintf("#%d member cluster %s left the fleet: %s", ev.Seq, ev.Key, orNone(m.Message))
+		case m.Health == "False" || m.Health == "Unknown":
+			return fmt.Sprintf("#%d member cluster %s is in the fleet (%s); the inventory reports its control plane healthy %s: %s", ev.Seq, ev.Key, m.Source, m.Health, orNone(m.Message))
+		}
+		return fmt.Sprintf("#%d member cluster %s is in the fleet (%s)", ev.Seq, ev.Key, orNone(m.Source))
 	case events.KindLeadership:
 		if ev.Leadership.Change == events.LeadershipAcquired {
 			return fmt.Sprintf("#%d %s took the lead", ev.Seq, ev.Leadership.Identity)

@@ -208,3 +208,50 @@ func TestWhyExplainsAShare(t *testing.T) {
 		t.Errorf("--why team-b:\n%s", got)
 	}
 }
+
+// On a plane whose members come from its inventory, --why names the
+// last cluster that joined or left the fleet: the change that made the
+// shares what they are.
+func TestWhyNamesTheMembershipChange(t *testing.T) {
+	cfg := events.DefaultConfig()
+	cfg.Mode, cfg.Origin = events.ModeManagement, "fleet"
+	gpus := func(n string) []events.MemberCapacity {
+		q := resource.MustParse(n)
+		return []events.MemberCapacity{{Resource: "nvidia.com/gpu", Flavor: "a100", Allocatable: q, HighWaterMark: q}}
+	}
+	in := func(c string) events.Event {
+		return events.MembershipChanged(t0, c, events.Membership{Member: true, Source: "ClusterProfile fleet/" + c, Health: "True"})
+	}
+	evs := []events.Event{events.ConfigChanged(t0, cfg), in("east"), in("west"), events.Synced(t0),
+		events.MemberSeen(t0, "east", []string{"a100"}, gpus("8")),
+		events.MemberSeen(t0, "west", []string{"a100"}, gpus("8"))}
+	for _, aq := range []*v1beta1.AcceleratorQuota{
+		aqtest.Root().Obj(),
+		aqtest.Team("team-a", "root").Budget("nvidia.com/gpu", "a100", "9").Obj(),
+	} {
+		evs = append(evs, events.QuotaUpserted(t0, quota(aq)))
+	}
+	evs = append(evs, in("south"), events.MemberSeen(t0, "south", []string{"a100"}, gpus("8")),
+		// A health update of a member that stays is not a change of the fleet.
+		events.MembershipChanged(t0, "east", events.Membership{Member: true, Source: "ClusterProfile fleet/east", Health: "False", Message: "Probe: no answer"}))
+	dir := writeLog(t, evs)
+	got := run(t, dir, "--why", "team-a")
+	for _, w := range []string{
+		"team-a's budget nvidia.com/gpu@a100 is split Proportional among the member clusters: east=3, south=3, west=3",
+		"<- the fleet is east, south, west since #9: member cluster south is in the fleet (ClusterProfile fleet/south)",
+	} {
+		if !strings.Contains(got, w) {
+			t.Errorf("--why team-a lacks %q:\n%s", w, got)
+		}
+	}
+	evs = append(evs, events.MembershipChanged(t0, "west", events.Membership{Source: "ClusterProfile fleet/west", Message: "its ClusterProfile fleet/west was deleted"}))
+	got = run(t, writeLog(t, evs), "--why", "team-a")
+	for _, w := range []string{
+		"is split Proportional among the member clusters: east=5, south=4",
+		"<- the fleet is east, south since #12: member cluster west left the fleet: its ClusterProfile fleet/west was deleted",
+	} {
+		if !strings.Contains(got, w) {
+			t.Errorf("--why team-a after west left lacks %q:\n%s", w, got)
+		}
+	}
+}

@@ -47,6 +47,14 @@ func (r *Result) shareSteps(node string) []Step {
 		}
 		steps = append(steps, Step{Node: node, What: fmt.Sprintf("%s's budget %s is split %s among the member clusters: %s",
 			node, sp.Pair, sp.Policy, orNone(strings.Join(parts, ", ")))})
+		if e := r.lastMembership(); e != nil {
+			var members []string
+			for _, mv := range r.State.Members() {
+				members = append(members, mv.Name)
+			}
+			steps = append(steps, Step{Seq: e.Seq, What: fmt.Sprintf("<- the fleet is %s since #%d: %s",
+				orNone(strings.Join(members, ", ")), e.Seq, strings.TrimPrefix(e.Event, fmt.Sprintf("#%d ", e.Seq)))})
+		}
 		if sp.Policy != "Proportional" {
 			steps = append(steps, Step{What: "<- as written in the budget's perCluster"})
 			continue
@@ -69,6 +77,22 @@ func (r *Result) shareSteps(node string) []Step {
 		}
 	}
 	return steps
+}
+
+// lastMembership is the last cluster that joined or left the fleet in
+// the log (a change of what the inventory says of a member is not one),
+// nil when none did.
+func (r *Result) lastMembership() *MembershipEntry {
+	in := map[string]bool{}
+	var last *MembershipEntry
+	for i := range r.Memberships {
+		e := &r.Memberships[i]
+		if in[e.Cluster] != e.Member {
+			in[e.Cluster] = e.Member
+			last = e
+		}
+	}
+	return last
 }
 
 // lastReport is the last Member event of cluster, the last one that
