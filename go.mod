@@ -29,6 +29,7 @@ require (
 	k8s.io/dynamic-resource-allocation v0.35.3
 	k8s.io/klog/v2 v2.140.0
 	k8s.io/utils v0.0.0-20260210185600-b8788abfbbc2
+	sigs.k8s.io/cluster-inventory-api v0.0.0-20251028164203-2e3fabb46733
 	sigs.k8s.io/controller-runtime v0.23.3
 	sigs.k8s.io/kueue v0.17.0
 	sigs.k8s.io/structured-merge-diff/v6 v6.3.2

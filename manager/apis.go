@@ -36,6 +36,14 @@ var requiredAPIs = []requiredAPI{
 	},
 }
 
+// clusterProfileAPI is what a plane whose members are ClusterProfiles
+// watches.
+var clusterProfileAPI = requiredAPI{
+	groupVersion: "multicluster.x-k8s.io/v1alpha1", resources: []string{"clusterprofiles"},
+	what: "the ClusterProfile CRD (SIG-Multicluster's cluster inventory)",
+	fix:  "install it with your fleet manager (Open Cluster Management, GKE Fleet, ...) or from sigs.k8s.io/cluster-inventory-api's config/crd, or run the plane with --members-from=secrets",
+}
+
 // apiCheckInterval is how often the manager looks for missing APIs, and
 // apiLogInterval how often it logs that they are still missing.
 const (
@@ -88,7 +96,11 @@ func (m *Manager) waitForAPIs(ctx context.Context) {
 	for {
 		apis := requiredAPIs
 		if m.plane != nil {
-			apis = apis[:1] // a plane watches its AcceleratorQuotas alone
+			// A plane watches its AcceleratorQuotas, and its inventory.
+			apis = apis[:1]
+			if m.opts.MembersFrom == MembersFromClusterProfiles {
+				apis = append(slices.Clone(apis), clusterProfileAPI)
+			}
 		}
 		err := missingAPIs(m.kube.Discovery(), apis)
 		if err == nil {

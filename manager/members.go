@@ -7,11 +7,16 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	kueueclient "sigs.k8s.io/kueue/client-go/clientset/versioned"
 
 	"ome.io/quota-manager/api/client/clientset/versioned"
@@ -19,83 +24,246 @@ import (
 	"ome.io/quota-manager/events"
 )
 
-// MemberSource reads one member cluster for a management plane and publishes
-// what it finds as Member events: its ResourceFlavors and its root's
-// capacity when it answers, and why not when it does not. It reads by
-// polling (Poll, every Interval in Run), two requests a round (the root
-// AcceleratorQuota and the list of ResourceFlavors) and a third with an
-// Origin (the plane's copies there), together bounded by Timeout. It publishes only a change: a member whose flavors and marks
-// stay the same costs the stream nothing. A member without root (its own
-// manager has not created it, or it was deleted) counts as not answering,
-// so that the plane keeps the member's shares rather than moving them.
+// MemberSource reads one member cluster for a management plane and
+// publishes what it finds as Member events: its ResourceFlavors, its
+// root's capacity, and the plane's copies there with what the member's
+// Kueue admitted for them, when it answers; why not when it does not. It
+// watches the member's AcceleratorQuotas and ResourceFlavors (two watches,
+// nothing polled): a change reaches the plane after Settle, and an idle
+// member costs nothing but the two open watches. It publishes only a
+// change. A member without root (its own manager has not created it, or
+// it was deleted) counts as not answering, so that the plane keeps the
+// member's shares rather than moving them.
 type MemberSource struct {
 	Name   string
 	Quotas versioned.Interface
 	Kueue  kueueclient.Interface
 	// Origin is the plane's origin label: the status of the member's
 	// copies of that origin says what its Kueue admitted and borrowed for
-	// them (a third request a round). Empty reads no copies.
+	// them. Empty reads no copies.
 	Origin string
 	// Publish puts an event on the plane's stream.
 	Publish func(events.Event)
 	// Now stamps the events.
-	Now      func() time.Time
-	Interval time.Duration
-	Timeout  time.Duration
+	Now func() time.Time
+	// Settle is how long a burst of changes settles before one event says
+	// what the member holds. LostAfter is how long a failing list or watch
+	// must go on failing before the member is reported as not answering:
+	// a watch that a rotated credential or an API server's restart breaks
+	// and that the next attempt re-establishes says nothing.
+	Settle, LostAfter time.Duration
 
-	last *events.Member // what was published last; nil before the first
+	kick chan struct{}
+
+	mu      sync.Mutex
+	aqs     cache.SharedIndexInformer
+	flavors cache.SharedIndexInformer
+	// failing holds, per watched resource, the error of its last list or
+	// watch attempt while it fails.
+	failing map[string]error
+	// last is what was published last; nil before the first, or after
+	// Republish.
+	last *events.Member
+	// reads counts the reads of what is watched, published or not.
+	reads atomic.Int64
 }
 
-// Run polls until ctx ends.
+// Resources the source watches, as its messages name them.
+const (
+	watchedQuotas  = "AcceleratorQuotas"
+	watchedFlavors = "ResourceFlavors"
+)
+
+// Run watches the member until ctx ends.
 func (m *MemberSource) Run(ctx context.Context) {
-	t := time.NewTicker(m.Interval)
-	defer t.Stop()
+	m.mu.Lock()
+	m.kick = make(chan struct{}, 1)
+	m.failing = map[string]error{}
+	m.aqs = m.informer(watchedQuotas, &v1beta1.AcceleratorQuota{},
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return m.Quotas.OmeV1beta1().AcceleratorQuotas().List(ctx, o)
+		},
+		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return m.Quotas.OmeV1beta1().AcceleratorQuotas().Watch(ctx, o)
+		})
+	m.flavors = m.informer(watchedFlavors, &kueuev1beta2.ResourceFlavor{},
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return m.Kueue.KueueV1beta2().ResourceFlavors().List(ctx, o)
+		},
+		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return m.Kueue.KueueV1beta2().ResourceFlavors().Watch(ctx, o)
+		})
+	aqs, flavors := m.aqs, m.flavors
+	m.mu.Unlock()
+	go aqs.RunWithContext(ctx)
+	go flavors.RunWithContext(ctx)
 	for {
-		m.Poll(ctx)
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-m.kick:
+		}
+		// Let a burst settle into one event.
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(m.Settle):
+		}
+		select {
+		case <-m.kick:
+		default:
+		}
+		m.publish(ctx)
+	}
+}
+
+// informer watches one resource of the member. Every list and watch
+// attempt says whether the member answers: a failure is remembered (and
+// reported once it has lasted LostAfter), a success clears it.
+func (m *MemberSource) informer(what string, obj runtime.Object,
+	list func(context.Context, metav1.ListOptions) (runtime.Object, error),
+	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error)) cache.SharedIndexInformer {
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			out, err := list(ctx, o)
+			m.attempt(what, err)
+			return out, err
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			w, err := watchFn(ctx, o)
+			m.attempt(what, err)
+			return w, err
+		},
+	}
+	inf := cache.NewSharedIndexInformer(lw, obj, 0, cache.Indexers{})
+	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
+		m.attempt(what, err)
+	})
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { m.Changed() },
+		UpdateFunc: func(any, any) { m.Changed() },
+		DeleteFunc: func(any) { m.Changed() },
+	})
+	return inf
+}
+
+// attempt records the outcome of one list or watch of what.
+func (m *MemberSource) attempt(what string, err error) {
+	m.mu.Lock()
+	_, was := m.failing[what]
+	if err != nil {
+		m.failing[what] = err
+	} else {
+		delete(m.failing, what)
+	}
+	m.mu.Unlock()
+	switch {
+	case err == nil && was:
+		m.Changed()
+	case err != nil && !was:
+		// Said only if it still fails LostAfter from now.
+		time.AfterFunc(m.LostAfter, m.Changed)
+	}
+}
+
+// Changed asks for the member to be read again from what is watched.
+func (m *MemberSource) Changed() {
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Republish forgets what was published, so that the next read is
+// published even when it is the same: the plane's state needs a fresh
+// report after the cluster joined or left the fleet.
+func (m *MemberSource) Republish() {
+	m.mu.Lock()
+	m.last = nil
+	m.mu.Unlock()
+	m.Changed()
+}
+
+// Reads is how many times the source read the member from its watches,
+// whether it published what it read or not.
+func (m *MemberSource) Reads() int64 { return m.reads.Load() }
+
+// Objects are the member's AcceleratorQuotas as watched, and whether the
+// watch answers and has delivered them all.
+func (m *MemberSource) Objects() ([]*v1beta1.AcceleratorQuota, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.aqs == nil || len(m.failing) > 0 || !m.aqs.HasSynced() || !m.flavors.HasSynced() {
+		return nil, false
+	}
+	items := m.aqs.GetStore().List()
+	out := make([]*v1beta1.AcceleratorQuota, 0, len(items))
+	for _, o := range items {
+		out = append(out, o.(*v1beta1.AcceleratorQuota))
+	}
+	return out, true
+}
+
+// publish reads the member from what is watched and publishes the event
+// when it differs from the last one.
+func (m *MemberSource) publish(ctx context.Context) {
+	if ctx.Err() != nil {
+		return // stopping: a cancelled watch says nothing of the member
+	}
+	ev, ok := m.read()
+	m.reads.Add(1)
+	if !ok {
+		return
+	}
+	m.mu.Lock()
+	cur := ev.Member
+	same := m.last != nil && m.last.Reachable == cur.Reachable && (!cur.Reachable || reflect.DeepEqual(sortedCapacity(m.last), sortedCapacity(cur)) &&
+		reflect.DeepEqual(m.last.Flavors, cur.Flavors) && reflect.DeepEqual(usageText(m.last), usageText(cur)))
+	if !same {
+		m.last = cur
+	}
+	m.mu.Unlock()
+	if !same {
+		m.Publish(ev)
+	}
+}
+
+// read is the member as watched; false when there is nothing to say yet
+// (the watches have not delivered, and nothing failed for LostAfter).
+func (m *MemberSource) read() (events.Event, bool) {
+	now := m.Now()
+	m.mu.Lock()
+	var failed string
+	for _, what := range []string{watchedQuotas, watchedFlavors} {
+		if err := m.failing[what]; err != nil && failed == "" {
+			failed = fmt.Sprintf("watching the member's %s: %v", what, err)
 		}
 	}
-}
-
-// Poll reads the member once and publishes a Member event when what it
-// read differs from what it published last. It returns the event it
-// published, or nil.
-func (m *MemberSource) Poll(ctx context.Context) *events.Event {
-	ev := m.read(ctx)
-	if ctx.Err() != nil {
-		return nil // stopping: a cancelled read says nothing of the member
-	}
-	cur := ev.Member
-	if m.last != nil && m.last.Reachable == cur.Reachable && (!cur.Reachable || reflect.DeepEqual(sortedCapacity(m.last), sortedCapacity(cur)) &&
-		reflect.DeepEqual(m.last.Flavors, cur.Flavors) && reflect.DeepEqual(usageText(m.last), usageText(cur))) {
-		return nil // unchanged; an unreachable member is reported once per outage
-	}
-	m.last = cur
-	m.Publish(ev)
-	return &ev
-}
-
-func (m *MemberSource) read(ctx context.Context) events.Event {
-	ctx, cancel := context.WithTimeout(ctx, m.Timeout)
-	defer cancel()
-	now := m.Now()
-	root, err := m.Quotas.OmeV1beta1().AcceleratorQuotas().Get(ctx, v1beta1.RootName, metav1.GetOptions{})
+	synced := m.aqs.HasSynced() && m.flavors.HasSynced()
+	m.mu.Unlock()
 	switch {
-	case apierrors.IsNotFound(err):
-		return events.MemberLost(now, m.Name, "the member has no root AcceleratorQuota: its workload-mode manager has not created it; its shares are kept until it does")
-	case err != nil:
-		return events.MemberLost(now, m.Name, fmt.Sprintf("reading the member's root: %v", err))
+	case failed != "":
+		return events.MemberLost(now, m.Name, failed), true
+	case !synced:
+		return events.Event{}, false
 	}
-	flavors, err := m.Kueue.KueueV1beta2().ResourceFlavors().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return events.MemberLost(now, m.Name, fmt.Sprintf("listing the member's ResourceFlavors: %v", err))
+	var root *v1beta1.AcceleratorQuota
+	var copies []*v1beta1.AcceleratorQuota
+	for _, o := range m.aqs.GetStore().List() {
+		aq := o.(*v1beta1.AcceleratorQuota)
+		if aq.Name == v1beta1.RootName {
+			root = aq
+		}
+		if m.Origin != "" && aq.Labels[v1beta1.OriginLabel] == m.Origin {
+			copies = append(copies, aq)
+		}
 	}
-	names := make([]string, 0, len(flavors.Items))
-	for _, f := range flavors.Items {
-		names = append(names, f.Name)
+	if root == nil {
+		return events.MemberLost(now, m.Name, "the member has no root AcceleratorQuota: its workload-mode manager has not created it; its shares are kept until it does"), true
+	}
+	var names []string
+	for _, o := range m.flavors.GetStore().List() {
+		names = append(names, o.(*kueuev1beta2.ResourceFlavor).Name)
 	}
 	capacity := make([]events.MemberCapacity, 0, len(root.Status.Capacity))
 	for _, c := range root.Status.Capacity {
@@ -103,25 +271,19 @@ func (m *MemberSource) read(ctx context.Context) events.Event {
 			Allocatable: c.Allocatable, HighWaterMark: c.HighWaterMark})
 	}
 	ev := events.MemberSeen(now, m.Name, names, capacity)
-	if m.Origin != "" {
-		copies, err := m.Quotas.OmeV1beta1().AcceleratorQuotas().List(ctx, metav1.ListOptions{LabelSelector: v1beta1.OriginLabel + "=" + m.Origin})
-		if err != nil {
-			return events.MemberLost(now, m.Name, fmt.Sprintf("listing the plane's copies on the member: %v", err))
+	for _, aq := range copies {
+		ev.Member.Copies = append(ev.Member.Copies, copyOf(aq))
+		if aq.Spec.Role != v1beta1.RoleClusterQueue {
+			continue
 		}
-		for _, aq := range copies.Items {
-			ev.Member.Copies = append(ev.Member.Copies, copyOf(&aq))
-			if aq.Spec.Role != v1beta1.RoleClusterQueue {
-				continue
-			}
-			for _, b := range aq.Status.Budgets {
-				ev.Member.Usage = append(ev.Member.Usage, events.MemberUsage{Node: aq.Name, Resource: b.ResourceName, Flavor: b.ResourceFlavor,
-					Admitted: b.Admitted, Borrowed: b.Borrowed})
-			}
+		for _, b := range aq.Status.Budgets {
+			ev.Member.Usage = append(ev.Member.Usage, events.MemberUsage{Node: aq.Name, Resource: b.ResourceName, Flavor: b.ResourceFlavor,
+				Admitted: b.Admitted, Borrowed: b.Borrowed})
 		}
-		events.SortUsage(ev.Member.Usage)
-		slices.SortFunc(ev.Member.Copies, func(a, b events.MemberCopy) int { return cmp.Compare(a.Node, b.Node) })
 	}
-	return ev
+	events.SortUsage(ev.Member.Usage)
+	slices.SortFunc(ev.Member.Copies, func(a, b events.MemberCopy) int { return cmp.Compare(a.Node, b.Node) })
+	return ev, true
 }
 
 // copyOf is how one copy stands: the plane's generation it was made from,

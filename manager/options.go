@@ -4,13 +4,13 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -23,6 +23,12 @@ import (
 const (
 	ModeWorkload   = "workload"
 	ModeManagement = "management"
+)
+
+// Inventories of a management plane's members (--members-from).
+const (
+	MembersFromClusterProfiles = "clusterprofiles"
+	MembersFromSecrets         = "secrets"
 )
 
 // maxCoverResources bounds the cover resources, defaults included.
@@ -78,15 +84,25 @@ type Options struct {
 	// Lease, no root (the record subcommand).
 	Record bool
 
-	// Members are a management plane's member clusters, by name: the path
-	// of the kubeconfig through which the plane reaches each (--member).
-	Members map[string]string
+	// MembersFrom is where a management plane's inventory of member
+	// clusters lives (--members-from): MembersFromClusterProfiles or
+	// MembersFromSecrets.
+	MembersFrom string
+	// ClusterProfileNamespace, ClusterProfileSelector and
+	// ClusterProfileProviders say which ClusterProfiles are the members
+	// and the credential providers file through which the plane reaches
+	// them (--clusterprofile-*).
+	ClusterProfileNamespace string
+	ClusterProfileSelector  string
+	ClusterProfileProviders string
+	// MembersConfigMap is the ConfigMap, in MembersNamespace (the pod's
+	// when empty), that lists each member and the Secret of its kubeconfig
+	// (--members-configmap, --members-namespace).
+	MembersConfigMap string
+	MembersNamespace string
 	// Origin is the plane's name on the copies it writes to its members
 	// (the ome.io/quota-origin label, --origin).
 	Origin string
-	// MemberPoll is how often the plane reads each member's root and
-	// ResourceFlavors (--member-poll-interval).
-	MemberPoll time.Duration
 
 	// Parsed forms, filled by Validate. cover holds only the resources
 	// given, without the defaults.
@@ -120,9 +136,8 @@ func DefaultOptions() *Options {
 		LeaseRetryPeriod:   2 * time.Second,
 		EventLogMaxBytes:   store.DefaultMaxBytes,
 		EventLogSync:       string(store.SyncInterval),
-		Members:            map[string]string{},
+		MembersConfigMap:   "ome-quota-manager-members",
 		Origin:             "ome-quota-manager",
-		MemberPoll:         10 * time.Second,
 	}
 }
 
@@ -160,9 +175,13 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&o.EventLogMaxBytes, "event-log-max-bytes", o.EventLogMaxBytes, "remove the oldest segments of the event log beyond this many bytes; negative keeps everything")
 	fs.DurationVar(&o.EventLogMaxAge, "event-log-max-age", o.EventLogMaxAge, "remove segments of the event log last written longer ago than this; 0 keeps them")
 	fs.BoolVar(&o.EventLogPruneSiblings, "event-log-prune-siblings", o.EventLogPruneSiblings, "remove the event logs beside --event-log (the other folders of its parent) that no process holds and that were last written longer ago than --event-log-max-age: the folders of pods gone from a shared volume")
-	fs.StringToStringVar(&o.Members, "member", o.Members, "management mode: a member cluster, as NAME=KUBECONFIG (the path of the kubeconfig the plane reaches it with); repeat for each member")
+	fs.StringVar(&o.MembersFrom, "members-from", o.MembersFrom, `management mode, required: where the member clusters are listed: "clusterprofiles" (the ClusterProfiles of --clusterprofile-namespace that --clusterprofile-selector picks, reached through --clusterprofile-provider-file) or "secrets" (the entries of --members-configmap, each naming a kubeconfig Secret)`)
+	fs.StringVar(&o.ClusterProfileNamespace, "clusterprofile-namespace", o.ClusterProfileNamespace, "management mode: the namespace of the fleet's ClusterProfiles (multicluster.x-k8s.io/v1alpha1); empty means the pod's namespace ($POD_NAMESPACE)")
+	fs.StringVar(&o.ClusterProfileSelector, "clusterprofile-selector", o.ClusterProfileSelector, "management mode: a label selector that picks the member ClusterProfiles of the namespace; empty picks all")
+	fs.StringVar(&o.ClusterProfileProviders, "clusterprofile-provider-file", o.ClusterProfileProviders, "management mode: the credential providers file (JSON, as Kueue's MultiKueue reads it: providers, each a name and an execConfig) through which the plane reaches each ClusterProfile's access provider")
+	fs.StringVar(&o.MembersConfigMap, "members-configmap", o.MembersConfigMap, "management mode with --members-from=secrets: the ConfigMap whose entries list the members, each NAME: SECRET or SECRET/KEY (a kubeconfig Secret of the same namespace; key kubeconfig by default)")
+	fs.StringVar(&o.MembersNamespace, "members-namespace", o.MembersNamespace, "management mode with --members-from=secrets: the namespace of --members-configmap and of the Secrets; empty means the pod's namespace ($POD_NAMESPACE)")
 	fs.StringVar(&o.Origin, "origin", o.Origin, "management mode: the plane's name on the copies it writes to its members (label ome.io/quota-origin); a member's copies of another origin are never touched")
-	fs.DurationVar(&o.MemberPoll, "member-poll-interval", o.MemberPoll, "management mode: how often each member's root and ResourceFlavors are read")
 	fs.StringVar(&o.EventLogSync, "event-log-sync", o.EventLogSync, `when the event log is flushed to disk: "interval" (every second), "always" (every event) or "never" (left to the OS)`)
 }
 
@@ -171,8 +190,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 func (o *Options) Validate() error {
 	switch o.Mode {
 	case ModeWorkload:
-		if len(o.Members) > 0 {
-			return fmt.Errorf("--member is set but --mode=workload: only a management plane has member clusters; drop --member or run with --mode=management")
+		if o.MembersFrom != "" {
+			return fmt.Errorf("--members-from is set but --mode=workload: only a management plane has member clusters; drop --members-from or run with --mode=management")
 		}
 	case ModeManagement:
 		if err := o.validatePlane(); err != nil {
@@ -283,22 +302,25 @@ func (o *Options) Validate() error {
 // file; an origin that a label can hold; nothing enrolled, since the plane
 // writes no Kueue objects of its own.
 func (o *Options) validatePlane() error {
-	if len(o.Members) == 0 {
-		return fmt.Errorf("--mode=management needs at least one member cluster: add --member NAME=KUBECONFIG for each")
-	}
-	for name, path := range o.Members {
-		if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
-			return fmt.Errorf("--member %s=%s: %q is not a cluster name (a DNS-1123 label): %s", name, path, name, strings.Join(errs, "; "))
+	switch o.MembersFrom {
+	case MembersFromClusterProfiles:
+		if o.ClusterProfileProviders == "" {
+			return fmt.Errorf("--members-from=clusterprofiles needs --clusterprofile-provider-file: the credential providers through which the plane reaches each ClusterProfile")
 		}
-		if path == "" {
-			return fmt.Errorf("--member %s=: give the path of the kubeconfig that reaches the member", name)
+		if _, err := labels.Parse(o.ClusterProfileSelector); err != nil {
+			return fmt.Errorf("--clusterprofile-selector=%q is not a label selector: %w", o.ClusterProfileSelector, err)
 		}
+	case MembersFromSecrets:
+		if errs := validation.IsDNS1123Subdomain(o.MembersConfigMap); len(errs) > 0 {
+			return fmt.Errorf("--members-configmap=%q is not a ConfigMap name: %s", o.MembersConfigMap, strings.Join(errs, "; "))
+		}
+	case "":
+		return fmt.Errorf(`--mode=management needs --members-from: "clusterprofiles" (the fleet's ClusterProfiles) or "secrets" (a ConfigMap listing kubeconfig Secrets)`)
+	default:
+		return fmt.Errorf(`--members-from must be "clusterprofiles" or "secrets", got %q`, o.MembersFrom)
 	}
 	if errs := validation.IsValidLabelValue(o.Origin); o.Origin == "" || len(errs) > 0 {
 		return fmt.Errorf("--origin=%q must be a non-empty label value: %s", o.Origin, strings.Join(errs, "; "))
-	}
-	if o.MemberPoll < time.Second {
-		return fmt.Errorf("--member-poll-interval must be at least 1s, got %s", o.MemberPoll)
 	}
 	if len(o.EnrolledNamespaces) > 0 {
 		return fmt.Errorf("--enrolled-namespaces is set but --mode=management writes no Kueue objects on its own cluster (each member's manager does, in its own enrolled namespaces): drop it")
@@ -340,8 +362,7 @@ func (o *Options) EventsConfig() events.Config {
 		DeviceClassMappings: o.mappings,
 	}
 	if o.Mode == ModeManagement {
-		c.Mode = events.ModeManagement
-		c.Members = slices.Collect(maps.Keys(o.Members))
+		c.Mode, c.Origin = events.ModeManagement, o.Origin
 	}
 	if len(o.cover) > 0 {
 		c.CoverResources = maps.Clone(o.cover)

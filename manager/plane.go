@@ -4,121 +4,268 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"sync"
 	"time"
 
-	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	kueueclient "sigs.k8s.io/kueue/client-go/clientset/versioned"
 
 	"ome.io/quota-manager/api/client/clientset/versioned"
+	"ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/events"
 	"ome.io/quota-manager/projector"
 	"ome.io/quota-manager/projector/apply"
+	"ome.io/quota-manager/state"
 )
 
-// plane is the shell of a management plane (--mode=management). Every
-// replica reads each member cluster into Member events (MemberSource), so
-// that the state splits the fleet's budgets on what the members report.
-// The leader alone writes: after the state moves, each member's copier
-// computes that member's copies from the state (projector.Copies) and
-// brings the member to them (apply.CopyWriter). Each member has a copier
-// of its own, so that a member that hangs delays no other. The plane's
-// own nodes get their statuses from the workload shell, which writes no
-// Kueue object here (nothing is enrolled on a plane).
+// plane is the shell of a management plane (--mode=management). Its
+// inventory (inventory.go) says which clusters are members and how to
+// reach each. Every replica watches each member, and each cluster that
+// left the fleet while holding copies, into Member events
+// (MemberSource), so that the state splits the fleet's budgets on what
+// the members report. The leader alone writes: after the state moves,
+// each member's copier computes that member's copies from the state
+// (projector.Copies; none for a cluster that left) and brings the member
+// to them (apply.CopyWriter). Each member has a copier of its own, so that
+// a member that hangs delays no other. The plane's own nodes get their
+// statuses from the workload shell, which writes no Kueue object here
+// (nothing is enrolled on a plane).
 type plane struct {
-	m       *Manager
-	members []*planeMember
+	m   *Manager
+	inv inventory
+
+	mu sync.Mutex
+	// ctx is the plane's run; nil before run.
+	ctx context.Context
+	// running are the clusters watched and written, by name: the members
+	// and the clusters leaving.
+	running map[string]*planeMember
+	// access is how to reach each cluster, as the inventory last said; a
+	// cluster that left keeps its last access until it is forgotten.
+	access map[string]memberAccess
+
 	// reportMu serializes the outcome reports of the members' copiers, so
 	// that the last report sent reads every member's latest pass.
 	reportMu sync.Mutex
 }
 
-// planeMember is one member cluster: how it is read, and how its copies
-// are written.
+// planeMember is one cluster the plane watches and writes: how it is
+// read, and how its copies are written, with the access they were built
+// from.
 type planeMember struct {
 	name   string
+	access memberAccess
 	source *MemberSource
 	writer *apply.CopyWriter
+	stop   context.CancelFunc
 	// dirty asks its copier for a pass; a send never blocks.
 	dirty chan struct{}
 	// last is the summary of the last pass's report, logged when it
 	// changes; touched by the member's copier alone.
 	last string
 	// mu guards report: its copier's latest report, nil before the first
-	// pass that could list the member.
+	// pass that could read the member.
 	mu     sync.Mutex
 	report *apply.CopyReport
+	// leaving is whether that pass found the cluster out of the fleet:
+	// its report says nothing of the fleet's nodes then.
+	leaving bool
 }
 
-// memberTimeout bounds one read of a member and one copier pass on it.
 const (
-	memberReadTimeout = 10 * time.Second
+	// memberPassTimeout bounds one copier pass on a member.
 	memberPassTimeout = 30 * time.Second
 	// copyCoalesce is how long the copier waits after a pass before the
 	// next: a burst of events makes one pass.
 	copyCoalesce = 200 * time.Millisecond
-	// copyRetry is how soon a pass that a member refused or did not
-	// answer is tried again.
+	// copyRetry is how soon a pass that a member refused is tried again.
 	copyRetry = 5 * time.Second
+	// memberSettle is how long a burst of changes on a member settles
+	// into one Member event; memberLostAfter how long its watches must
+	// fail before it is reported as not answering.
+	memberSettle    = 100 * time.Millisecond
+	memberLostAfter = 3 * time.Second
 )
 
-// newPlane builds the clients of every member from its kubeconfig. It
-// fails on a kubeconfig that does not load, naming the member.
+// newPlane builds the plane and its inventory.
 func newPlane(m *Manager) (*plane, error) {
-	p := &plane{m: m}
-	for _, name := range slices.Sorted(maps.Keys(m.opts.Members)) {
-		path := m.opts.Members[name]
-		cfg, err := clientcmd.BuildConfigFromFlags("", path)
-		if err != nil {
-			return nil, fmt.Errorf("--member %s=%s: the kubeconfig does not load: %w", name, path, err)
+	p := &plane{m: m, running: map[string]*planeMember{}, access: map[string]memberAccess{}}
+	ns := m.opts.ClusterProfileNamespace
+	if ns == "" {
+		ns = os.Getenv("POD_NAMESPACE")
+	}
+	switch m.opts.MembersFrom {
+	case MembersFromClusterProfiles:
+		if ns == "" {
+			return nil, fmt.Errorf("--clusterprofile-namespace is empty and POD_NAMESPACE is not set: say which namespace holds the fleet's ClusterProfiles")
 		}
-		cfg.QPS, cfg.Burst = m.opts.KubeAPIQPS, m.opts.KubeAPIBurst
-		cfg.UserAgent = "ome-quota-manager-plane"
-		quotas, err := versioned.NewForConfig(cfg)
+		m.opts.ClusterProfileNamespace = ns
+		inv, err := newProfileInventory(m, p, m.cfg)
 		if err != nil {
-			return nil, fmt.Errorf("--member %s: %w", name, err)
+			return nil, err
 		}
-		kq, err := kueueclient.NewForConfig(cfg)
-		if err != nil {
-			return nil, fmt.Errorf("--member %s: %w", name, err)
+		p.inv = inv
+	case MembersFromSecrets:
+		ns := os.Getenv("POD_NAMESPACE")
+		if m.opts.MembersNamespace != "" {
+			ns = m.opts.MembersNamespace
 		}
-		p.members = append(p.members, &planeMember{
-			name:   name,
-			source: &MemberSource{Name: name, Quotas: quotas, Kueue: kq, Origin: m.opts.Origin, Now: time.Now, Interval: m.opts.MemberPoll, Timeout: memberReadTimeout},
-			writer: &apply.CopyWriter{Origin: m.opts.Origin, Quotas: quotas},
-			dirty:  make(chan struct{}, 1),
-		})
+		if ns == "" {
+			return nil, fmt.Errorf("--members-namespace is empty and POD_NAMESPACE is not set: say which namespace holds the members' ConfigMap and Secrets")
+		}
+		p.inv = newSecretInventory(m, p, ns)
+	default:
+		return nil, fmt.Errorf("--members-from=%q: use %q or %q", m.opts.MembersFrom, MembersFromClusterProfiles, MembersFromSecrets)
 	}
 	return p, nil
 }
 
-// poke asks every member's copier for a pass.
-func (p *plane) poke() {
-	for _, mb := range p.members {
-		select {
-		case mb.dirty <- struct{}{}:
-		default:
-		}
+// run starts the inventory; the members' watches and copiers start as
+// the state learns of them (sync). It returns the inventory's handler
+// registrations, which the Synced marker waits on.
+func (p *plane) run(ctx context.Context) ([]cache.ResourceEventHandlerRegistration, error) {
+	p.mu.Lock()
+	p.ctx = ctx
+	p.mu.Unlock()
+	return p.inv.start(ctx)
+}
+
+// setAccess takes the inventory's word on how to reach a cluster. A
+// cluster watched through another access is watched anew through this
+// one: its old watches and copier stop.
+func (p *plane) setAccess(ctx context.Context, name string, a memberAccess) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if cur, ok := p.access[name]; ok && cur.key == a.key {
+		return
+	}
+	p.access[name] = a
+	if mb := p.running[name]; mb != nil {
+		klog.FromContext(ctx).Info("the way to reach a member changed: watching it anew", "member", name)
+		mb.stop()
+		delete(p.running, name)
+		p.startLocked(name)
 	}
 }
 
-// run starts every member's source, publishing into the stream, and its
-// copier, until ctx ends.
-func (p *plane) run(ctx context.Context) {
-	for _, mb := range p.members {
-		mb.source.Publish = func(ev events.Event) {
+// fleetView is who the state counts in the fleet: its members, and the
+// clusters that left it holding copies.
+type fleetView struct{ members, leaving []string }
+
+func fleetViewOf(st *state.State) fleetView {
+	members, _, _ := st.Fleet()
+	v := fleetView{members: members}
+	for _, mv := range st.Leaving() {
+		v.leaving = append(v.leaving, mv.Name)
+	}
+	return v
+}
+
+// sync brings the clusters watched to the members and leaving clusters
+// of the state; moved, when not empty, joined or left the fleet, and
+// reports afresh, so that the state learns what it holds now. The
+// consumer calls it after each event that can change them.
+func (p *plane) sync(v fleetView, moved string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ctx == nil {
+		return
+	}
+	want := map[string]bool{}
+	for _, n := range v.members {
+		want[n] = true
+	}
+	for _, n := range v.leaving {
+		want[n] = true
+	}
+	for _, name := range slices.Sorted(maps.Keys(p.running)) {
+		if !want[name] {
+			p.running[name].stop()
+			delete(p.running, name)
+			delete(p.access, name)
+			klog.FromContext(p.ctx).Info("stopped watching a cluster that left the fleet and holds no copy", "member", name)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(want)) {
+		if p.running[name] == nil {
+			p.startLocked(name)
+		}
+	}
+	if mb := p.running[moved]; mb != nil {
+		mb.source.Republish()
+		mb.poke()
+	}
+}
+
+// startLocked starts watching and writing one cluster; p.mu is held.
+func (p *plane) startLocked(name string) {
+	ctx, cancel := context.WithCancel(p.ctx)
+	a, known := p.access[name]
+	mb := &planeMember{name: name, access: a, stop: cancel, dirty: make(chan struct{}, 1)}
+	mb.source = &MemberSource{Name: name, Origin: p.m.opts.Origin, Now: time.Now, Settle: memberSettle, LostAfter: memberLostAfter,
+		Publish: func(ev events.Event) {
 			if _, err := p.m.stream.Publish(ctx, ev); err != nil && ctx.Err() == nil {
 				klog.FromContext(ctx).Error(err, "cannot publish what a member cluster reported", "member", ev.Key)
 			}
-		}
-		go mb.source.Run(ctx)
-		go p.copier(ctx, mb)
+		}}
+	p.running[name] = mb
+	var err error
+	switch {
+	case !known:
+		err = fmt.Errorf("the plane's inventory gives no way to reach it yet")
+	case a.err != nil:
+		err = a.err
+	default:
+		err = mb.connect(p.m.opts, a.config)
+	}
+	if err != nil {
+		// Nothing to watch: say why once; a new access starts it again.
+		go mb.source.Publish(events.MemberLost(time.Now(), name, err.Error()))
+		return
+	}
+	go mb.source.Run(ctx)
+	go p.copier(ctx, mb)
+}
+
+// connect builds the clients of one member.
+func (mb *planeMember) connect(o *Options, base *rest.Config) error {
+	cfg := rest.CopyConfig(base)
+	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
+	cfg.UserAgent = "ome-quota-manager-plane"
+	quotas, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("building a client for it: %w", err)
+	}
+	kq, err := kueueclient.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("building a client for it: %w", err)
+	}
+	mb.source.Quotas, mb.source.Kueue = quotas, kq
+	mb.writer = &apply.CopyWriter{Origin: o.Origin, Quotas: quotas}
+	return nil
+}
+
+func (mb *planeMember) poke() {
+	select {
+	case mb.dirty <- struct{}{}:
+	default:
 	}
 }
 
-// copier makes a pass on one member when asked, and every
+// poke asks every copier for a pass.
+func (p *plane) poke() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, mb := range p.running {
+		mb.poke()
+	}
+}
+
+// copier makes a pass on one cluster when asked, and every
 // --resync-interval, while this replica leads.
 func (p *plane) copier(ctx context.Context, mb *planeMember) {
 	resync := time.NewTicker(p.m.opts.ResyncInterval)
@@ -147,51 +294,62 @@ func (p *plane) copier(ctx context.Context, mb *planeMember) {
 	}
 }
 
-// pass brings one member, when its source finds it answering, to the
-// copies the state asks for there, then reports the outcomes. It reports
-// whether the member took them and the outcomes were sent.
+// pass brings one cluster, when its watches answer, to the copies the
+// state asks for there (none on a cluster that left the fleet), then
+// reports the outcomes. It reports whether the cluster took them and the
+// outcomes were sent.
 func (p *plane) pass(ctx context.Context, mb *planeMember) bool {
-	m := p.m
-	m.mu.Lock()
-	nodes := projector.FleetFromState(m.st)
-	reachable := m.st.Reachable(mb.name)
-	want := projector.Copies(nodes, mb.name, m.opts.Origin)
-	seq := m.st.LastSeq()
-	m.mu.Unlock()
-	if !reachable {
+	have, ok := mb.source.Objects()
+	if !ok {
 		// Its copies stay as they are until it answers again (its next
 		// Member event pokes).
 		return true
 	}
+	m := p.m
+	m.mu.Lock()
+	nodes := projector.FleetFromState(m.st)
+	members, _, _ := m.st.Fleet()
+	member := slices.Contains(members, mb.name)
+	var want projector.MemberCopies
+	if member {
+		want = projector.Copies(nodes, mb.name, m.opts.Origin)
+	}
+	seq := m.st.LastSeq()
+	m.mu.Unlock()
 	if m.rec != nil {
 		// The events the copies derive from are in the log before any
 		// write they cause leaves the plane.
 		m.rec.Wait(seq)
 	}
-	rep, ok := mb.apply(ctx, want)
-	if rep != nil {
-		mb.mu.Lock()
-		mb.report = rep
-		mb.mu.Unlock()
-	}
+	rep, ok := mb.apply(ctx, want, have, !member)
+	mb.mu.Lock()
+	mb.report, mb.leaving = rep, !member
+	mb.mu.Unlock()
 	return p.report(ctx, nodes) && ok
 }
 
 // report sends, for each Ready node of the fleet, how the members hold
-// its copies as their copiers' latest passes found them, as an Outcome event when it changed (the
-// node's Materialized condition, and an ObjectConflict Event): a conflict
-// on some member over a refused write over applied, the first member by
-// name saying which. It queues each node whose outcome moved, so that its
-// status is written. It reports whether every outcome was sent.
+// its copies as their copiers' latest passes found them, as an Outcome
+// event when it changed (the node's Materialized condition, and an
+// ObjectConflict Event): a conflict on some member over a refused write
+// over applied, the first member by name saying which. It queues each
+// node whose outcome moved, so that its status is written. It reports
+// whether every outcome was sent.
 func (p *plane) report(ctx context.Context, nodes []projector.FleetNode) bool {
 	p.reportMu.Lock()
 	defer p.reportMu.Unlock()
-	reports := make([]*apply.CopyReport, len(p.members))
-	for i, mb := range p.members {
+	p.mu.Lock()
+	names := slices.Sorted(maps.Keys(p.running))
+	reports := make([]*apply.CopyReport, len(names))
+	for i, name := range names {
+		mb := p.running[name]
 		mb.mu.Lock()
-		reports[i] = mb.report
+		if !mb.leaving {
+			reports[i] = mb.report
+		}
 		mb.mu.Unlock()
 	}
+	p.mu.Unlock()
 	rank := map[events.OutcomeKind]int{events.OutcomeApplied: 0, events.OutcomeFailed: 1, events.OutcomeConflict: 2}
 	outcomes := map[string]events.Outcome{}
 	for _, n := range nodes {
@@ -208,7 +366,7 @@ func (p *plane) report(ctx context.Context, nodes []projector.FleetNode) bool {
 		if rep == nil {
 			continue
 		}
-		member := p.members[i].name
+		member := names[i]
 		for _, name := range slices.Sorted(maps.Keys(rep.Failed)) {
 			worse(name, events.Outcome{Kind: events.OutcomeFailed, Message: fmt.Sprintf("member %s refused the copy: %s", member, rep.Failed[name])})
 		}
@@ -233,19 +391,18 @@ func (p *plane) report(ctx context.Context, nodes []projector.FleetNode) bool {
 	return sent
 }
 
-// apply runs one CopyWriter pass on the member and logs what it did; the
-// report is nil when the member could not be listed.
-func (mb *planeMember) apply(ctx context.Context, want projector.MemberCopies) (*apply.CopyReport, bool) {
+// apply runs one CopyWriter pass on the cluster and logs what it did.
+func (mb *planeMember) apply(ctx context.Context, want projector.MemberCopies, have []*v1beta1.AcceleratorQuota, leaving bool) (*apply.CopyReport, bool) {
 	log := klog.FromContext(ctx).WithValues("member", mb.name)
 	ctx, cancel := context.WithTimeout(ctx, memberPassTimeout)
 	defer cancel()
-	rep, err := mb.writer.Apply(ctx, want)
-	if err != nil {
-		log.Error(err, "cannot bring the member's copies in place; retrying", "retryIn", copyRetry)
-		return nil, false
-	}
+	rep := mb.writer.Apply(ctx, want, have)
 	if len(rep.Written) > 0 || len(rep.Swept) > 0 {
-		log.Info("copies written to the member", "written", rep.Written, "swept", rep.Swept)
+		if leaving {
+			log.Info("copies deleted from a cluster that left the fleet", "swept", rep.Swept)
+		} else {
+			log.Info("copies written to the member", "written", rep.Written, "swept", rep.Swept)
+		}
 	}
 	summary := fmt.Sprint(rep.Conflicts, rep.Failed)
 	if summary != mb.last {

@@ -301,10 +301,6 @@ func (m *Manager) Run(ctx context.Context) error {
 			return derr
 		}
 		regs = append(regs, draRegs...)
-	} else {
-		// The plane measures nothing of its own cluster: its capacity is
-		// what its members report.
-		m.plane.run(ctx)
 	}
 	consuming = true
 	go func() {
@@ -317,6 +313,15 @@ func (m *Manager) Run(ctx context.Context) error {
 	m.waitForAPIs(ctx)
 	if ctx.Err() != nil {
 		return nil
+	}
+	if m.plane != nil {
+		// The plane measures nothing of its own cluster: its capacity is
+		// what its members report, and its inventory says who they are.
+		invRegs, err := m.plane.run(ctx)
+		if err != nil {
+			return err
+		}
+		regs = append(regs, invRegs...)
 	}
 	m.inf.start(ctx.Done())
 	go m.health.run(ctx, m.opts.probeInterval())
@@ -415,6 +420,10 @@ func (m *Manager) consume(ctx context.Context) error {
 		m.mu.Lock()
 		transitions := m.st.Apply(ev)
 		changes := m.st.TakeChanges()
+		var fleetNames fleetView
+		if m.plane != nil {
+			fleetNames = fleetViewOf(m.st)
+		}
 		m.announceApplied(transitions)
 		m.noteDRA(log, ev)
 		close(m.applied)
@@ -425,6 +434,12 @@ func (m *Manager) consume(ctx context.Context) error {
 		}
 		m.shell.note(ev, changes)
 		if m.plane != nil {
+			switch ev.Kind {
+			case events.KindMembership:
+				m.plane.sync(fleetNames, ev.Key)
+			case events.KindMember, events.KindConfig:
+				m.plane.sync(fleetNames, "")
+			}
 			m.plane.poke()
 		}
 		m.metrics.Events.WithLabelValues(string(ev.Kind)).Inc()

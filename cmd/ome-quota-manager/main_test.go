@@ -31,7 +31,7 @@ func TestBadFlagsExit2NamingTheFlag(t *testing.T) {
 		want string
 	}{
 		"no mode":               {nil, "--mode is required"},
-		"management, no member": {[]string{"--mode=management"}, "--mode=management needs at least one member cluster"},
+		"management, no member": {[]string{"--mode=management"}, "--mode=management needs --members-from"},
 		"unknown flag":          {[]string{"--mode=workload", "--no-such-flag"}, "unknown flag: --no-such-flag"},
 		"not a number":          {[]string{"--mode=workload", "--max-tree-depth=deep"}, `invalid argument "deep" for "--max-tree-depth"`},
 	}

@@ -41,21 +41,20 @@ type CopyReport struct {
 	Failed map[string]string
 }
 
-// Apply brings the member's copies to want: it writes, parents first,
-// each copy that differs from the member's, and then deletes, children
-// first, the copies of its origin that want neither lists nor holds. It
-// fails only when the member cannot be listed; a refused write is in the
-// report.
-func (w *CopyWriter) Apply(ctx context.Context, want projector.MemberCopies) (CopyReport, error) {
+// Apply brings the member's copies to want, given every AcceleratorQuota
+// the member holds (as its watch delivered them: they are only read): it
+// writes, parents first, each copy that differs from the member's, and
+// then deletes, children first, the copies of its origin that want
+// neither lists nor holds. A refused write or deletion is in the report.
+// A copy written again because the member's object was not yet seen
+// changed is a server-side apply of the same fields, which changes
+// nothing.
+func (w *CopyWriter) Apply(ctx context.Context, want projector.MemberCopies, objects []*v1beta1.AcceleratorQuota) CopyReport {
 	rep := CopyReport{Conflicts: map[string]string{}, Failed: map[string]string{}}
 	aqs := w.Quotas.OmeV1beta1().AcceleratorQuotas()
-	list, err := aqs.List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return rep, fmt.Errorf("listing the member's AcceleratorQuotas: %w", err)
-	}
-	have := make(map[string]*v1beta1.AcceleratorQuota, len(list.Items))
-	for i := range list.Items {
-		have[list.Items[i].Name] = &list.Items[i]
+	have := make(map[string]*v1beta1.AcceleratorQuota, len(objects))
+	for _, o := range objects {
+		have[o.Name] = o
 	}
 	wanted := make(map[string]bool, len(want.Copies))
 	blocked := map[string]bool{}
@@ -124,7 +123,7 @@ func (w *CopyWriter) Apply(ctx context.Context, want projector.MemberCopies) (Co
 			rep.Failed[cur.Name] = err.Error()
 		}
 	}
-	return rep, nil
+	return rep
 }
 
 func conflictMessage(cur *v1beta1.AcceleratorQuota, origin string) string {

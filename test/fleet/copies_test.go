@@ -67,10 +67,16 @@ func TestCopyWriter(t *testing.T) {
 	}
 	pass := func(s *state.State) apply.CopyReport {
 		t.Helper()
-		rep, err := w.Apply(ctx, projector.Copies(projector.FleetFromState(s), "east", "plane-1"))
+		// What the plane's watch of the member would hold.
+		list, err := aqs.List(ctx, metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
+		var have []*v1beta1.AcceleratorQuota
+		for i := range list.Items {
+			have = append(have, &list.Items[i])
+		}
+		rep := w.Apply(ctx, projector.Copies(projector.FleetFromState(s), "east", "plane-1"), have)
 		if len(rep.Failed) > 0 {
 			t.Fatalf("refused: %v", rep.Failed)
 		}

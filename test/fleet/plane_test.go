@@ -106,9 +106,9 @@ func TestPlaneProjectsShares(t *testing.T) {
 	hub := startCluster(t)
 	hubAQs := versioned.NewForConfigOrDie(hub.Config).OmeV1beta1().AcceleratorQuotas()
 	planeLog := filepath.Join(t.TempDir(), "events")
-	pm := testutil.StartManager(t, hub, member.ManagerBin, "plane", "--mode=management", "--webhook=false", "--origin=fleet",
-		"--member=east="+planeKubeconfig(east), "--member=west="+westLink.kubeconfig(t, planeKubeconfig(west)), "--member-poll-interval=1s",
-		"--event-log="+planeLog)
+	inventory := memberSecrets(t, hub, "fleet-plane", map[string]string{"east": planeKubeconfig(east), "west": westLink.kubeconfig(t, planeKubeconfig(west))})
+	pm := testutil.StartManager(t, hub, member.ManagerBin, "plane", append(inventory, "--mode=management", "--webhook=false", "--origin=fleet",
+		"--event-log="+planeLog)...)
 
 	// The fleet tree: a Cohort of 20 and three teams. fleet-a splits 8
 	// as east 6 and west 2; fleet-b splits 6 by the marks, 16 to 8: 4 and
@@ -322,9 +322,9 @@ func TestPlaneProjectsShares(t *testing.T) {
 	// which OmeQuotaMemberUnreachable reads), keeps west's share of
 	// fleet-b rather than moving it to east, and goes on writing east;
 	// west's copies stay as they were until the link returns.
-	reachable := func(want float64) {
+	reachableWithin := func(want float64, within time.Duration) {
 		t.Helper()
-		testutil.Eventually(t, 30*time.Second, func() string {
+		testutil.Eventually(t, within, func() string {
 			v, err := pm.Metric(ctx, "ome_quota_member_reachable", `cluster="west"`)
 			if err != nil || v != want {
 				return fmt.Sprintf(`the plane's ome_quota_member_reachable{cluster="west"} = %v (%v), want %v`, v, err, want)
@@ -332,6 +332,7 @@ func TestPlaneProjectsShares(t *testing.T) {
 			return ""
 		})
 	}
+	reachable := func(want float64) { t.Helper(); reachableWithin(want, 30*time.Second) }
 	reachable(1)
 	westLink.cut()
 	reachable(0)
@@ -358,10 +359,12 @@ func TestPlaneProjectsShares(t *testing.T) {
 	copies(westAQs, "fleet-a<-fleet-c [a100=4] origin=fleet", "fleet-b<-fleet-c [a100=2] origin=fleet",
 		"fleet-c<-root [] origin=fleet", "fleet-d<-fleet-c [a100=1] origin=fleet")
 
-	// West's API server stopped (SIGSTOP): the plane's requests to it hang
-	// until they time out; it reports west ClusterUnreachable, and a
-	// change for east does not wait on west. Once it runs again, west
-	// catches up.
+	// West's API server stopped (SIGSTOP): its connections stay open and
+	// nothing comes through them; the HTTP/2 health check of the plane's
+	// client closes them (after 30 s without a frame and 15 s without an
+	// answer to a ping), and the next attempts time out; it reports west
+	// ClusterUnreachable, and a change for east does not wait on west.
+	// Once it runs again, west catches up.
 	apiserver := west.Processes()["kube-apiserver"]
 	if apiserver == 0 {
 		t.Fatal("west's kube-apiserver process is not found")
@@ -371,7 +374,7 @@ func TestPlaneProjectsShares(t *testing.T) {
 	}
 	resume := func() { _ = syscall.Kill(apiserver, syscall.SIGCONT) }
 	t.Cleanup(resume)
-	reachable(0)
+	reachableWithin(0, 2*time.Minute)
 	stopped := time.Now()
 	patch = fmt.Sprintf(`{"spec":{"budgets":[{"resourceName":%q,"resourceFlavor":"a100","nominal":"9","policy":"Explicit","perCluster":[{"cluster":"east","nominal":"6"},{"cluster":"west","nominal":"3"}]}]}}`, gpu)
 	if _, err := hubAQs.Patch(ctx, "fleet-a", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
@@ -592,6 +595,46 @@ func (l *link) kubeconfig(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// memberSecrets lists members for a plane on hub, as --members-from=secrets
+// reads them: each member's kubeconfig (a file) in a Secret NAME-kubeconfig
+// of namespace ns, and the ConfigMap that names them. It returns the
+// plane's flags for that inventory.
+func memberSecrets(t *testing.T, hub *localcluster.Cluster, ns string, kubeconfigs map[string]string) []string {
+	t.Helper()
+	ctx := context.Background()
+	if err := hub.EnsureNamespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	entries := map[string]string{}
+	for name, path := range kubeconfigs {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeSecret(t, hub, ns, name+"-kubeconfig", map[string][]byte{"kubeconfig": data})
+		entries[name] = name + "-kubeconfig"
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ome-quota-manager-members"}, Data: entries}
+	if _, err := hub.Kube.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return []string{"--members-from=secrets", "--members-namespace=" + ns}
+}
+
+// writeSecret creates or replaces a Secret of the cluster.
+func writeSecret(t *testing.T, c *localcluster.Cluster, ns, name string, data map[string][]byte) {
+	t.Helper()
+	ctx := context.Background()
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: data}
+	_, err := c.Kube.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		_, err = c.Kube.CoreV1().Secrets(ns).Update(ctx, s, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // startCluster starts another control plane for one test.

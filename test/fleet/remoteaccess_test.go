@@ -15,18 +15,16 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	kueueclient "sigs.k8s.io/kueue/client-go/clientset/versioned"
 
 	"ome.io/quota-manager/api/client/clientset/versioned"
 	"ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/api/v1beta1/aqtest"
-	"ome.io/quota-manager/events"
-	"ome.io/quota-manager/manager"
 	"ome.io/quota-manager/projector"
 	"ome.io/quota-manager/projector/apply"
 	"ome.io/quota-manager/state"
 	"ome.io/quota-manager/test/chart"
 	"ome.io/quota-manager/test/localcluster"
+	"ome.io/quota-manager/test/testutil"
 )
 
 // splitOne is a split of nvidia.com/gpu@a100 that gives cluster amount
@@ -59,11 +57,9 @@ func TestRemoteAccessRBAC(t *testing.T) {
 	if _, err := aqs.Create(ctx, aqtest.Root().Obj(), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	var got []events.Event
-	src := &manager.MemberSource{Name: "east", Quotas: versioned.NewForConfigOrDie(cfg), Kueue: kueueclient.NewForConfigOrDie(cfg),
-		Publish: func(ev events.Event) { got = append(got, ev) }, Now: time.Now, Timeout: 5 * time.Second}
-	if ev := src.Poll(ctx); ev == nil || !ev.Member.Reachable {
-		t.Fatalf("the member source with the plane's token: %+v", ev)
+	src, published := watchMember(t, "east", cfg, "plane-rbac")
+	if ev := next(t, published, "the member source with the plane's token"); !ev.Member.Reachable {
+		t.Fatalf("the member source with the plane's token: %+v", ev.Member)
 	}
 	w := &apply.CopyWriter{Origin: "plane-rbac", Quotas: versioned.NewForConfigOrDie(cfg)}
 	copyOf := projector.Copies([]projector.FleetNode{
@@ -71,11 +67,21 @@ func TestRemoteAccessRBAC(t *testing.T) {
 		{Name: "rbac-team", UID: "u1", Generation: 1, Spec: &aqtest.Team("rbac-team", "root").Budget("nvidia.com/gpu", "a100", "1").Obj().Spec,
 			Parent: "root", Depth: 1, Ready: true, Splits: splitOne("east", 1000)},
 	}, "east", "plane-rbac")
-	if rep, err := w.Apply(ctx, copyOf); err != nil || len(rep.Failed) > 0 || len(rep.Written) != 1 {
-		t.Fatalf("writing a copy with the plane's token: %v %+v", err, rep)
+	have, _ := src.Objects()
+	if rep := w.Apply(ctx, copyOf, have); len(rep.Failed) > 0 || len(rep.Written) != 1 {
+		t.Fatalf("writing a copy with the plane's token: %+v", rep)
 	}
-	if rep, err := w.Apply(ctx, projector.MemberCopies{}); err != nil || len(rep.Failed) > 0 || len(rep.Swept) != 1 {
-		t.Fatalf("sweeping it with the plane's token: %v %+v", err, rep)
+	testutil.Eventually(t, 30*time.Second, func() string {
+		have, _ = src.Objects()
+		for _, o := range have {
+			if o.Name == "rbac-team" {
+				return ""
+			}
+		}
+		return "the source has not seen the copy written"
+	})
+	if rep := w.Apply(ctx, projector.MemberCopies{}, have); len(rep.Failed) > 0 || len(rep.Swept) != 1 {
+		t.Fatalf("sweeping it with the plane's token: %+v", rep)
 	}
 
 	// And nothing more: the API server's own answer for each.

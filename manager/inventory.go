@@ -1,0 +1,383 @@
+package manager
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	cpv1alpha1 "sigs.k8s.io/cluster-inventory-api/apis/v1alpha1"
+	cpclient "sigs.k8s.io/cluster-inventory-api/client/clientset/versioned"
+	cpinformers "sigs.k8s.io/cluster-inventory-api/client/informers/externalversions/apis/v1alpha1"
+	"sigs.k8s.io/cluster-inventory-api/pkg/credentials"
+
+	"ome.io/quota-manager/events"
+)
+
+// The plane's inventory says which clusters are in its fleet and how to
+// reach each. It comes in two kinds (--members-from): the SIG-Multicluster
+// ClusterProfiles of one namespace that a label selector picks, reached
+// through their access providers and a credential providers file; or a
+// ConfigMap whose entries name a kubeconfig Secret per member. Both are
+// watched. A cluster joining or leaving is a Membership event in the
+// plane's stream; how to reach it goes to the plane directly, since it
+// decides nothing in the state.
+
+// memberAccess is how the plane reaches a member: a client configuration,
+// or why it has none, and a fingerprint that changes with either.
+type memberAccess struct {
+	config *rest.Config
+	err    error
+	key    string
+}
+
+func accessOf(cfg *rest.Config, err error, parts ...string) memberAccess {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	if err != nil {
+		h.Write([]byte(err.Error()))
+	}
+	return memberAccess{config: cfg, err: err, key: hex.EncodeToString(h.Sum(nil))}
+}
+
+// inventory watches the plane's members.
+type inventory interface {
+	// start registers its handlers and starts its informers; the state's
+	// Synced marker waits on the registrations, so that a plane's first
+	// statuses already know every member.
+	start(ctx context.Context) ([]cache.ResourceEventHandlerRegistration, error)
+}
+
+// memberships publishes the changes between what was published and next,
+// by cluster name: the clusters that left first, then those that joined
+// or changed.
+type memberships struct {
+	m         *Manager
+	mu        sync.Mutex
+	published map[string]events.Membership
+}
+
+func (ms *memberships) set(ctx context.Context, next map[string]events.Membership, gone func(name string) string) {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	if ms.published == nil {
+		ms.published = map[string]events.Membership{}
+	}
+	log := klog.FromContext(ctx)
+	var evs []events.Event
+	for _, name := range slices.Sorted(maps.Keys(ms.published)) {
+		if _, ok := next[name]; !ok {
+			left := events.Membership{Source: ms.published[name].Source, Message: gone(name)}
+			evs = append(evs, events.MembershipChanged(time.Now(), name, left))
+			log.Info("a member cluster left the fleet", "member", name, "why", left.Message)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(next)) {
+		cur, had := ms.published[name]
+		if had && cur == next[name] {
+			continue
+		}
+		evs = append(evs, events.MembershipChanged(time.Now(), name, next[name]))
+		if !had {
+			log.Info("a member cluster joined the fleet", "member", name, "source", next[name].Source)
+		}
+	}
+	for _, ev := range evs {
+		if _, err := ms.m.stream.Publish(ctx, ev); err != nil {
+			if ctx.Err() == nil {
+				log.Error(err, "cannot publish a change of the fleet's members", "member", ev.Key)
+			}
+			return // published stays as it was: the next change retries
+		}
+		if ev.Membership.Member {
+			ms.published[ev.Key] = *ev.Membership
+		} else {
+			delete(ms.published, ev.Key)
+		}
+	}
+}
+
+// profileInventory lists the members from ClusterProfiles.
+type profileInventory struct {
+	m         *Manager
+	p         *plane
+	client    cpclient.Interface
+	namespace string
+	selector  labels.Selector
+	creds     *credentials.CredentialsProvider
+	inf       cache.SharedIndexInformer
+	members   memberships
+}
+
+func newProfileInventory(m *Manager, p *plane, cfg *rest.Config) (*profileInventory, error) {
+	o := m.opts
+	sel, err := labels.Parse(o.ClusterProfileSelector)
+	if err != nil {
+		return nil, fmt.Errorf("--clusterprofile-selector=%q: %w", o.ClusterProfileSelector, err)
+	}
+	creds, err := credentials.NewFromFile(o.ClusterProfileProviders)
+	if err != nil {
+		return nil, fmt.Errorf("--clusterprofile-provider-file=%s: %w", o.ClusterProfileProviders, err)
+	}
+	if len(creds.Providers) == 0 {
+		return nil, fmt.Errorf("--clusterprofile-provider-file=%s lists no providers: add one (e.g. the secretreader plugin) for the access providers your ClusterProfiles publish", o.ClusterProfileProviders)
+	}
+	for _, pr := range creds.Providers {
+		if pr.Name == "" || pr.ExecConfig == nil || pr.ExecConfig.Command == "" {
+			return nil, fmt.Errorf("--clusterprofile-provider-file=%s: every provider needs a name and an execConfig with a command", o.ClusterProfileProviders)
+		}
+	}
+	cs, err := cpclient.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	inv := &profileInventory{m: m, p: p, client: cs, namespace: o.ClusterProfileNamespace, selector: sel, creds: creds}
+	inv.members.m = m
+	return inv, nil
+}
+
+func (inv *profileInventory) start(ctx context.Context) ([]cache.ResourceEventHandlerRegistration, error) {
+	inv.inf = cpinformers.NewClusterProfileInformer(inv.client, inv.namespace, 0, cache.Indexers{})
+	changed := func() { inv.resync(ctx) }
+	reg, err := inv.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { changed() }, UpdateFunc: func(any, any) { changed() }, DeleteFunc: func(any) { changed() },
+	})
+	if err != nil {
+		return nil, err
+	}
+	go inv.inf.RunWithContext(ctx)
+	return []cache.ResourceEventHandlerRegistration{reg}, nil
+}
+
+// resync reads every ClusterProfile of the namespace: the selected ones
+// are the fleet.
+func (inv *profileInventory) resync(ctx context.Context) {
+	next := map[string]events.Membership{}
+	present := map[string]bool{}
+	for _, o := range inv.inf.GetStore().List() {
+		cp := o.(*cpv1alpha1.ClusterProfile)
+		present[cp.Name] = true
+		if !inv.selector.Matches(labels.Set(cp.Labels)) {
+			continue
+		}
+		ms := events.Membership{Member: true, Source: "ClusterProfile " + cp.Namespace + "/" + cp.Name}
+		if c := apimeta.FindStatusCondition(cp.Status.Conditions, cpv1alpha1.ClusterConditionControlPlaneHealthy); c != nil {
+			ms.Health = string(c.Status)
+			if c.Status != metav1.ConditionTrue {
+				ms.Message = strings.TrimSpace(c.Reason + ": " + c.Message)
+			}
+		}
+		next[cp.Name] = ms
+		cfg, err := inv.creds.BuildConfigFromCP(cp)
+		if err != nil {
+			err = fmt.Errorf("ClusterProfile %s/%s: %w: publish an access provider that the credential providers file names (%s)", cp.Namespace, cp.Name, err, providerNames(inv.creds))
+		}
+		inv.p.setAccess(ctx, cp.Name, accessOf(cfg, err, profileAccessParts(cp)...))
+	}
+	inv.members.set(ctx, next, func(name string) string {
+		if present[name] {
+			return fmt.Sprintf("its ClusterProfile %s/%s no longer matches the selector %q", inv.namespace, name, inv.selector.String())
+		}
+		return fmt.Sprintf("its ClusterProfile %s/%s was deleted", inv.namespace, name)
+	})
+}
+
+func providerNames(c *credentials.CredentialsProvider) string {
+	var out []string
+	for _, p := range c.Providers {
+		out = append(out, p.Name)
+	}
+	return strings.Join(out, ", ")
+}
+
+// profileAccessParts is what of a ClusterProfile its client configuration
+// is built from.
+func profileAccessParts(cp *cpv1alpha1.ClusterProfile) []string {
+	var out []string
+	for _, list := range [][]cpv1alpha1.AccessProvider{cp.Status.CredentialProviders, cp.Status.AccessProviders} {
+		for _, ap := range list {
+			out = append(out, ap.Name, ap.Cluster.Server, string(ap.Cluster.CertificateAuthorityData), ap.Cluster.ProxyURL, ap.Cluster.TLSServerName)
+			for _, e := range ap.Cluster.Extensions {
+				out = append(out, e.Name, string(e.Extension.Raw))
+			}
+		}
+		out = append(out, "|")
+	}
+	return out
+}
+
+// secretInventory lists the members from a ConfigMap of the plane's
+// namespace: each entry is a member's name and the Secret, in the same
+// namespace, whose key (kubeconfig unless the entry says SECRET/KEY)
+// holds the kubeconfig that reaches it. The ConfigMap and each Secret are
+// watched: a Secret rotated reaches the member at once.
+type secretInventory struct {
+	m         *Manager
+	p         *plane
+	namespace string
+	name      string
+	inf       cache.SharedIndexInformer
+	members   memberships
+
+	mu      sync.Mutex
+	secrets map[string]*secretWatch // by member
+}
+
+// secretWatch watches one member's Secret.
+type secretWatch struct {
+	secret, key string
+	stop        context.CancelFunc
+}
+
+// DefaultMemberKey is the Secret key of a member's kubeconfig when its
+// entry names none.
+const DefaultMemberKey = "kubeconfig"
+
+func newSecretInventory(m *Manager, p *plane, namespace string) *secretInventory {
+	inv := &secretInventory{m: m, p: p, namespace: namespace, name: m.opts.MembersConfigMap, secrets: map[string]*secretWatch{}}
+	inv.members.m = m
+	return inv
+}
+
+func (inv *secretInventory) start(ctx context.Context) ([]cache.ResourceEventHandlerRegistration, error) {
+	f := informers.NewSharedInformerFactoryWithOptions(inv.m.kube, 0, informers.WithNamespace(inv.namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", inv.name).String()
+		}))
+	inv.inf = f.Core().V1().ConfigMaps().Informer()
+	changed := func(obj any) {
+		if cm, ok := obj.(*corev1.ConfigMap); ok {
+			inv.resync(ctx, cm)
+		}
+	}
+	reg, err := inv.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: changed, UpdateFunc: func(_, o any) { changed(o) },
+		// A deleted ConfigMap says nothing of the fleet: the members stay
+		// as they were until it is written again.
+		DeleteFunc: func(any) {
+			klog.FromContext(ctx).Error(nil, "the members' ConfigMap was deleted: the fleet stays as it was until it is written again (helm upgrade writes it)", "configMap", inv.namespace+"/"+inv.name)
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	go inv.inf.RunWithContext(ctx)
+	return []cache.ResourceEventHandlerRegistration{reg}, nil
+}
+
+// ParseMemberEntry reads one entry of the members' ConfigMap: SECRET or
+// SECRET/KEY.
+func ParseMemberEntry(name, value string) (secret, key string, err error) {
+	secret, key, found := strings.Cut(strings.TrimSpace(value), "/")
+	if !found {
+		key = DefaultMemberKey
+	}
+	if secret == "" || key == "" || strings.Contains(key, "/") {
+		return "", "", fmt.Errorf("member %s: %q is not SECRET or SECRET/KEY: name the Secret that holds its kubeconfig, and the key if it is not %q", name, value, DefaultMemberKey)
+	}
+	return secret, key, nil
+}
+
+func (inv *secretInventory) resync(ctx context.Context, cm *corev1.ConfigMap) {
+	log := klog.FromContext(ctx)
+	next := map[string]events.Membership{}
+	source := "ConfigMap " + inv.namespace + "/" + inv.name
+	inv.mu.Lock()
+	for _, name := range slices.Sorted(maps.Keys(cm.Data)) {
+		secret, key, err := ParseMemberEntry(name, cm.Data[name])
+		if err != nil {
+			// Still a member, unreachable until the entry is fixed: a typo
+			// must not take a cluster's copies away.
+			log.Error(err, "an entry of the members' ConfigMap does not parse", "configMap", inv.namespace+"/"+inv.name)
+			inv.stopSecret(name)
+			inv.p.setAccess(ctx, name, accessOf(nil, fmt.Errorf("%s: %w", source, err), "entry", cm.Data[name]))
+			next[name] = events.Membership{Member: true, Source: source}
+			continue
+		}
+		next[name] = events.Membership{Member: true, Source: source + " (Secret " + secret + ", key " + key + ")"}
+		if w := inv.secrets[name]; w != nil && w.secret == secret && w.key == key {
+			continue
+		}
+		inv.stopSecret(name)
+		inv.watchSecret(ctx, name, secret, key)
+	}
+	for name := range inv.secrets {
+		if _, ok := next[name]; !ok {
+			inv.stopSecret(name)
+		}
+	}
+	inv.mu.Unlock()
+	inv.members.set(ctx, next, func(name string) string {
+		return fmt.Sprintf("it is no longer listed in the ConfigMap %s/%s", inv.namespace, inv.name)
+	})
+}
+
+func (inv *secretInventory) stopSecret(member string) {
+	if w := inv.secrets[member]; w != nil {
+		w.stop()
+		delete(inv.secrets, member)
+	}
+}
+
+// watchSecret watches member's Secret; each version of it is the
+// member's access.
+func (inv *secretInventory) watchSecret(ctx context.Context, member, secret, key string) {
+	ctx, cancel := context.WithCancel(ctx)
+	inv.secrets[member] = &secretWatch{secret: secret, key: key, stop: cancel}
+	f := informers.NewSharedInformerFactoryWithOptions(inv.m.kube, 0, informers.WithNamespace(inv.namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", secret).String()
+		}))
+	inf := f.Core().V1().Secrets().Informer()
+	where := fmt.Sprintf("Secret %s/%s", inv.namespace, secret)
+	set := func(s *corev1.Secret) {
+		if ctx.Err() != nil {
+			return
+		}
+		if s == nil {
+			inv.p.setAccess(ctx, member, accessOf(nil, fmt.Errorf("%s does not exist: create it with the kubeconfig that reaches %s under key %s", where, member, key), "missing", secret))
+			return
+		}
+		data, ok := s.Data[key]
+		if !ok {
+			inv.p.setAccess(ctx, member, accessOf(nil, fmt.Errorf("%s has no key %s: put the kubeconfig that reaches %s there", where, key, member), "nokey", secret, string(s.UID), s.ResourceVersion))
+			return
+		}
+		cfg, err := clientcmd.RESTConfigFromKubeConfig(data)
+		if err != nil {
+			err = fmt.Errorf("%s, key %s, does not hold a usable kubeconfig: %w", where, key, err)
+		}
+		inv.p.setAccess(ctx, member, accessOf(cfg, err, "secret", secret, key, string(data)))
+	}
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { set(o.(*corev1.Secret)) },
+		UpdateFunc: func(_, o any) { set(o.(*corev1.Secret)) },
+		DeleteFunc: func(any) { set(nil) },
+	})
+	go inf.RunWithContext(ctx)
+	// Until the Secret is listed, the member has no access yet: say so
+	// after the first list if the Secret is missing.
+	go func() {
+		if cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) && len(inf.GetStore().List()) == 0 {
+			set(nil)
+		}
+	}()
+}
