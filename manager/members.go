@@ -68,6 +68,12 @@ type MemberSource struct {
 	reads atomic.Int64
 }
 
+// answerWithin is how long a list or watch of a member may wait for its
+// API server's answer before the member counts as not answering. A watch
+// already open learns of a silent API server from client-go's HTTP/2
+// health check (30 s without a frame, then 15 s for a ping's answer).
+const answerWithin = 15 * time.Second
+
 // Resources the source watches, as its messages name them.
 const (
 	watchedQuotas  = "AcceleratorQuotas"
@@ -97,6 +103,12 @@ func (m *MemberSource) Run(ctx context.Context) {
 	m.mu.Unlock()
 	go aqs.RunWithContext(ctx)
 	go flavors.RunWithContext(ctx)
+	go func() {
+		// Lists that hold nothing call no handler: say what they found.
+		if cache.WaitForCacheSync(ctx.Done(), aqs.HasSynced, flavors.HasSynced) {
+			m.Changed()
+		}
+	}()
 	for {
 		select {
 		case <-ctx.Done():
@@ -123,14 +135,27 @@ func (m *MemberSource) Run(ctx context.Context) {
 func (m *MemberSource) informer(what string, obj runtime.Object,
 	list func(context.Context, metav1.ListOptions) (runtime.Object, error),
 	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error)) cache.SharedIndexInformer {
+	// A call that hangs (an API server that accepts connections and
+	// answers nothing: client-go retries a failed TLS handshake within
+	// the call) counts as failing once it has gone on for answerWithin.
+	hung := func() func() {
+		t := time.AfterFunc(answerWithin, func() {
+			m.attempt(what, fmt.Errorf("the member's API server has not answered within %s", answerWithin))
+		})
+		return func() { t.Stop() }
+	}
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			stop := hung()
 			out, err := list(ctx, o)
+			stop()
 			m.attempt(what, err)
 			return out, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			stop := hung()
 			w, err := watchFn(ctx, o)
+			stop()
 			m.attempt(what, err)
 			return w, err
 		},

@@ -16,15 +16,28 @@ import (
 
 // BuildManager builds cmd/ome-quota-manager into dir and returns its path.
 func BuildManager(ctx context.Context, dir string) (string, error) {
+	return build(ctx, dir, "ome-quota-manager", "./cmd/ome-quota-manager")
+}
+
+// BuildSecretReader builds the secret-reader credential plugin of the
+// cluster inventory API (the module go.mod requires) into dir and returns
+// its path: what a plane's credential providers file runs to reach a
+// ClusterProfile whose token is in a Secret.
+func BuildSecretReader(ctx context.Context, dir string) (string, error) {
+	return build(ctx, dir, "secretreader-plugin", "sigs.k8s.io/cluster-inventory-api/cmd/secretreader-plugin")
+}
+
+// build builds the package pkg of the project's module into dir/name.
+func build(ctx context.Context, dir, name, pkg string) (string, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return "", err
 	}
-	out := filepath.Join(dir, "ome-quota-manager")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/ome-quota-manager")
+	out := filepath.Join(dir, name)
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
 	cmd.Dir, cmd.Stdout, cmd.Stderr = root, os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("building ome-quota-manager: %w", err)
+		return "", fmt.Errorf("building %s: %w", name, err)
 	}
 	return out, nil
 }
