@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 )
 
 // SchemaVersion is the version of the encoding this build writes, and the
@@ -44,8 +45,10 @@ import (
 //     cluster) and the Config's mode and members. Older lines read as
 //     before; a line of theirs cannot carry either.
 //   - 9: adds the Membership kind (a member cluster joining or leaving a
-//     plane's fleet, from its inventory) and the Config's origin. Older
-//     lines read as before; a line of theirs cannot carry either.
+//     plane's fleet, from its inventory), the Config's origin, and what a
+//     member's Kueue reserved for a copy (a Member event's
+//     usage[].reserved, left out when 0). Older lines read as before,
+//     with nothing reserved; a line of theirs cannot carry any of them.
 const SchemaVersion = 9
 
 // oldestVersion is the oldest schema version this build reads.
@@ -141,6 +144,9 @@ func unmarshal(line []byte) (Event, int, error) {
 		(v < 8 && (w.Event.Kind == KindMember || (w.Event.Config != nil && (w.Event.Config.Mode != "" || len(w.Event.Config.Members) > 0)))) ||
 		(v < 9 && (w.Event.Kind == KindMembership || (w.Event.Config != nil && w.Event.Config.Origin != ""))) {
 		return Event{}, 0, fmt.Errorf("event #%d has kind %s, which schema version %d did not have: the log is corrupt", w.Event.Seq, w.Event.Kind, v)
+	}
+	if v < 9 && w.Event.Member != nil && slices.ContainsFunc(w.Event.Member.Usage, func(u MemberUsage) bool { return !u.Reserved.IsZero() }) {
+		return Event{}, 0, fmt.Errorf("member event #%d carries a reserved amount, which schema version %d never wrote: the log is corrupt", w.Event.Seq, v)
 	}
 	return w.Event, v, nil
 }

@@ -166,6 +166,7 @@ func TestDecodeRefuses(t *testing.T) {
 		},
 		"verdict in version 2":    {line: `{"v":2,"seq":1,"kind":"Verdict","key":"a","verdict":{"uid":"u","user":"x","operation":"CREATE","allowed":true},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 2 did not have"},
 		"member in version 7":     {line: `{"v":7,"seq":1,"kind":"Member","key":"east","member":{"reachable":false},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 7 did not have"},
+		"reserved in version 8":   {line: `{"v":8,"seq":1,"kind":"Member","key":"east","member":{"reachable":true,"usage":[{"node":"a","resource":"r","flavor":"f","admitted":"2","reserved":"3","borrowed":"0"}]},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "member event #1 carries a reserved amount, which schema version 8 never wrote"},
 		"members in version 7":    {line: `{"v":7,"seq":1,"kind":"Config","config":{"maxTreeDepth":5,"hysteresisPercent":10,"reportInterval":"1m0s","measuredResources":["r"],"mode":"management","members":["east"]},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 7 did not have"},
 		"membership in version 8": {line: `{"v":8,"seq":1,"kind":"Membership","key":"east","membership":{"member":true},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 8 did not have"},
 		"outcome in version 3":    {line: `{"v":3,"seq":1,"kind":"Outcome","key":"a","outcome":{"kind":"Applied"},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 3 did not have"},
@@ -338,6 +339,42 @@ func TestVersion1StillReads(t *testing.T) {
 	}
 	if ev.Kind != KindNode || ev.Op != OpDelete || ev.Key != "a100-1" || ev.Seq != 4 {
 		t.Errorf("read %+v", ev)
+	}
+}
+
+// A version 8 member's usage had no reserved: it reads as nothing
+// reserved, and a version 9 line carries what the member reserved, and
+// nothing for 0, so that an unreserved copy encodes as before.
+func TestMemberReservedAcrossVersions(t *testing.T) {
+	v8 := `{"v":8,"seq":3,"time":"2026-10-05T09:41:12Z","kind":"Member","key":"east","member":{"reachable":true,"usage":[{"node":"team-a","resource":"nvidia.com/gpu","flavor":"a100","admitted":"4","borrowed":"1"}]}}`
+	ev, err := Unmarshal([]byte(v8))
+	if err != nil {
+		t.Fatalf("a version 8 member line does not read: %v", err)
+	}
+	u := ev.Member.Usage[0]
+	if u.Admitted.String() != "4" || u.Borrowed.String() != "1" || !u.Reserved.IsZero() {
+		t.Errorf("version 8 usage read as %+v", u)
+	}
+	b, err := Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := strings.Replace(v8, `"v":8`, `"v":9`, 1); string(b) != want {
+		t.Errorf("re-encoded\n got  %s\n want %s", b, want)
+	}
+	ev.Member.Usage[0].Reserved = resource.MustParse("5")
+	if b, err = Marshal(ev); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"admitted":"4","reserved":"5","borrowed":"1"`) {
+		t.Errorf("a reserved amount is not encoded: %s", b)
+	}
+	back, err := Unmarshal(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := back.Member.Usage[0].Reserved.String(); got != "5" {
+		t.Errorf("reserved read back as %s, want 5", got)
 	}
 }
 

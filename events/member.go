@@ -29,9 +29,9 @@ type Member struct {
 	// Capacity is the member's root status.capacity, sorted by resource,
 	// then flavor: its high-water marks, already damped by its manager.
 	Capacity []MemberCapacity `json:"capacity,omitempty"`
-	// Usage is what the member's Kueue admitted and borrowed for each team
-	// of the plane's copies there (their status.budgets), sorted by node,
-	// resource and flavor.
+	// Usage is what the member's Kueue admitted, reserved and borrowed for
+	// each team of the plane's copies there (their status.budgets), sorted
+	// by node, resource and flavor.
 	Usage []MemberUsage `json:"usage,omitempty"`
 	// Copies are the plane's copies the member holds, sorted by node: the
 	// generation of the plane's node each was made from, and the one its
@@ -49,13 +49,16 @@ type MemberCopy struct {
 	Materialized int64  `json:"materialized,omitempty"`
 }
 
-// MemberUsage is one budget of one copy on a member: what Kueue admitted
-// and borrowed there.
+// MemberUsage is one budget of one copy on a member: what Kueue admitted,
+// reserved and borrowed there.
 type MemberUsage struct {
 	Node     string            `json:"node"`
 	Resource string            `json:"resource"`
 	Flavor   string            `json:"flavor"`
 	Admitted resource.Quantity `json:"admitted"`
+	// Reserved came with schema version 9 and is left out when 0, so a
+	// line without it reads as it was written.
+	Reserved resource.Quantity `json:"reserved,omitzero"`
 	Borrowed resource.Quantity `json:"borrowed"`
 }
 
