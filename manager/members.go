@@ -39,8 +39,8 @@ type MemberSource struct {
 	Quotas versioned.Interface
 	Kueue  kueueclient.Interface
 	// Origin is the plane's origin label: the status of the member's
-	// copies of that origin says what its Kueue admitted and borrowed for
-	// them. Empty reads no copies.
+	// copies of that origin says what its Kueue admitted, reserved and
+	// borrowed for them. Empty reads no copies.
 	Origin string
 	// Publish puts an event on the plane's stream.
 	Publish func(events.Event)
@@ -303,7 +303,7 @@ func (m *MemberSource) read() (events.Event, bool) {
 		}
 		for _, b := range aq.Status.Budgets {
 			ev.Member.Usage = append(ev.Member.Usage, events.MemberUsage{Node: aq.Name, Resource: b.ResourceName, Flavor: b.ResourceFlavor,
-				Admitted: b.Admitted, Borrowed: b.Borrowed})
+				Admitted: b.Admitted, Reserved: b.Reserved, Borrowed: b.Borrowed})
 		}
 	}
 	events.SortUsage(ev.Member.Usage)
@@ -329,7 +329,7 @@ func copyOf(aq *v1beta1.AcceleratorQuota) events.MemberCopy {
 func usageText(m *events.Member) []string {
 	out := make([]string, 0, len(m.Usage)+len(m.Copies))
 	for _, u := range m.Usage {
-		out = append(out, u.Node+" "+u.Resource+"@"+u.Flavor+"="+u.Admitted.String()+"/"+u.Borrowed.String())
+		out = append(out, u.Node+" "+u.Resource+"@"+u.Flavor+"="+u.Admitted.String()+"/"+u.Reserved.String()+"/"+u.Borrowed.String())
 	}
 	for _, c := range m.Copies {
 		out = append(out, fmt.Sprintf("copy %s %d/%d", c.Node, c.Applied, c.Materialized))

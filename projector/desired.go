@@ -349,9 +349,9 @@ func hasShareOn(n *Node, cluster string) bool {
 
 // perCluster is, on a management plane, each member's share of the
 // team's budget of p, by cluster name (a member without a share is not
-// listed), with what the member's Kueue admitted and borrowed for the
-// team's copy there, as it last reported; nil when the budget is not
-// split.
+// listed), with what the member's Kueue admitted, reserved and borrowed
+// for the team's copy there, as it last reported; nil when the budget is
+// not split.
 func perCluster(n *Node, p state.Pair) []v1beta1.ClusterBudgetStatus {
 	i := slices.IndexFunc(n.Splits, func(sp state.BudgetSplit) bool { return sp.Pair == p })
 	if i < 0 {
@@ -362,7 +362,7 @@ func perCluster(n *Node, p state.Pair) []v1beta1.ClusterBudgetStatus {
 		cs := v1beta1.ClusterBudgetStatus{Cluster: sh.Cluster, Nominal: sh.Amount.Quantity()}
 		for _, u := range n.MemberUsage {
 			if u.Cluster == sh.Cluster && u.Pair == p {
-				cs.Admitted, cs.Borrowed = u.Admitted.Quantity(), u.Borrowed.Quantity()
+				cs.Admitted, cs.Reserved, cs.Borrowed = u.Admitted.Quantity(), u.Reserved.Quantity(), u.Borrowed.Quantity()
 			}
 		}
 		out = append(out, cs)

@@ -115,23 +115,23 @@ func TestFleetStatus(t *testing.T) {
 	if got := shares("team-b"); got != "nvidia.com/gpu@a100 east=3" {
 		t.Errorf("team-b's shares in its status: %q", got)
 	}
-	// What each member's Kueue admitted and borrowed for its copy, per
-	// member and summed.
+	// What each member's Kueue admitted, reserved and borrowed for its
+	// copy, per member and summed.
 	seen := events.MemberSeen(t0, "east", []string{"a100"}, []events.MemberCapacity{{Resource: "nvidia.com/gpu", Flavor: "a100",
 		Allocatable: resource.MustParse("6"), HighWaterMark: resource.MustParse("6")}})
-	seen.Member.Usage = []events.MemberUsage{{Node: "team-a", Resource: "nvidia.com/gpu", Flavor: "a100", Admitted: resource.MustParse("3"), Borrowed: resource.MustParse("1")}}
+	seen.Member.Usage = []events.MemberUsage{{Node: "team-a", Resource: "nvidia.com/gpu", Flavor: "a100", Admitted: resource.MustParse("3"), Reserved: resource.MustParse("4"), Borrowed: resource.MustParse("1")}}
 	seen.Seq = s.LastSeq() + 1
 	s.Apply(seen)
 	out = Project(FromState(s, nil, nil))
 	var used []string
 	for _, b := range out.Statuses["team-a"].Budgets {
-		used = append(used, fmt.Sprintf("total %s/%s", b.Admitted.String(), b.Borrowed.String()))
+		used = append(used, fmt.Sprintf("total %s/%s/%s", b.Admitted.String(), b.Reserved.String(), b.Borrowed.String()))
 		for _, pc := range b.PerCluster {
-			used = append(used, fmt.Sprintf("%s %s/%s", pc.Cluster, pc.Admitted.String(), pc.Borrowed.String()))
+			used = append(used, fmt.Sprintf("%s %s/%s/%s", pc.Cluster, pc.Admitted.String(), pc.Reserved.String(), pc.Borrowed.String()))
 		}
 	}
-	if got := strings.Join(used, ", "); got != "total 3/1, east 3/1, west 0/0" {
-		t.Errorf("team-a's admitted/borrowed in its status: %q", got)
+	if got := strings.Join(used, ", "); got != "total 3/4/1, east 3/4/1, west 0/0/0" {
+		t.Errorf("team-a's admitted/reserved/borrowed in its status: %q", got)
 	}
 	if got := out.Statuses["team-a"].Summary.Admitted; got != "3" {
 		t.Errorf("team-a's ADMITTED column on the plane: %q, want the members' 3", got)

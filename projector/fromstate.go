@@ -71,23 +71,12 @@ func nodeOf(s *state.State, nv state.NodeView) Node {
 	n.Copies = s.MemberCopies(nv.Name)
 	if nv.Spec.Role == v1beta1.RoleClusterQueue {
 		n.Splits, n.MemberUsage = s.Splits(nv.Name), s.MemberUsage(nv.Name)
-		for _, u := range s.Usage(nv.Name) {
+		// On a plane, a team's use is its members' summed (TeamUsage).
+		for _, u := range s.TeamUsage(nv.Name) {
 			if n.Usage == nil {
 				n.Usage = map[state.Pair]events.Usage{}
 			}
 			n.Usage[state.Pair{Resource: u.Resource, Flavor: u.Flavor}] = u
-		}
-		if n.MemberUsage != nil {
-			// On a plane, a team's use is its members' summed.
-			sums := map[state.Pair][2]state.Amount{}
-			for _, u := range n.MemberUsage {
-				s := sums[u.Pair]
-				sums[u.Pair] = [2]state.Amount{s[0] + u.Admitted, s[1] + u.Borrowed}
-			}
-			n.Usage = make(map[state.Pair]events.Usage, len(sums))
-			for p, s := range sums {
-				n.Usage[p] = events.Usage{Resource: p.Resource, Flavor: p.Flavor, Admitted: s[0].Quantity(), Borrowed: s[1].Quantity()}
-			}
 		}
 	}
 	return n

@@ -51,8 +51,8 @@ type cluster struct {
 	flavors     []string
 	marks       map[Pair]Amount
 	allocatable map[Pair]Amount
-	// usage is what its Kueue admitted and borrowed for the plane's
-	// copies, sorted; kept, like the rest, while it does not answer.
+	// usage is what its Kueue admitted, reserved and borrowed for the
+	// plane's copies, sorted; kept, like the rest, while it does not answer.
 	usage []events.MemberUsage
 	// copies are the plane's copies it holds, sorted by node.
 	copies []events.MemberCopy
@@ -258,15 +258,15 @@ func (s *State) MemberCopies(node string) map[string]events.MemberCopy {
 
 func sameUsage(a, b events.MemberUsage) bool {
 	return a.Node == b.Node && a.Resource == b.Resource && a.Flavor == b.Flavor &&
-		a.Admitted.Cmp(b.Admitted) == 0 && a.Borrowed.Cmp(b.Borrowed) == 0
+		a.Admitted.Cmp(b.Admitted) == 0 && a.Reserved.Cmp(b.Reserved) == 0 && a.Borrowed.Cmp(b.Borrowed) == 0
 }
 
-// ClusterUsage is what one member's Kueue admitted and borrowed for a
-// team's copy there, per pair.
+// ClusterUsage is what one member's Kueue admitted, reserved and borrowed
+// for a team's copy there, per pair.
 type ClusterUsage struct {
 	Cluster string
 	Pair
-	Admitted, Borrowed Amount
+	Admitted, Reserved, Borrowed Amount
 }
 
 // MemberUsage is what each member last reported of a team's copy there,
@@ -282,8 +282,39 @@ func (s *State) MemberUsage(node string) []ClusterUsage {
 		i, _ := slices.BinarySearchFunc(us, node, func(u events.MemberUsage, n string) int { return cmp.Compare(u.Node, n) })
 		for ; i < len(us) && us[i].Node == node; i++ {
 			u := us[i]
-			out = append(out, ClusterUsage{Cluster: name, Pair: Pair{u.Resource, u.Flavor}, Admitted: AmountOf(u.Admitted), Borrowed: AmountOf(u.Borrowed)})
+			out = append(out, ClusterUsage{Cluster: name, Pair: Pair{u.Resource, u.Flavor},
+				Admitted: AmountOf(u.Admitted), Reserved: AmountOf(u.Reserved), Borrowed: AmountOf(u.Borrowed)})
 		}
+	}
+	return out
+}
+
+// TeamUsage is a team's use of its budgets, sorted by pair: its
+// ClusterQueue's (Usage) in workload mode; on a management plane, what
+// its members last reported of their copies (MemberUsage), summed per
+// pair. The team's status and the budget gauges both read it.
+func (s *State) TeamUsage(team string) []events.Usage {
+	if s.fleet == nil {
+		return s.Usage(team)
+	}
+	type sum struct{ admitted, reserved, borrowed Amount }
+	sums := map[Pair]*sum{}
+	for _, u := range s.MemberUsage(team) {
+		t := sums[u.Pair]
+		if t == nil {
+			t = &sum{}
+			sums[u.Pair] = t
+		}
+		t.admitted, t.reserved, t.borrowed = t.admitted+u.Admitted, t.reserved+u.Reserved, t.borrowed+u.Borrowed
+	}
+	if len(sums) == 0 {
+		return nil
+	}
+	out := make([]events.Usage, 0, len(sums))
+	for _, p := range slices.SortedFunc(maps.Keys(sums), Pair.Compare) {
+		t := sums[p]
+		out = append(out, events.Usage{Resource: p.Resource, Flavor: p.Flavor,
+			Admitted: t.admitted.Quantity(), Reserved: t.reserved.Quantity(), Borrowed: t.borrowed.Quantity()})
 	}
 	return out
 }

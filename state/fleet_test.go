@@ -404,3 +404,70 @@ func TestFleetMembership(t *testing.T) {
 		t.Errorf("a report of a stranger counted")
 	}
 }
+
+// On a plane, a team's usage is what its members last reported of their
+// copies, summed per pair (admitted, reserved and borrowed); each member's
+// part stays readable, a member that stops answering keeps its last part,
+// and a workload cluster's team reads its ClusterQueue's usage instead.
+func TestFleetTeamUsage(t *testing.T) {
+	s := fleetState(t)
+	used := func(node, admitted, reserved, borrowed string) events.MemberUsage {
+		return events.MemberUsage{Node: node, Resource: "nvidia.com/gpu", Flavor: "a100",
+			Admitted: resource.MustParse(admitted), Reserved: resource.MustParse(reserved), Borrowed: resource.MustParse(borrowed)}
+	}
+	seen := func(cluster string, usage ...events.MemberUsage) events.Event {
+		ev := events.MemberSeen(t0, cluster, []string{"a100"}, []events.MemberCapacity{gpus("a100", "6")})
+		ev.Member.Usage = usage
+		return ev
+	}
+	if u := s.TeamUsage("team-b"); u != nil {
+		t.Errorf("team-b before any member reported usage: %v, want none", u)
+	}
+	applyAll(s, seen("east", used("team-a", "4", "5", "1"), used("team-b", "3", "3", "0")),
+		seen("west", used("team-a", "2", "2.5", "0")))
+	render := func(us []events.Usage) string {
+		var parts []string
+		for _, u := range us {
+			parts = append(parts, u.Resource+"@"+u.Flavor+" "+u.Admitted.String()+"/"+u.Reserved.String()+"/"+u.Borrowed.String())
+		}
+		return strings.Join(parts, ", ")
+	}
+	if got, want := render(s.TeamUsage("team-a")), "nvidia.com/gpu@a100 6/7500m/1"; got != want {
+		t.Errorf("team-a's fleet usage (admitted/reserved/borrowed): %s, want %s", got, want)
+	}
+	if got, want := render(s.TeamUsage("team-b")), "nvidia.com/gpu@a100 3/3/0"; got != want {
+		t.Errorf("team-b's fleet usage: %s, want %s", got, want)
+	}
+	parts := func(node string) string {
+		var out []string
+		for _, u := range s.MemberUsage(node) {
+			out = append(out, u.Cluster+" "+u.Admitted.String()+"/"+u.Reserved.String()+"/"+u.Borrowed.String())
+		}
+		return strings.Join(out, ", ")
+	}
+	if got, want := parts("team-a"), "east 4/5/1, west 2/2500m/0"; got != want {
+		t.Errorf("team-a's parts: %s, want %s", got, want)
+	}
+
+	// A change of reserved alone is a change: the node's status shows it.
+	rev, _ := s.Revision("team-a")
+	applyAll(s, seen("west", used("team-a", "2", "3", "0")))
+	if now, _ := s.Revision("team-a"); now == rev {
+		t.Error("west reserving more changed nothing of team-a")
+	}
+	if got, want := render(s.TeamUsage("team-a")), "nvidia.com/gpu@a100 6/8/1"; got != want {
+		t.Errorf("team-a after west reserved more: %s, want %s", got, want)
+	}
+	// West stops answering: its last report still counts.
+	applyAll(s, events.MemberLost(t0, "west", "dial tcp: connection refused"))
+	if got, want := render(s.TeamUsage("team-a")), "nvidia.com/gpu@a100 6/8/1"; got != want {
+		t.Errorf("team-a with west unreachable: %s, want %s", got, want)
+	}
+
+	w := guideState(t)
+	applyAll(w, events.QueueUpserted(t0, &events.Queue{Name: "team-alpha", Managed: true, Usage: []events.Usage{{Resource: "nvidia.com/gpu", Flavor: "a100",
+		Admitted: resource.MustParse("4"), Reserved: resource.MustParse("6"), Borrowed: resource.MustParse("0")}}}))
+	if got, want := render(w.TeamUsage("team-alpha")), render(w.Usage("team-alpha")); got != want || got == "" {
+		t.Errorf("a workload cluster's team usage: %q, want its ClusterQueue's %q", got, want)
+	}
+}

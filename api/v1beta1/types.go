@@ -317,7 +317,7 @@ type BudgetStatus struct {
 	// +optional
 	Borrowed resource.Quantity `json:"borrowed,omitempty"`
 	// PerCluster is, on a management plane, each member cluster's share of
-	// the budget and what its Kueue admitted and borrowed there.
+	// the budget and what its Kueue admitted, reserved and borrowed there.
 	// +optional
 	// +listType=map
 	// +listMapKey=cluster
@@ -332,6 +332,8 @@ type ClusterBudgetStatus struct {
 	Nominal resource.Quantity `json:"nominal"`
 	// +optional
 	Admitted resource.Quantity `json:"admitted,omitempty"`
+	// +optional
+	Reserved resource.Quantity `json:"reserved,omitempty"`
 	// +optional
 	Borrowed resource.Quantity `json:"borrowed,omitempty"`
 }

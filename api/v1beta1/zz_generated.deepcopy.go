@@ -325,6 +325,7 @@ func (in *ClusterBudgetStatus) DeepCopyInto(out *ClusterBudgetStatus) {
 	*out = *in
 	out.Nominal = in.Nominal.DeepCopy()
 	out.Admitted = in.Admitted.DeepCopy()
+	out.Reserved = in.Reserved.DeepCopy()
 	out.Borrowed = in.Borrowed.DeepCopy()
 }
 

@@ -23,7 +23,7 @@ type BudgetStatusApplyConfiguration struct {
 	// Borrowed is the part of Admitted taken above nominal from the cohort.
 	Borrowed *resource.Quantity `json:"borrowed,omitempty"`
 	// PerCluster is, on a management plane, each member cluster's share of
-	// the budget and what its Kueue admitted and borrowed there.
+	// the budget and what its Kueue admitted, reserved and borrowed there.
 	PerCluster []ClusterBudgetStatusApplyConfiguration `json:"perCluster,omitempty"`
 }
 

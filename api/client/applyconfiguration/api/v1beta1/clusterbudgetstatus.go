@@ -17,6 +17,7 @@ type ClusterBudgetStatusApplyConfiguration struct {
 	Cluster  *string            `json:"cluster,omitempty"`
 	Nominal  *resource.Quantity `json:"nominal,omitempty"`
 	Admitted *resource.Quantity `json:"admitted,omitempty"`
+	Reserved *resource.Quantity `json:"reserved,omitempty"`
 	Borrowed *resource.Quantity `json:"borrowed,omitempty"`
 }
 
@@ -47,6 +48,14 @@ func (b *ClusterBudgetStatusApplyConfiguration) WithNominal(value resource.Quant
 // If called multiple times, the Admitted field is set to the value of the last call.
 func (b *ClusterBudgetStatusApplyConfiguration) WithAdmitted(value resource.Quantity) *ClusterBudgetStatusApplyConfiguration {
 	b.Admitted = &value
+	return b
+}
+
+// WithReserved sets the Reserved field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Reserved field is set to the value of the last call.
+func (b *ClusterBudgetStatusApplyConfiguration) WithReserved(value resource.Quantity) *ClusterBudgetStatusApplyConfiguration {
+	b.Reserved = &value
 	return b
 }
 
