@@ -46,7 +46,10 @@ type fleet struct {
 
 // cluster is one member cluster, as its Member events say.
 type cluster struct {
-	reachable   bool
+	reachable bool
+	// since is when reachable took its value: when the plane started
+	// listing the member, or the time of the Member event that flipped it.
+	since       time.Time
 	message     string // why it does not answer
 	flavors     []string
 	marks       map[Pair]Amount
@@ -118,7 +121,7 @@ func (s *State) setMembers() {
 			// A cluster that comes back while leaving starts anew: what it
 			// holds is in its next report.
 			delete(f.leaving, name)
-			f.clusters[name] = &cluster{message: "not heard from yet"}
+			f.clusters[name] = &cluster{message: "not heard from yet", since: s.now}
 			s.changedEverything()
 			joined = true
 		}
@@ -177,12 +180,16 @@ func (s *State) setMember(name string, m *events.Member) {
 	}
 	if !m.Reachable {
 		if cl.reachable || cl.message != m.Message {
+			if cl.reachable {
+				cl.since = s.now
+			}
 			cl.reachable, cl.message = false, m.Message
 			s.changedEverything()
 		}
 		return
 	}
 	if !cl.reachable {
+		cl.since = s.now
 		s.changedEverything()
 	}
 	cl.reachable, cl.message = true, ""
@@ -494,6 +501,10 @@ type MemberView struct {
 	Reachable bool
 	// Message says why it does not answer.
 	Message string
+	// Since is when Reachable took its value (the event's time): when it
+	// last started or stopped answering, or when the plane started
+	// listing it.
+	Since time.Time
 	// Reported is whether it ever reported its capacity.
 	Reported bool
 	Flavors  []string
@@ -525,7 +536,7 @@ func (s *State) Members() []MemberView {
 	out := make([]MemberView, 0, len(s.fleet.names))
 	for _, name := range s.fleet.names {
 		cl := s.fleet.clusters[name]
-		mv := MemberView{Name: name, Reachable: cl.reachable, Message: cl.message, Reported: s.fleet.reported[name], Flavors: cl.flavors,
+		mv := MemberView{Name: name, Reachable: cl.reachable, Message: cl.message, Since: cl.since, Reported: s.fleet.reported[name], Flavors: cl.flavors,
 			Inventory: s.fleet.listed[name], Copies: cl.copies}
 		for p, mark := range cl.marks {
 			mv.Capacity = append(mv.Capacity, CapacityEntry{Pair: p, HighWaterMark: mark, Allocatable: cl.allocatable[p]})

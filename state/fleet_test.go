@@ -1,6 +1,7 @@
 package state
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -469,5 +470,35 @@ func TestFleetTeamUsage(t *testing.T) {
 		Admitted: resource.MustParse("4"), Reserved: resource.MustParse("6"), Borrowed: resource.MustParse("0")}}}))
 	if got, want := render(w.TeamUsage("team-alpha")), render(w.Usage("team-alpha")); got != want || got == "" {
 		t.Errorf("a workload cluster's team usage: %q, want its ClusterQueue's %q", got, want)
+	}
+}
+
+// Each member says since when it answers or does not: from the Member
+// event that flipped it, or from when the plane started listing it; a
+// report that changes nothing of its reachability keeps the time.
+func TestFleetMemberSince(t *testing.T) {
+	s := fleetState(t)
+	since := func() string {
+		var parts []string
+		for _, mv := range s.Members() {
+			parts = append(parts, fmt.Sprintf("%s %v %s", mv.Name, mv.Reachable, mv.Since.Sub(t0)))
+		}
+		return strings.Join(parts, ", ")
+	}
+	if got, want := since(), "east false 0s, west false 0s"; got != want {
+		t.Errorf("listed, never heard from: %s, want %s", got, want)
+	}
+	at := func(d time.Duration, ev events.Event) events.Event { ev.Time = t0.Add(d); return ev }
+	applyAll(s, at(time.Minute, events.MemberSeen(t0, "east", []string{"a100"}, []events.MemberCapacity{gpus("a100", "6")})),
+		at(2*time.Minute, events.MemberSeen(t0, "east", []string{"a100"}, []events.MemberCapacity{gpus("a100", "8")})),
+		at(3*time.Minute, events.MemberLost(t0, "west", "dial tcp: connection refused")),
+		at(4*time.Minute, events.MemberLost(t0, "west", "dial tcp: i/o timeout")))
+	if got, want := since(), "east true 1m0s, west false 0s"; got != want {
+		t.Errorf("east answering since its first report, west never: %s, want %s", got, want)
+	}
+	applyAll(s, at(5*time.Minute, events.MemberLost(t0, "east", "dial tcp: connection refused")),
+		at(6*time.Minute, events.MemberSeen(t0, "west", []string{"a100"}, []events.MemberCapacity{gpus("a100", "2")})))
+	if got, want := since(), "east false 5m0s, west true 6m0s"; got != want {
+		t.Errorf("east lost, west answering: %s, want %s", got, want)
 	}
 }
