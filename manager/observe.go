@@ -13,7 +13,8 @@ import (
 // reducer's lock (View), so one scrape reads one consistent state. It
 // copies plain numbers only; the cost is O(tree nodes + budgets + pairs +
 // Kubernetes Nodes), about what one projection pass reads, and on a
-// management plane the members' copies once more (members x tree nodes).
+// management plane the members' copies and their usage once more
+// (members x tree nodes).
 func (m *Manager) metricsSnapshot() metrics.Snapshot {
 	s := metrics.Snapshot{Plane: m.opts.Mode, StreamDepth: m.stream.Len()}
 	m.View(func(st *state.State) {
@@ -28,8 +29,9 @@ func (m *Manager) metricsSnapshot() metrics.Snapshot {
 			s.Nodes = append(s.Nodes, metrics.Node{Quota: nv.Name, Role: role, Reason: string(nv.Reason), Ready: nv.Ready()})
 			var usage map[state.Pair]metrics.Usage
 			if nv.Spec.Role == v1beta1.RoleClusterQueue {
+				// On a plane, the members' sums: what the team's status shows.
 				usage = map[state.Pair]metrics.Usage{}
-				for _, u := range st.Usage(nv.Name) {
+				for _, u := range st.TeamUsage(nv.Name) {
 					usage[state.Pair{Resource: u.Resource, Flavor: u.Flavor}] = metrics.Usage{
 						Admitted: u.Admitted.AsApproximateFloat64(), Reserved: u.Reserved.AsApproximateFloat64(), Borrowed: u.Borrowed.AsApproximateFloat64()}
 				}
@@ -59,10 +61,34 @@ func (m *Manager) metricsSnapshot() metrics.Snapshot {
 		}
 		if s.Members != nil {
 			for _, nv := range st.Nodes() {
+				// Each member's part of the team's usage: one series per
+				// member with a share (0 until it reports) or with usage
+				// reported, so that the parts add up to the team's total.
+				type part struct {
+					cluster string
+					pair    state.Pair
+				}
+				parts := map[part]metrics.Usage{}
+				var order []part
+				add := func(p part) {
+					if _, ok := parts[p]; !ok {
+						parts[p] = metrics.Usage{}
+						order = append(order, p)
+					}
+				}
 				for _, sp := range st.Splits(nv.Name) {
 					for _, sh := range sp.Shares {
 						s.Shares = append(s.Shares, metrics.Share{Quota: nv.Name, Resource: sp.Resource, Flavor: sp.Flavor, Cluster: sh.Cluster, Nominal: sh.Amount.Float()})
+						add(part{sh.Cluster, sp.Pair})
 					}
+				}
+				for _, u := range st.MemberUsage(nv.Name) {
+					add(part{u.Cluster, u.Pair})
+					parts[part{u.Cluster, u.Pair}] = metrics.Usage{Admitted: u.Admitted.Float(), Reserved: u.Reserved.Float(), Borrowed: u.Borrowed.Float()}
+				}
+				for _, p := range order {
+					s.ShareUsage = append(s.ShareUsage, metrics.ShareUsage{Quota: nv.Name, Resource: p.pair.Resource, Flavor: p.pair.Flavor, Cluster: p.cluster,
+						Usage: parts[p]})
 				}
 			}
 		}

@@ -45,6 +45,7 @@ const (
 
 var (
 	budgetLabels = []string{"plane", "quota", "role", "resource", "flavor"}
+	shareLabels  = []string{"quota", "resource", "flavor", "cluster"}
 	pairLabels   = []string{"resource", "flavor"}
 )
 
@@ -53,11 +54,11 @@ var (
 	mBudgetNominal = Spec{Name: "ome_quota_budget_nominal", Type: Gauge, Labels: budgetLabels, Source: scrape,
 		Help: "A tree node's nominal budget per resource and flavor."}
 	mBudgetAdmitted = Spec{Name: "ome_quota_budget_admitted", Type: Gauge, Labels: budgetLabels, Source: scrape,
-		Help: "What a team's admitted workloads use, from its ClusterQueue's status."}
+		Help: "What a team's admitted workloads use, from its ClusterQueue's status; on a management plane, the sum of its members' parts (ome_quota_budget_share_admitted)."}
 	mBudgetReserved = Spec{Name: "ome_quota_budget_reserved", Type: Gauge, Labels: budgetLabels, Source: scrape,
-		Help: "What a team's workloads hold a quota reservation for."}
+		Help: "What a team's workloads hold a quota reservation for; on a management plane, the sum of its members' parts (ome_quota_budget_share_reserved)."}
 	mBudgetBorrowed = Spec{Name: "ome_quota_budget_borrowed", Type: Gauge, Labels: budgetLabels, Source: scrape,
-		Help: "What a team uses above its nominal, borrowed from its cohort."}
+		Help: "What a team uses above its nominal, borrowed from its cohort; on a management plane, the sum of its members' parts (ome_quota_budget_share_borrowed)."}
 	mNodeReady = Spec{Name: "ome_quota_node_ready", Type: Gauge, Labels: []string{"quota", "role", "reason"}, Source: scrape,
 		Help: "1 when a tree node is Ready, else 0; reason is Admitted or the rule it breaks (Frozen below a node that breaks one)."}
 	mNodes = Spec{Name: "ome_quota_nodes", Type: Gauge, Labels: []string{"state"}, Source: scrape,
@@ -88,8 +89,15 @@ var (
 		Help: "Namespaces enrolled for LocalQueues; while 0 nothing is written to Kueue."}
 	mStreamDepth = Spec{Name: "ome_quota_event_stream_depth", Type: Gauge, Source: scrape,
 		Help: "Events waiting in the stream."}
-	mBudgetShare = Spec{Name: "ome_quota_budget_share", Type: Gauge, Labels: []string{"quota", "resource", "flavor", "cluster"}, Source: scrape,
+	mBudgetShare = Spec{Name: "ome_quota_budget_share", Type: Gauge, Labels: shareLabels, Source: scrape,
 		Help: "On a management plane, a member cluster's share of a team's fleet budget: the nominal its copy there carries."}
+	mShareAdmitted = Spec{Name: "ome_quota_budget_share_admitted", Type: Gauge, Labels: shareLabels, Source: scrape,
+		Help: `On a management plane, what a member cluster's Kueue admitted for its copy of a team, as the member last reported; ome_quota_budget_admitted{plane="management"} is their sum, so sum one or the other, never both.`}
+	mShareReserved = Spec{Name: "ome_quota_budget_share_reserved", Type: Gauge, Labels: shareLabels, Source: scrape,
+		Help: `On a management plane, what a member cluster's workloads hold a quota reservation for under its copy of a team, as the member last reported; ome_quota_budget_reserved{plane="management"} is their sum.`}
+	mShareBorrowed = Spec{Name: "ome_quota_budget_share_borrowed", Type: Gauge, Labels: shareLabels, Source: scrape,
+		Help: `On a management plane, what a member cluster's copy of a team uses above its share, borrowed from its cohort there, as the member last reported; ome_quota_budget_borrowed{plane="management"} is their sum.`}
+
 	mMemberCopiesBehind = Spec{Name: "ome_quota_member_copies_behind", Type: Gauge, Labels: []string{"cluster"}, Source: scrape,
 		Help: "On a management plane, the copies a member cluster should hold that it does not, or holds made from an older generation of their node, as it last reported."}
 	mMemberReachable = Spec{Name: "ome_quota_member_reachable", Type: Gauge, Labels: []string{"cluster"}, Source: scrape,

@@ -66,7 +66,7 @@ func TestStateReadAtScrape(t *testing.T) {
 	snap := sample()
 	m.SetSource(func() Snapshot { return snap })
 	require.NoError(t, testutil.GatherAndCompare(m.Registry, strings.NewReader(`
-# HELP ome_quota_budget_borrowed What a team uses above its nominal, borrowed from its cohort.
+# HELP ome_quota_budget_borrowed What a team uses above its nominal, borrowed from its cohort; on a management plane, the sum of its members' parts (ome_quota_budget_share_borrowed).
 # TYPE ome_quota_budget_borrowed gauge
 ome_quota_budget_borrowed{flavor="a100",plane="workload",quota="team-beta",resource="nvidia.com/gpu",role="ClusterQueue"} 4
 # HELP ome_quota_node_ready 1 when a tree node is Ready, else 0; reason is Admitted or the rule it breaks (Frozen below a node that breaks one).
@@ -131,20 +131,44 @@ func TestLint(t *testing.T) {
 	require.Equal(t, 1, n)
 }
 
-// A management plane publishes one reachability series per member and
-// one share series per member and budget, and its budget gauges carry
-// plane="management"; workload mode has none of them.
-func TestMemberReachable(t *testing.T) {
+// A management plane publishes, per member, whether it answers and the
+// copies it lacks; per member and budget its share and its part of the
+// team's usage, which add up to the team's budget gauges
+// (plane="management"). Workload mode has none of the members' series.
+func TestMemberSeries(t *testing.T) {
 	m := New()
-	snap := Snapshot{Plane: "management", Members: []Member{{Cluster: "east", Reachable: true}, {Cluster: "west", CopiesBehind: 2}},
-		Budgets: []Budget{{Quota: "team-a", Role: "ClusterQueue", Resource: "nvidia.com/gpu", Flavor: "a100", Nominal: 8}},
+	pair := func(cluster string, admitted, reserved, borrowed float64) ShareUsage {
+		return ShareUsage{Quota: "team-a", Resource: "nvidia.com/gpu", Flavor: "a100", Cluster: cluster,
+			Usage: Usage{Admitted: admitted, Reserved: reserved, Borrowed: borrowed}}
+	}
+	snap := Snapshot{Plane: "management",
+		Members: []Member{{Cluster: "east", Reachable: true}, {Cluster: "west", CopiesBehind: 2}},
+		Budgets: []Budget{{Quota: "team-a", Role: "ClusterQueue", Resource: "nvidia.com/gpu", Flavor: "a100", Nominal: 8,
+			Usage: &Usage{Admitted: 7, Reserved: 9, Borrowed: 1}}},
 		Shares: []Share{{Quota: "team-a", Resource: "nvidia.com/gpu", Flavor: "a100", Cluster: "east", Nominal: 6},
-			{Quota: "team-a", Resource: "nvidia.com/gpu", Flavor: "a100", Cluster: "west", Nominal: 2}}}
+			{Quota: "team-a", Resource: "nvidia.com/gpu", Flavor: "a100", Cluster: "west", Nominal: 2}},
+		ShareUsage: []ShareUsage{pair("east", 5, 6, 1), pair("west", 2, 3, 0)},
+	}
 	m.SetSource(func() Snapshot { return snap })
 	require.NoError(t, testutil.GatherAndCompare(m.Registry, strings.NewReader(`
 # HELP ome_quota_budget_nominal A tree node's nominal budget per resource and flavor.
 # TYPE ome_quota_budget_nominal gauge
 ome_quota_budget_nominal{flavor="a100",plane="management",quota="team-a",resource="nvidia.com/gpu",role="ClusterQueue"} 8
+# HELP ome_quota_budget_admitted What a team's admitted workloads use, from its ClusterQueue's status; on a management plane, the sum of its members' parts (ome_quota_budget_share_admitted).
+# TYPE ome_quota_budget_admitted gauge
+ome_quota_budget_admitted{flavor="a100",plane="management",quota="team-a",resource="nvidia.com/gpu",role="ClusterQueue"} 7
+# HELP ome_quota_budget_share_admitted On a management plane, what a member cluster's Kueue admitted for its copy of a team, as the member last reported; ome_quota_budget_admitted{plane="management"} is their sum, so sum one or the other, never both.
+# TYPE ome_quota_budget_share_admitted gauge
+ome_quota_budget_share_admitted{cluster="east",flavor="a100",quota="team-a",resource="nvidia.com/gpu"} 5
+ome_quota_budget_share_admitted{cluster="west",flavor="a100",quota="team-a",resource="nvidia.com/gpu"} 2
+# HELP ome_quota_budget_share_reserved On a management plane, what a member cluster's workloads hold a quota reservation for under its copy of a team, as the member last reported; ome_quota_budget_reserved{plane="management"} is their sum.
+# TYPE ome_quota_budget_share_reserved gauge
+ome_quota_budget_share_reserved{cluster="east",flavor="a100",quota="team-a",resource="nvidia.com/gpu"} 6
+ome_quota_budget_share_reserved{cluster="west",flavor="a100",quota="team-a",resource="nvidia.com/gpu"} 3
+# HELP ome_quota_budget_share_borrowed On a management plane, what a member cluster's copy of a team uses above its share, borrowed from its cohort there, as the member last reported; ome_quota_budget_borrowed{plane="management"} is their sum.
+# TYPE ome_quota_budget_share_borrowed gauge
+ome_quota_budget_share_borrowed{cluster="east",flavor="a100",quota="team-a",resource="nvidia.com/gpu"} 1
+ome_quota_budget_share_borrowed{cluster="west",flavor="a100",quota="team-a",resource="nvidia.com/gpu"} 0
 # HELP ome_quota_member_reachable On a management plane, 1 while the member cluster answers and has reported, 0 while it does not (its shares and copies are kept as they were).
 # TYPE ome_quota_member_reachable gauge
 ome_quota_member_reachable{cluster="east"} 1
@@ -157,9 +181,12 @@ ome_quota_budget_share{cluster="west",flavor="a100",quota="team-a",resource="nvi
 # TYPE ome_quota_member_copies_behind gauge
 ome_quota_member_copies_behind{cluster="east"} 0
 ome_quota_member_copies_behind{cluster="west"} 2
-`), mBudgetNominal.Name, mMemberReachable.Name, mBudgetShare.Name, mMemberCopiesBehind.Name))
+`), mBudgetNominal.Name, mBudgetAdmitted.Name, mShareAdmitted.Name, mShareReserved.Name, mShareBorrowed.Name,
+		mMemberReachable.Name, mBudgetShare.Name, mMemberCopiesBehind.Name))
+
 	snap = sample()
-	n, err := testutil.GatherAndCount(m.Registry, mMemberReachable.Name, mBudgetShare.Name, mMemberCopiesBehind.Name)
+	n, err := testutil.GatherAndCount(m.Registry, mMemberReachable.Name, mBudgetShare.Name, mMemberCopiesBehind.Name,
+		mShareAdmitted.Name, mShareReserved.Name, mShareBorrowed.Name)
 	require.NoError(t, err)
 	require.Zero(t, n, "a workload manager has no members")
 }

@@ -28,16 +28,26 @@ type Snapshot struct {
 	// FailingSources are the capacity informers that cannot list or watch.
 	FailingSources []string
 	StreamDepth    int
-	// Members are a management plane's member clusters, and Shares each
-	// team's budgets split among them; nil in workload mode.
-	Members []Member
-	Shares  []Share
+	// Members are a management plane's member clusters, Shares each
+	// team's budgets split among them, and ShareUsage what each member
+	// reported of its copies; nil in workload mode.
+	Members    []Member
+	Shares     []Share
+	ShareUsage []ShareUsage
 }
 
 // Share is one member cluster's share of one fleet budget.
 type Share struct {
 	Quota, Resource, Flavor, Cluster string
 	Nominal                          float64
+}
+
+// ShareUsage is what one member cluster's Kueue uses of its copy of one
+// fleet budget. A team's budget gauges on the plane are the sum of its
+// ShareUsage, pair by pair.
+type ShareUsage struct {
+	Quota, Resource, Flavor, Cluster string
+	Usage
 }
 
 // Member is one member cluster of a management plane: whether it
@@ -85,6 +95,7 @@ var stateSpecs = []Spec{
 	mCapacityAllocatable, mCapacityInstalled, mCapacityUnavailable, mCapacityMark, mCapacityObserved, mCapacityReportInterval,
 	mCapacityFailing, mCapacityNodes, mUnattributed, mUnattributedNodes, mDRAUnbudgeted, mEnrolled, mStreamDepth,
 	mMemberReachable, mBudgetShare, mMemberCopiesBehind,
+	mShareAdmitted, mShareReserved, mShareBorrowed,
 }
 
 // stateCollector turns a Snapshot into gauges at scrape time. Nothing is
@@ -172,6 +183,11 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	g(mStreamDepth, float64(s.StreamDepth))
 	for _, sh := range s.Shares {
 		g(mBudgetShare, sh.Nominal, sh.Quota, sh.Resource, sh.Flavor, sh.Cluster)
+	}
+	for _, u := range s.ShareUsage {
+		g(mShareAdmitted, u.Admitted, u.Quota, u.Resource, u.Flavor, u.Cluster)
+		g(mShareReserved, u.Reserved, u.Quota, u.Resource, u.Flavor, u.Cluster)
+		g(mShareBorrowed, u.Borrowed, u.Quota, u.Resource, u.Flavor, u.Cluster)
 	}
 	for _, m := range s.Members {
 		v := 0.0

@@ -44,6 +44,22 @@ the value is read from a consistent snapshot of the manager's state when Prometh
 so a series exists exactly while its cause does. Every replica serves them; only the leader
 writes, so the applier's counters move on the leader alone.
 
+## A plane and its members in one Prometheus
+
+A management plane serves the same budget gauges as a workload cluster, with other meanings:
+its ` + "`nominal`" + ` is the fleet total an admin wrote, and its ` + "`admitted`" + `, ` + "`reserved`" + ` and
+` + "`borrowed`" + ` are what the member clusters last reported of their copies of the team, summed,
+the same figures as the team's ` + "`status.budgets`" + ` on the plane. The budget gauges carry ` + "`plane`" + `
+(` + "`workload`" + ` or ` + "`management`" + `).
+
+A member's part of a fleet team is a series of its own, labelled ` + "`cluster`" + ` with the member's name:
+` + "`ome_quota_budget_share`" + ` for its share of the nominal, and
+` + "`ome_quota_budget_share_admitted`" + `, ` + "`_reserved`" + ` and ` + "`_borrowed`" + ` for its use (0 for a member with
+a share that has not reported any). These families hold only the parts: summed over ` + "`cluster`" + `
+they give the plane's budget gauge, so sum one family or the other, never both.
+
+## Every metric
+
 | metric | type | labels | from | meaning |
 | --- | --- | --- | --- | --- |
 `)
