@@ -57,7 +57,11 @@ func (m *Manager) metricsSnapshot() metrics.Snapshot {
 					behind++
 				}
 			}
-			s.Members = append(s.Members, metrics.Member{Cluster: mv.Name, Reachable: mv.Reachable, CopiesBehind: behind})
+			mm := metrics.Member{Cluster: mv.Name, Reachable: mv.Reachable, CopiesBehind: behind}
+			if !mv.Reachable {
+				mm.SilentSince = mv.Since
+			}
+			s.Members = append(s.Members, mm)
 		}
 		if s.Members != nil {
 			for _, nv := range st.Nodes() {

@@ -129,8 +129,9 @@ ome_quota_capacity_report_interval_seconds 60
 }
 
 // On a management plane, a team's budget gauges carry the figures its
-// status shows (the members' copies summed), and each member's part is a
-// series of its own that adds up to them.
+// status shows (the members' copies summed), each member's part is a
+// series of its own that adds up to them, and a member that stopped
+// answering says since when.
 func TestPlaneMetricsMatchStatus(t *testing.T) {
 	m, err := New(DefaultOptions(), &rest.Config{Host: "http://127.0.0.1:1"})
 	require.NoError(t, err)
@@ -153,6 +154,8 @@ func TestPlaneMetricsMatchStatus(t *testing.T) {
 		aqtest.Team("team-b", "root").Budget("nvidia.com/gpu", "a100", "3").Share("east", "3").Obj())
 	evs = append(evs, seen("east", "6", used("team-a", "3", "4", "1"), used("team-b", "2", "2", "0")),
 		seen("west", "2", used("team-a", "1500m", "2", "0")))
+	lost := events.MemberLost(t0.Add(time.Minute), "west", "dial tcp: connection refused")
+	evs = append(evs, lost)
 	var statuses map[string]*v1beta1.AcceleratorQuotaStatus
 	m.View(func(st *state.State) {
 		for _, ev := range evs {
@@ -191,6 +194,12 @@ func TestPlaneMetricsMatchStatus(t *testing.T) {
 	require.Equal(t, want, sums, "each team's parts add up to its budget gauges")
 	require.Equal(t, wantParts, parts, "each member's part is the one its status lists")
 
+	silent := map[string]time.Time{}
+	for _, mb := range snap.Members {
+		silent[mb.Cluster] = mb.SilentSince
+	}
+	require.Equal(t, map[string]time.Time{"east": {}, "west": lost.Time}, silent, "west silent since its first failed read")
+
 	reg := m.metrics.Registry
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP ome_quota_budget_admitted What a team's admitted workloads use, from its ClusterQueue's status; on a management plane, the sum of its members' parts (ome_quota_budget_share_admitted).
@@ -202,5 +211,8 @@ ome_quota_budget_admitted{flavor="a100",plane="management",quota="team-b",resour
 ome_quota_budget_share_admitted{cluster="east",flavor="a100",quota="team-a",resource="nvidia.com/gpu"} 3
 ome_quota_budget_share_admitted{cluster="east",flavor="a100",quota="team-b",resource="nvidia.com/gpu"} 2
 ome_quota_budget_share_admitted{cluster="west",flavor="a100",quota="team-a",resource="nvidia.com/gpu"} 1.5
-`), "ome_quota_budget_admitted", "ome_quota_budget_share_admitted"))
+# HELP ome_quota_plane_info Always 1; plane is the manager's mode (workload or management), as on the budget gauges. Series without a plane label take it from this one (group_left (plane)).
+# TYPE ome_quota_plane_info gauge
+ome_quota_plane_info{plane="management"} 1
+`), "ome_quota_budget_admitted", "ome_quota_budget_share_admitted", "ome_quota_plane_info"))
 }

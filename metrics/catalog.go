@@ -41,6 +41,7 @@ const (
 	kueueCfg   = "Kueue's configuration, polled"
 	aqCache    = "AcceleratorQuota cache"
 	aqCRD      = "AcceleratorQuota CRD, polled"
+	modeFlag   = "--mode"
 )
 
 var (
@@ -97,7 +98,10 @@ var (
 		Help: `On a management plane, what a member cluster's workloads hold a quota reservation for under its copy of a team, as the member last reported; ome_quota_budget_reserved{plane="management"} is their sum.`}
 	mShareBorrowed = Spec{Name: "ome_quota_budget_share_borrowed", Type: Gauge, Labels: shareLabels, Source: scrape,
 		Help: `On a management plane, what a member cluster's copy of a team uses above its share, borrowed from its cohort there, as the member last reported; ome_quota_budget_borrowed{plane="management"} is their sum.`}
-
+	mPlaneInfo = Spec{Name: "ome_quota_plane_info", Type: Gauge, Labels: []string{"plane"}, Source: modeFlag,
+		Help: "Always 1; plane is the manager's mode (workload or management), as on the budget gauges. Series without a plane label take it from this one (group_left (plane))."}
+	mMemberSilent = Spec{Name: "ome_quota_member_silent_seconds", Type: Gauge, Labels: []string{"cluster"}, Source: scrape,
+		Help: "On a management plane, seconds since the plane last heard from the member cluster: 0 while it answers; else since its first failed read, or since the plane started listing it when it never answered."}
 	mMemberCopiesBehind = Spec{Name: "ome_quota_member_copies_behind", Type: Gauge, Labels: []string{"cluster"}, Source: scrape,
 		Help: "On a management plane, the copies a member cluster should hold that it does not, or holds made from an older generation of their node, as it last reported."}
 	mMemberReachable = Spec{Name: "ome_quota_member_reachable", Type: Gauge, Labels: []string{"cluster"}, Source: scrape,

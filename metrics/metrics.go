@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -61,6 +62,9 @@ type Metrics struct {
 
 	source     atomic.Pointer[func() Snapshot]
 	collectors []prometheus.Collector
+	// now reads the wall clock at scrape time, for the gauges that say
+	// how long ago something happened.
+	now func() time.Time
 }
 
 // The result label values of FullComparison.
@@ -80,7 +84,7 @@ var ObjectKinds = []string{"Cohort", "ClusterQueue", "LocalQueue"}
 
 // New creates and registers every collector.
 func New() *Metrics {
-	m := &Metrics{Registry: prometheus.NewRegistry()}
+	m := &Metrics{Registry: prometheus.NewRegistry(), now: time.Now}
 	m.Applied = counterVec(mApplied)
 	m.Swept = counterVec(mSwept)
 	m.Writes = counterVec(mWrites)

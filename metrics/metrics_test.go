@@ -131,18 +131,22 @@ func TestLint(t *testing.T) {
 	require.Equal(t, 1, n)
 }
 
-// A management plane publishes, per member, whether it answers and the
-// copies it lacks; per member and budget its share and its part of the
-// team's usage, which add up to the team's budget gauges
-// (plane="management"). Workload mode has none of the members' series.
+// A management plane publishes, per member, whether it answers, how long
+// it has been silent, and the copies it lacks; per member and budget its
+// share and its part of the team's usage, which add up to the team's
+// budget gauges (plane="management"); and plane_info names the plane.
+// Workload mode has none of the members' series.
 func TestMemberSeries(t *testing.T) {
 	m := New()
+	now := time.Unix(1_800_000_000, 0)
+	m.now = func() time.Time { return now }
 	pair := func(cluster string, admitted, reserved, borrowed float64) ShareUsage {
 		return ShareUsage{Quota: "team-a", Resource: "nvidia.com/gpu", Flavor: "a100", Cluster: cluster,
 			Usage: Usage{Admitted: admitted, Reserved: reserved, Borrowed: borrowed}}
 	}
 	snap := Snapshot{Plane: "management",
-		Members: []Member{{Cluster: "east", Reachable: true}, {Cluster: "west", CopiesBehind: 2}},
+		Members: []Member{{Cluster: "east", Reachable: true}, {Cluster: "west", CopiesBehind: 2, SilentSince: now.Add(-90 * time.Second)},
+			{Cluster: "north"}},
 		Budgets: []Budget{{Quota: "team-a", Role: "ClusterQueue", Resource: "nvidia.com/gpu", Flavor: "a100", Nominal: 8,
 			Usage: &Usage{Admitted: 7, Reserved: 9, Borrowed: 1}}},
 		Shares: []Share{{Quota: "team-a", Resource: "nvidia.com/gpu", Flavor: "a100", Cluster: "east", Nominal: 6},
@@ -172,7 +176,13 @@ ome_quota_budget_share_borrowed{cluster="west",flavor="a100",quota="team-a",reso
 # HELP ome_quota_member_reachable On a management plane, 1 while the member cluster answers and has reported, 0 while it does not (its shares and copies are kept as they were).
 # TYPE ome_quota_member_reachable gauge
 ome_quota_member_reachable{cluster="east"} 1
+ome_quota_member_reachable{cluster="north"} 0
 ome_quota_member_reachable{cluster="west"} 0
+# HELP ome_quota_member_silent_seconds On a management plane, seconds since the plane last heard from the member cluster: 0 while it answers; else since its first failed read, or since the plane started listing it when it never answered.
+# TYPE ome_quota_member_silent_seconds gauge
+ome_quota_member_silent_seconds{cluster="east"} 0
+ome_quota_member_silent_seconds{cluster="north"} 0
+ome_quota_member_silent_seconds{cluster="west"} 90
 # HELP ome_quota_budget_share On a management plane, a member cluster's share of a team's fleet budget: the nominal its copy there carries.
 # TYPE ome_quota_budget_share gauge
 ome_quota_budget_share{cluster="east",flavor="a100",quota="team-a",resource="nvidia.com/gpu"} 6
@@ -180,13 +190,32 @@ ome_quota_budget_share{cluster="west",flavor="a100",quota="team-a",resource="nvi
 # HELP ome_quota_member_copies_behind On a management plane, the copies a member cluster should hold that it does not, or holds made from an older generation of their node, as it last reported.
 # TYPE ome_quota_member_copies_behind gauge
 ome_quota_member_copies_behind{cluster="east"} 0
+ome_quota_member_copies_behind{cluster="north"} 0
 ome_quota_member_copies_behind{cluster="west"} 2
+# HELP ome_quota_plane_info Always 1; plane is the manager's mode (workload or management), as on the budget gauges. Series without a plane label take it from this one (group_left (plane)).
+# TYPE ome_quota_plane_info gauge
+ome_quota_plane_info{plane="management"} 1
 `), mBudgetNominal.Name, mBudgetAdmitted.Name, mShareAdmitted.Name, mShareReserved.Name, mShareBorrowed.Name,
-		mMemberReachable.Name, mBudgetShare.Name, mMemberCopiesBehind.Name))
+		mMemberReachable.Name, mMemberSilent.Name, mBudgetShare.Name, mMemberCopiesBehind.Name, mPlaneInfo.Name))
+
+	// The clock is read at each scrape.
+	now = now.Add(time.Minute)
+	require.NoError(t, testutil.GatherAndCompare(m.Registry, strings.NewReader(`
+# HELP ome_quota_member_silent_seconds On a management plane, seconds since the plane last heard from the member cluster: 0 while it answers; else since its first failed read, or since the plane started listing it when it never answered.
+# TYPE ome_quota_member_silent_seconds gauge
+ome_quota_member_silent_seconds{cluster="east"} 0
+ome_quota_member_silent_seconds{cluster="north"} 0
+ome_quota_member_silent_seconds{cluster="west"} 150
+`), mMemberSilent.Name))
 
 	snap = sample()
-	n, err := testutil.GatherAndCount(m.Registry, mMemberReachable.Name, mBudgetShare.Name, mMemberCopiesBehind.Name,
+	n, err := testutil.GatherAndCount(m.Registry, mMemberReachable.Name, mMemberSilent.Name, mBudgetShare.Name, mMemberCopiesBehind.Name,
 		mShareAdmitted.Name, mShareReserved.Name, mShareBorrowed.Name)
 	require.NoError(t, err)
 	require.Zero(t, n, "a workload manager has no members")
+	require.NoError(t, testutil.GatherAndCompare(m.Registry, strings.NewReader(`
+# HELP ome_quota_plane_info Always 1; plane is the manager's mode (workload or management), as on the budget gauges. Series without a plane label take it from this one (group_left (plane)).
+# TYPE ome_quota_plane_info gauge
+ome_quota_plane_info{plane="workload"} 1
+`), mPlaneInfo.Name))
 }

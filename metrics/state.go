@@ -51,10 +51,14 @@ type ShareUsage struct {
 }
 
 // Member is one member cluster of a management plane: whether it
-// answers, and how many copies it holds behind or lacks.
+// answers and since when it does not, and how many copies it holds behind
+// or lacks.
 type Member struct {
-	Cluster      string
-	Reachable    bool
+	Cluster   string
+	Reachable bool
+	// SilentSince is when the plane last heard from it, while it does
+	// not answer; zero while it does.
+	SilentSince  time.Time
 	CopiesBehind int
 }
 
@@ -95,7 +99,7 @@ var stateSpecs = []Spec{
 	mCapacityAllocatable, mCapacityInstalled, mCapacityUnavailable, mCapacityMark, mCapacityObserved, mCapacityReportInterval,
 	mCapacityFailing, mCapacityNodes, mUnattributed, mUnattributedNodes, mDRAUnbudgeted, mEnrolled, mStreamDepth,
 	mMemberReachable, mBudgetShare, mMemberCopiesBehind,
-	mShareAdmitted, mShareReserved, mShareBorrowed,
+	mShareAdmitted, mShareReserved, mShareBorrowed, mPlaneInfo, mMemberSilent,
 }
 
 // stateCollector turns a Snapshot into gauges at scrape time. Nothing is
@@ -179,6 +183,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for dc, n := range s.DRAUnbudgeted {
 		g(mDRAUnbudgeted, float64(n), dc)
 	}
+	if s.Plane != "" {
+		g(mPlaneInfo, 1, s.Plane)
+	}
 	g(mEnrolled, float64(s.EnrolledNamespaces))
 	g(mStreamDepth, float64(s.StreamDepth))
 	for _, sh := range s.Shares {
@@ -189,12 +196,19 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		g(mShareReserved, u.Reserved, u.Quota, u.Resource, u.Flavor, u.Cluster)
 		g(mShareBorrowed, u.Borrowed, u.Quota, u.Resource, u.Flavor, u.Cluster)
 	}
+	var now time.Time
 	for _, m := range s.Members {
-		v := 0.0
+		v, silent := 0.0, 0.0
 		if m.Reachable {
 			v = 1
+		} else if !m.SilentSince.IsZero() {
+			if now.IsZero() {
+				now = c.m.now()
+			}
+			silent = max(now.Sub(m.SilentSince).Seconds(), 0)
 		}
 		g(mMemberReachable, v, m.Cluster)
+		g(mMemberSilent, silent, m.Cluster)
 		g(mMemberCopiesBehind, float64(m.CopiesBehind), m.Cluster)
 	}
 }

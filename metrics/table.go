@@ -50,7 +50,9 @@ A management plane serves the same budget gauges as a workload cluster, with oth
 its ` + "`nominal`" + ` is the fleet total an admin wrote, and its ` + "`admitted`" + `, ` + "`reserved`" + ` and
 ` + "`borrowed`" + ` are what the member clusters last reported of their copies of the team, summed,
 the same figures as the team's ` + "`status.budgets`" + ` on the plane. The budget gauges carry ` + "`plane`" + `
-(` + "`workload`" + ` or ` + "`management`" + `).
+(` + "`workload`" + ` or ` + "`management`" + `); the other series do not, and ` + "`ome_quota_plane_info`" + `
+names each replica's plane. A query joins it where it needs the plane, for example
+` + "`max by (plane, resource, flavor) (ome_quota_capacity_high_water_mark * ignoring (resource, flavor, plane) group_left (plane) ome_quota_plane_info)`" + `.
 
 A member's part of a fleet team is a series of its own, labelled ` + "`cluster`" + ` with the member's name:
 ` + "`ome_quota_budget_share`" + ` for its share of the nominal, and
