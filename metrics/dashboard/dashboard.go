@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 
 	"github.com/grafana/grafana-foundation-sdk/go/cog"
@@ -41,9 +42,16 @@ const by = "plane, cluster"
 
 // onPlane is what follows a selector of a series without a plane label
 // (own being its own labels): a join that takes the plane from
-// ome_quota_plane_info and keeps only the dashboard's plane's series.
+// ome_quota_plane_info and keeps only the dashboard's plane's series. A
+// series whose own labels hold cluster (a member's, on a plane) joins the
+// plane's ome_quota_plane_info alone: ignoring cluster, the members' info
+// series, told apart only by their cluster target label, would collide.
 func onPlane(own ...string) string {
-	return " * ignoring (" + strings.Join(append(own, "plane"), ", ") + `) group_left (plane) ome_quota_plane_info{plane="` + PlaneVar + `"}`
+	info := `plane="` + PlaneVar + `"`
+	if slices.Contains(own, "cluster") {
+		info = `plane="management",` + info
+	}
+	return " * ignoring (" + strings.Join(append(own, "plane"), ", ") + ") group_left (plane) ome_quota_plane_info{" + info + "}"
 }
 
 // budget selects a budget gauge, which carries plane itself, on the

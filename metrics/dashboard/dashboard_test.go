@@ -70,7 +70,7 @@ func TestEveryQueryReadsOnePlane(t *testing.T) {
 	require.NoError(t, err)
 	qs, err := Queries(data)
 	require.NoError(t, err)
-	use := regexp.MustCompile(`\b(ome_quota_[a-z_]+)(\{[^}]*\})?(\[[^\]]*\]\)|\))?( \* ignoring \(([^)]*)\) group_left \(plane\) ome_quota_plane_info\{plane="\$plane"\})?`)
+	use := regexp.MustCompile(`\b(ome_quota_[a-z_]+)(\{[^}]*\})?(\[[^\]]*\]\)|\))?( \* ignoring \(([^)]*)\) group_left \(plane\) ome_quota_plane_info\{(plane="management",)?plane="\$plane"\})?`)
 	group := regexp.MustCompile(`\bby \(([^)]*)\)`)
 	for _, q := range qs {
 		require.Contains(t, q, `plane="$plane"`, "query reads every plane: %s", q)
@@ -88,6 +88,8 @@ func TestEveryQueryReadsOnePlane(t *testing.T) {
 			require.True(t, joined, "query %s reads %s without joining ome_quota_plane_info", q, name)
 			require.Equal(t, strings.Join(append(slices.Clone(own), "plane"), ", "), ignored,
 				"query %s joins %s ignoring other labels than its own", q, name)
+			require.Equal(t, slices.Contains(own, "cluster"), m[6] != "",
+				"query %s joins %s with the plane's info alone exactly when its own labels hold cluster", q, name)
 		}
 		for _, g := range group.FindAllStringSubmatch(q, -1) {
 			require.True(t, strings.HasPrefix(g[1], "plane, cluster"), "query %s aggregates away plane or cluster: by (%s)", q, g[1])
