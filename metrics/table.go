@@ -53,9 +53,12 @@ the same figures as the team's ` + "`status.budgets`" + ` on the plane. The budg
 (` + "`workload`" + ` or ` + "`management`" + `); the other series do not, and ` + "`ome_quota_plane_info`" + `
 names each replica's plane. A query joins it where it needs the plane, for example
 ` + "`max by (plane, resource, flavor) (ome_quota_capacity_high_water_mark * ignoring (resource, flavor, plane) group_left (plane) ome_quota_plane_info)`" + `.
-The chart's dashboard reads one plane at a time (its ` + "`plane`" + ` variable) so, keeps ` + "`plane`" + ` and
-` + "`cluster`" + ` in every grouping, and shows in its Fleet row the members chosen in its ` + "`cluster`" + `
-variable.
+(A plane's member series, whose own ` + "`cluster`" + ` names a member, join the plane's
+` + "`ome_quota_plane_info{plane=\"management\"}`" + ` alone: ignoring ` + "`cluster`" + `, the members' own info series
+would collide.) The chart's alerts group every expression but ` + "`absent(ome_quota_build_info)`" + ` by
+` + "`plane`" + ` and ` + "`cluster`" + ` so; its dashboard reads one plane at a time (its ` + "`plane`" + ` variable),
+keeps ` + "`plane`" + ` and ` + "`cluster`" + ` in every grouping, and shows in its Fleet row the members chosen in
+its ` + "`cluster`" + ` variable. Neither adds or compares a plane's figures with a member's.
 
 A member's part of a fleet team is a series of its own, labelled ` + "`cluster`" + ` with the member's name:
 ` + "`ome_quota_budget_share`" + ` for its share of the nominal, and
@@ -64,8 +67,8 @@ a share that has not reported any). These families hold only the parts: summed o
 they give the plane's budget gauge, so sum one family or the other, never both.
 
 When one Prometheus scrapes several member clusters, give each member's targets a ` + "`cluster`" + `
-label with its name in the fleet, and the dashboard keeps their figures apart; members without
-one are read as one. Give the plane's own targets no ` + "`cluster`" + ` label, or scrape them with
+label with its name in the fleet, and the alerts and the dashboard keep their figures apart;
+members without one are read as one. Give the plane's own targets no ` + "`cluster`" + ` label, or scrape them with
 ` + "`honor_labels: true`" + `: the plane's member series carry ` + "`cluster`" + ` themselves, and Prometheus would
 otherwise rename theirs to ` + "`exported_cluster`" + `.
 

@@ -62,37 +62,39 @@ func promtool(t *testing.T, dir string, args ...string) string {
 
 func TestCheckRules(t *testing.T) {
 	out := promtool(t, ".", "check", "rules", "--lint=all", "--lint-fatal", RulesFile)
-	require.Contains(t, out, "SUCCESS: 13 rules found")
+	require.Contains(t, out, "SUCCESS: 14 rules found")
 }
 
 func TestRulesUnitTests(t *testing.T) {
-	out := promtool(t, "testdata", "test", "rules", "alerts_test.yaml")
-	require.Contains(t, out, "SUCCESS")
+	out := promtool(t, "testdata", "test", "rules", "alerts_test.yaml", "fleet_test.yaml")
+	require.Equal(t, 2, strings.Count(out, "SUCCESS"), "promtool:\n%s", out)
 }
 
 // Every alert has a test where it fires and one where it stays silent.
 func TestEveryAlertTested(t *testing.T) {
-	data, err := os.ReadFile("testdata/alerts_test.yaml")
-	require.NoError(t, err)
-	var f struct {
-		RuleFiles []string `json:"rule_files"`
-		Tests     []struct {
-			Name   string `json:"name"`
-			Alerts []struct {
-				Alertname string `json:"alertname"`
-				ExpAlerts []any  `json:"exp_alerts"`
-			} `json:"alert_rule_test"`
-		} `json:"tests"`
-	}
-	require.NoError(t, yaml.Unmarshal(data, &f))
-	require.Equal(t, []string{"../" + RulesFile}, f.RuleFiles, "the tests load the chart's rules")
 	fires, silent := map[string]bool{}, map[string]bool{}
-	for _, tc := range f.Tests {
-		for _, a := range tc.Alerts {
-			if len(a.ExpAlerts) > 0 {
-				fires[a.Alertname] = true
-			} else {
-				silent[a.Alertname] = true
+	for _, file := range []string{"testdata/alerts_test.yaml", fleetFile} {
+		data, err := os.ReadFile(file)
+		require.NoError(t, err)
+		var f struct {
+			RuleFiles []string `json:"rule_files"`
+			Tests     []struct {
+				Name   string `json:"name"`
+				Alerts []struct {
+					Alertname string `json:"alertname"`
+					ExpAlerts []any  `json:"exp_alerts"`
+				} `json:"alert_rule_test"`
+			} `json:"tests"`
+		}
+		require.NoError(t, yaml.Unmarshal(data, &f))
+		require.Equal(t, []string{"../" + RulesFile}, f.RuleFiles, "the tests of %s load the chart's rules", file)
+		for _, tc := range f.Tests {
+			for _, a := range tc.Alerts {
+				if len(a.ExpAlerts) > 0 {
+					fires[a.Alertname] = true
+				} else {
+					silent[a.Alertname] = true
+				}
 			}
 		}
 	}

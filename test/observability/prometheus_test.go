@@ -39,22 +39,22 @@ const (
 // be a substring of the alert's expression, so they cannot drift from it.
 var probes = map[string][]string{
 	"OmeQuotaManagerAbsent":          {"ome_quota_build_info"},
-	"OmeQuotaNoLeader":               {"sum(ome_quota_leader)"},
-	"OmeQuotaCapacityReportingStale": {"(time() - ome_quota_capacity_observed_timestamp_seconds)", "(3 * ome_quota_capacity_report_interval_seconds > 0)"},
-	"OmeQuotaNodeNotReady":           {"min by (quota, role, reason) (ome_quota_node_ready)"},
-	"OmeQuotaBudgetAboveMark":        {"max by (quota, role, resource, flavor) (ome_quota_budget_nominal)", "max by (resource, flavor) (ome_quota_capacity_high_water_mark)"},
-	"OmeQuotaCapacityUnattributed":   {"max by (reason) (ome_quota_capacity_unattributed_nodes)"},
-	"OmeQuotaMaterializationStalled": {"sum by (job, instance) (increase(ome_quota_backend_applied_total[15m]))", "ome_quota_leader", "ome_quota_enrolled_namespaces", `ome_quota_nodes{state="Ready"}`},
-	"OmeQuotaWriteErrors":            {"sum by (job, instance, kind, verb) (rate(ome_quota_backend_write_errors_total[5m]))"},
-	"OmeQuotaWebhookErrors":          {`sum by (job, instance) (rate(ome_quota_webhook_verdicts_total{verdict="unavailable"}[5m]))`},
-	"OmeQuotaWebhookLatencyHigh":     {"histogram_quantile(0.99, sum by (job, instance, le) (rate(ome_quota_webhook_review_seconds_bucket[5m])))"},
-	"OmeQuotaEventLagHigh":           {"histogram_quantile(0.99, sum by (job, instance, le) (rate(ome_quota_event_lag_seconds_bucket[5m])))"},
+	"OmeQuotaNoLeader":               {"sum by (plane, cluster) (ome_quota_leader * ignoring (plane) group_left (plane) ome_quota_plane_info)"},
+	"OmeQuotaCapacityReportingStale": {"time() - max by (plane, cluster, resource, flavor) (ome_quota_capacity_observed_timestamp_seconds * ignoring (resource, flavor, plane) group_left (plane) ome_quota_plane_info)", "(3 * max by (plane, cluster) (ome_quota_capacity_report_interval_seconds * ignoring (plane) group_left (plane) ome_quota_plane_info) > 0)"},
+	"OmeQuotaNodeNotReady":           {"min by (plane, cluster, quota, role, reason) (ome_quota_node_ready * ignoring (quota, role, reason, plane) group_left (plane) ome_quota_plane_info)"},
+	"OmeQuotaBudgetAboveMark":        {"max by (plane, cluster, quota, role, resource, flavor) (ome_quota_budget_nominal)", "max by (plane, cluster, resource, flavor) (ome_quota_capacity_high_water_mark * ignoring (resource, flavor, plane) group_left (plane) ome_quota_plane_info)"},
+	"OmeQuotaCapacityUnattributed":   {"max by (plane, cluster, reason) (ome_quota_capacity_unattributed_nodes * ignoring (reason, plane) group_left (plane) ome_quota_plane_info)"},
+	"OmeQuotaMaterializationStalled": {"sum by (plane, cluster, job, instance) (increase(ome_quota_backend_applied_total[15m]) * ignoring (kind, plane) group_left (plane) ome_quota_plane_info)", "ome_quota_leader", "ome_quota_enrolled_namespaces", `ome_quota_nodes{state="Ready"}`},
+	"OmeQuotaWriteErrors":            {"sum by (plane, cluster, job, instance, kind, verb) (rate(ome_quota_backend_write_errors_total[5m]) * ignoring (kind, verb, plane) group_left (plane) ome_quota_plane_info)"},
+	"OmeQuotaWebhookErrors":          {`sum by (plane, cluster, job, instance) (rate(ome_quota_webhook_verdicts_total{verdict="unavailable"}[5m]) * ignoring (operation, verdict, plane) group_left (plane) ome_quota_plane_info)`},
+	"OmeQuotaWebhookLatencyHigh":     {"histogram_quantile(0.99, sum by (plane, cluster, job, instance, le) (rate(ome_quota_webhook_review_seconds_bucket[5m]) * ignoring (verdict, le, plane) group_left (plane) ome_quota_plane_info))"},
+	"OmeQuotaEventLagHigh":           {"histogram_quantile(0.99, sum by (plane, cluster, job, instance, le) (rate(ome_quota_event_lag_seconds_bucket[5m]) * ignoring (le, plane) group_left (plane) ome_quota_plane_info))"},
 }
 
 // planeAlerts read series that only a management plane publishes: this
 // workload-mode scenario cannot probe them. test/fleet's plane test shows
 // each series moving on a live plane, and test/alerts makes each fire.
-var planeAlerts = map[string]bool{"OmeQuotaMemberUnreachable": true, "OmeQuotaCopiesNotConverging": true}
+var planeAlerts = map[string]bool{"OmeQuotaMemberUnreachable": true, "OmeQuotaCopiesNotConverging": true, "OmeQuotaMemberSilent": true}
 
 type sample struct {
 	Metric map[string]string `json:"metric"`
