@@ -46,9 +46,10 @@ import (
 // ClusterQueues of those nominal quotas; Kueue on east admits a team's
 // workloads up to its share and no further; a budget change on the plane
 // reaches east's ClusterQueue and Kueue's admission; the plane reports
-// each member's share, what Kueue admitted there, and its capacity; a node of east's own under a fleet
+// each member's share, what Kueue admitted there, and its capacity, and a
+// Prometheus scraping the plane reads the same usage; a node of east's own under a fleet
 // team's name is left as it is and reported on the plane's node; a member
-// cut off, or whose API server is stopped, is reported ClusterUnreachable
+// cut off (and for how long), or whose API server is stopped, is reported ClusterUnreachable
 // and keeps its shares while the other is still written, and catches up
 // when it returns; a member's growth moves a Proportional split once,
 // which the plane's recorded log explains, and a drop within its damping
@@ -275,6 +276,9 @@ func TestPlaneProjectsShares(t *testing.T) {
 		}
 		return ""
 	})
+	t.Run("a Prometheus scraping the plane reads fleet-a's usage as kubectl shows it", func(t *testing.T) {
+		planeUsageInPrometheus(t, hub, pm, "fleet-a")
+	})
 
 	// East's own fleet-d is never overwritten; west gets the copy.
 	local, err := aqs.Create(ctx, aqtest.Team("fleet-d", "root").Budget(gpu, "a100", "1").Obj(), metav1.CreateOptions{})
@@ -333,9 +337,24 @@ func TestPlaneProjectsShares(t *testing.T) {
 		})
 	}
 	reachable := func(want float64) { t.Helper(); reachableWithin(want, 30*time.Second) }
+	silent := func(want string, ok func(float64) bool) {
+		t.Helper()
+		testutil.Eventually(t, 30*time.Second, func() string {
+			v, err := pm.Metric(ctx, "ome_quota_member_silent_seconds", `cluster="west"`)
+			if err != nil || !ok(v) {
+				return fmt.Sprintf(`the plane's ome_quota_member_silent_seconds{cluster="west"} = %v (%v), want %s`, v, err, want)
+			}
+			return ""
+		})
+	}
+	heard := func(v float64) bool { return v == 0 }
 	reachable(1)
+	silent("0", heard)
 	westLink.cut()
 	reachable(0)
+	// How long since the plane heard from west, which OmeQuotaMemberSilent
+	// reads, grows.
+	silent("above 1", func(v float64) bool { return v > 1 })
 	patch = fmt.Sprintf(`{"spec":{"budgets":[{"resourceName":%q,"resourceFlavor":"a100","nominal":"9","policy":"Explicit","perCluster":[{"cluster":"east","nominal":"5"},{"cluster":"west","nominal":"4"}]}]}}`, gpu)
 	if _, err := hubAQs.Patch(ctx, "fleet-a", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
@@ -356,6 +375,7 @@ func TestPlaneProjectsShares(t *testing.T) {
 	})
 	westLink.restore(t)
 	reachable(1)
+	silent("0", heard)
 	copies(westAQs, "fleet-a<-fleet-c [a100=4] origin=fleet", "fleet-b<-fleet-c [a100=2] origin=fleet",
 		"fleet-c<-root [] origin=fleet", "fleet-d<-fleet-c [a100=1] origin=fleet")
 
