@@ -191,15 +191,19 @@ func TestFleetStatus(t *testing.T) {
 	}
 }
 
-// BenchmarkFleetShares is the plane's pure work at 100 member clusters and
-// 1,000 Proportional teams under 10 Cohorts: one member's mark moving
-// (every team's split made again), then every member's copies computed.
+// BenchmarkFleetShares is the plane's pure work at 100 member clusters
+// (from its inventory) and 1,000 Proportional teams under 10 Cohorts: one
+// member's mark moving (every team's split made again); every member's
+// copies computed; one member reporting what its Kueue admitted for each
+// of its copies; a 101st member joining and reporting (every split held,
+// then made again over 101), and leaving.
 func BenchmarkFleetShares(b *testing.B) {
 	t0 := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
 	c := events.DefaultConfig()
-	c.Mode = events.ModeManagement
+	c.Mode, c.Origin = events.ModeManagement, "plane"
+	var members []string
 	for i := range 100 {
-		c.Members = append(c.Members, fmt.Sprintf("member-%03d", i))
+		members = append(members, fmt.Sprintf("member-%03d", i))
 	}
 	s := state.New()
 	apply := func(ev events.Event) {
@@ -207,12 +211,15 @@ func BenchmarkFleetShares(b *testing.B) {
 		s.Apply(ev)
 	}
 	apply(events.ConfigChanged(t0, c))
+	for _, m := range members {
+		apply(events.MembershipChanged(t0, m, events.Membership{Member: true, Source: "ClusterProfile fleet/" + m}))
+	}
 	apply(events.Synced(t0))
 	mark := func(n int) []events.MemberCapacity {
 		q := resource.MustParse(fmt.Sprint(n))
 		return []events.MemberCapacity{{Resource: "nvidia.com/gpu", Flavor: "a100", Allocatable: q, HighWaterMark: q}}
 	}
-	for i, m := range c.Members {
+	for i, m := range members {
 		apply(events.MemberSeen(t0, m, []string{"a100"}, mark(64+i)))
 	}
 	apply(events.QuotaUpserted(t0, &events.Quota{Name: "root", Spec: aqtest.Root().Obj().Spec}))
@@ -237,10 +244,34 @@ func BenchmarkFleetShares(b *testing.B) {
 		for b.Loop() {
 			nodes := FleetFromState(s)
 			copies = 0
-			for _, m := range c.Members {
+			for _, m := range members {
 				copies += len(Copies(nodes, m, "plane").Copies)
 			}
 		}
 		b.ReportMetric(float64(copies), "copies")
+	})
+	b.Run("usage-report", func(b *testing.B) {
+		// member-099's copies (the largest member holds the most), each
+		// team's usage moving by one GPU.
+		want := Copies(FleetFromState(s), "member-099", "plane").Copies
+		for i := 0; b.Loop(); i++ {
+			ev := events.MemberSeen(t0, "member-099", []string{"a100"}, mark(64+99))
+			for _, cp := range want {
+				ev.Member.Copies = append(ev.Member.Copies, events.MemberCopy{Node: cp.Name, Applied: 1, Materialized: 1})
+				if cp.Spec.Role == v1beta1.RoleClusterQueue {
+					ev.Member.Usage = append(ev.Member.Usage, events.MemberUsage{Node: cp.Name, Resource: "nvidia.com/gpu", Flavor: "a100",
+						Admitted: resource.MustParse(fmt.Sprint(i % 2))})
+				}
+			}
+			apply(ev)
+		}
+		b.ReportMetric(float64(len(want)), "copies")
+	})
+	b.Run("member-joins-and-leaves", func(b *testing.B) {
+		for b.Loop() {
+			apply(events.MembershipChanged(t0, "member-100", events.Membership{Member: true, Source: "ClusterProfile fleet/member-100"}))
+			apply(events.MemberSeen(t0, "member-100", []string{"a100"}, mark(64)))
+			apply(events.MembershipChanged(t0, "member-100", events.Membership{Source: "ClusterProfile fleet/member-100", Message: "deleted"}))
+		}
 	})
 }
