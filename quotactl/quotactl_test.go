@@ -303,7 +303,7 @@ func TestValidateOfflineFleet(t *testing.T) {
 		"splits that hold": {stdin: good, args: []string{"--capacity", "nvidia.com/gpu@a100=64"}, out: "the tree keeps every rule\n"},
 		"a share for a cluster that is not a member": {
 			stdin: tree("{cluster: east, nominal: '5'}, {cluster: north, nominal: '3'}"), args: []string{"--capacity", "nvidia.com/gpu@a100=64"}, code: 2,
-			out: "denied team-a (<stdin>:6): team-a: budget nvidia.com/gpu on a100: perCluster names north, which is not a member cluster of the fleet (2 members): name a member, or add north to the projection's clusters\n" +
+			out: "denied team-a (<stdin>:6): team-a: budget nvidia.com/gpu on a100: perCluster names north, which is not a member cluster of the fleet (2 members): name a member, or add north to the plane's inventory (a ClusterProfile it selects, or an entry of projection.clusters)\n" +
 				"1 violation(s): the webhook would deny these writes, or the tree breaks a rule\n",
 		},
 		"shares above the budget": {

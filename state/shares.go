@@ -125,7 +125,7 @@ func CheckExplicit(total Amount, shares []Share, members []string) error {
 	for _, sh := range shares {
 		switch {
 		case !known[sh.Cluster]:
-			return fmt.Errorf("perCluster names %s, which is not a member cluster of the fleet (%d members): name a member, or add %s to the projection's clusters", sh.Cluster, len(members), sh.Cluster)
+			return fmt.Errorf("perCluster names %s, which is not a member cluster of the fleet (%d members): name a member, or add %s to the plane's inventory (a ClusterProfile it selects, or an entry of projection.clusters)", sh.Cluster, len(members), sh.Cluster)
 		case seen[sh.Cluster]:
 			return fmt.Errorf("perCluster lists %s twice: keep one share per cluster", sh.Cluster)
 		case sh.Amount < 0:
