@@ -25,6 +25,8 @@ demo: tools
 ## image: the container image as a tarball, without a Docker daemon:
 ## bin/ome-quota-manager-$(GOARCH).tar (OCI layout plus Docker's manifest.json,
 ## for docker load, podman load or crane push). GOARCH=amd64|arm64, IMAGE=ref.
+## It holds the manager and the ClusterProfile secret-reader credential plugin
+## (sigs.k8s.io/cluster-inventory-api, at the version go.mod requires).
 IMAGE_ARCH := $(or $(GOARCH),$(shell $(GO) env GOARCH))
 IMAGE ?= ome-quota-manager:dev
 IMAGE_DIR ?= bin
@@ -32,9 +34,12 @@ image:
 	@mkdir -p $(IMAGE_DIR)/image-$(IMAGE_ARCH)
 	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags="-s -w" \
 	  -o $(IMAGE_DIR)/image-$(IMAGE_ARCH)/ome-quota-manager ./cmd/ome-quota-manager
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags="-s -w" \
+	  -o $(IMAGE_DIR)/image-$(IMAGE_ARCH)/secretreader-plugin sigs.k8s.io/cluster-inventory-api/cmd/secretreader-plugin
 	cp Dockerfile $(IMAGE_DIR)/image-$(IMAGE_ARCH)/Dockerfile
 	cd hack/image && env -u GOOS -u GOARCH $(GO) run . -arch $(IMAGE_ARCH) -tag $(IMAGE) \
 	  -binary $(abspath $(IMAGE_DIR))/image-$(IMAGE_ARCH)/ome-quota-manager \
+	  -plugin $(abspath $(IMAGE_DIR))/image-$(IMAGE_ARCH)/secretreader-plugin \
 	  -o $(abspath $(IMAGE_DIR))/ome-quota-manager-$(IMAGE_ARCH).tar
 	@echo "image $(IMAGE) for linux/$(IMAGE_ARCH): $(IMAGE_DIR)/ome-quota-manager-$(IMAGE_ARCH).tar"
 

@@ -1,12 +1,14 @@
 // Command image assembles the quota manager's container image without a
 // Docker daemon: the Dockerfile's image (FROM scratch, the static binary at
-// /ome-quota-manager, USER 65532:65532, that binary as the entrypoint),
+// /ome-quota-manager, the ClusterProfile secret-reader credential plugin at
+// /secretreader-plugin, USER 65532:65532, the manager as the entrypoint),
 // written as one tarball that holds both an OCI image layout (index.json,
 // oci-layout, blobs/) and Docker's manifest.json, so that `docker load`,
 // `podman load` and `crane push` all accept it.
 //
-//	go run . -binary ../../bin/linux_amd64/ome-quota-manager -arch amd64 \
-//	    -tag registry.example.com/ome/ome-quota-manager:dev -o ../../bin/image-amd64.tar
+//	go run . -binary ../../bin/image-amd64/ome-quota-manager \
+//	    -plugin ../../bin/image-amd64/secretreader-plugin -arch amd64 \
+//	    -tag registry.example.com/ome/ome-quota-manager:dev -o ../../bin/ome-quota-manager-amd64.tar
 //
 // It is its own module so that go-containerregistry's dependencies stay out
 // of the main module's graph.
@@ -34,29 +36,31 @@ import (
 // The image's fixed shape, as the guide's Dockerfile writes it.
 const (
 	binaryPath = "/ome-quota-manager"
+	pluginPath = "/secretreader-plugin"
 	user       = "65532:65532"
 )
 
 func main() {
 	bin := flag.String("binary", "", "the static ome-quota-manager binary for linux/ARCH")
+	plugin := flag.String("plugin", "", "the static secretreader-plugin binary for linux/ARCH (sigs.k8s.io/cluster-inventory-api/cmd/secretreader-plugin)")
 	arch := flag.String("arch", "amd64", "the binary's GOARCH: amd64 or arm64")
 	tag := flag.String("tag", "ome-quota-manager:dev", "the image reference recorded in the tarball")
 	out := flag.String("o", "", "the tarball to write")
 	flag.Parse()
-	if err := run(*bin, *arch, *tag, *out); err != nil {
+	if err := run(*bin, *plugin, *arch, *tag, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "image:", err)
 		os.Exit(1)
 	}
 }
 
-func run(bin, arch, tag, out string) error {
-	if bin == "" || out == "" {
-		return errors.New("-binary and -o are required")
+func run(bin, plugin, arch, tag, out string) error {
+	if bin == "" || plugin == "" || out == "" {
+		return errors.New("-binary, -plugin and -o are required")
 	}
 	if arch != "amd64" && arch != "arm64" {
 		return fmt.Errorf("-arch must be amd64 or arm64, got %q", arch)
 	}
-	img, err := build(bin, arch)
+	img, err := build(arch, file{binaryPath, bin}, file{pluginPath, plugin})
 	if err != nil {
 		return err
 	}
@@ -104,24 +108,30 @@ func verify(path string, want v1.Image) error {
 	return nil
 }
 
-// build makes the image: one layer holding the binary, and the config.
-func build(bin, arch string) (v1.Image, error) {
-	data, err := os.ReadFile(bin)
-	if err != nil {
-		return nil, err
-	}
-	if !bytes.HasPrefix(data, []byte("\x7fELF")) {
-		return nil, fmt.Errorf("%s is not a Linux (ELF) binary: build it with GOOS=linux", bin)
-	}
+// file is a binary of the image: where it goes, and where it is read from.
+type file struct{ path, from string }
+
+// build makes the image: one layer holding the binaries, and the config,
+// whose entrypoint is the first binary.
+func build(arch string, files ...file) (v1.Image, error) {
 	var layerTar bytes.Buffer
 	tw := tar.NewWriter(&layerTar)
 	// A fixed time keeps the layer's digest reproducible.
 	epoch := time.Unix(0, 0).UTC()
-	if err := tw.WriteHeader(&tar.Header{Name: binaryPath[1:], Mode: 0o755, Size: int64(len(data)), ModTime: epoch, Typeflag: tar.TypeReg}); err != nil {
-		return nil, err
-	}
-	if _, err := tw.Write(data); err != nil {
-		return nil, err
+	for _, f := range files {
+		data, err := os.ReadFile(f.from)
+		if err != nil {
+			return nil, err
+		}
+		if !bytes.HasPrefix(data, []byte("\x7fELF")) {
+			return nil, fmt.Errorf("%s is not a Linux (ELF) binary: build it with GOOS=linux", f.from)
+		}
+		if err := tw.WriteHeader(&tar.Header{Name: f.path[1:], Mode: 0o755, Size: int64(len(data)), ModTime: epoch, Typeflag: tar.TypeReg}); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(data); err != nil {
+			return nil, err
+		}
 	}
 	if err := tw.Close(); err != nil {
 		return nil, err
@@ -146,7 +156,7 @@ func build(bin, arch string) (v1.Image, error) {
 	cf.OS, cf.Architecture = "linux", arch
 	cf.Created = v1.Time{Time: epoch}
 	cf.Config.User = user
-	cf.Config.Entrypoint = []string{binaryPath}
+	cf.Config.Entrypoint = []string{files[0].path}
 	cf.Config.Cmd = nil
 	cf.Config.Env = nil
 	return mutate.ConfigFile(img, cf)

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"crypto/sha256"
+	"debug/buildinfo"
 	"debug/elf"
 	"encoding/hex"
 	"encoding/json"
@@ -58,12 +59,40 @@ func blob(t *testing.T, files map[string][]byte, d descriptor) []byte {
 	return data
 }
 
+// staticELF checks that bin is a static Linux binary for machine and
+// returns the Go package it was built from, with its module's path and
+// version.
+func staticELF(t *testing.T, bin []byte, machine elf.Machine) (pkg, mod, version string) {
+	t.Helper()
+	exe, err := elf.NewFile(bytes.NewReader(bin))
+	require.NoError(t, err)
+	require.Equal(t, machine, exe.Machine)
+	for _, p := range exe.Progs {
+		require.NotEqual(t, elf.PT_INTERP, p.Type, "a static binary has no interpreter")
+		require.NotEqual(t, elf.PT_DYNAMIC, p.Type, "a static binary has no dynamic section")
+	}
+	libs, err := exe.ImportedLibraries()
+	require.NoError(t, err)
+	require.Empty(t, libs)
+	info, err := buildinfo.Read(bytes.NewReader(bin))
+	require.NoError(t, err)
+	return info.Path, info.Main.Path, info.Main.Version
+}
+
 // TestMakeImage: for each architecture, `make image` writes a tarball whose
-// image is the guide's Dockerfile's: one static binary, USER 65532:65532,
-// that binary as the entrypoint.
+// image is the guide's Dockerfile's: two static binaries, the manager and
+// the ClusterProfile secret-reader credential plugin that the chart's
+// default providers file runs, USER 65532:65532, the manager as the
+// entrypoint.
 func TestMakeImage(t *testing.T) {
 	root, err := localcluster.RepoRoot()
 	require.NoError(t, err)
+	// The plugin comes from the module version go.mod requires (the one
+	// the manager's credentials package is built from).
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Version}}", "sigs.k8s.io/cluster-inventory-api").Output()
+	require.NoError(t, err)
+	inventoryVersion := strings.TrimSpace(string(out))
+	require.NotEmpty(t, inventoryVersion)
 	for arch, machine := range map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64} {
 		t.Run(arch, func(t *testing.T) {
 			out := t.TempDir()
@@ -123,7 +152,7 @@ func TestMakeImage(t *testing.T) {
 			require.Equal(t, "blobs/sha256/"+strings.TrimPrefix(manifest.Config.Digest, "sha256:"), docker[0].Config)
 			require.Equal(t, []string{"registry.example.com/ome/ome-quota-manager:dev"}, docker[0].RepoTags)
 
-			// One layer, holding one file: the static binary.
+			// One layer, holding two files: the static binaries.
 			require.Len(t, manifest.Layers, 1)
 			require.Equal(t, []string{"blobs/sha256/" + strings.TrimPrefix(manifest.Layers[0].Digest, "sha256:")}, docker[0].Layers)
 			zr, err := gzip.NewReader(bytes.NewReader(blob(t, files, manifest.Layers[0])))
@@ -133,31 +162,36 @@ func TestMakeImage(t *testing.T) {
 			diff := sha256.Sum256(raw)
 			require.Equal(t, []string{"sha256:" + hex.EncodeToString(diff[:])}, config.RootFS.DiffIDs)
 			tr := tar.NewReader(bytes.NewReader(raw))
-			h, err := tr.Next()
-			require.NoError(t, err)
-			require.Equal(t, "ome-quota-manager", h.Name)
-			require.Equal(t, int64(0o755), h.Mode)
-			bin, err := io.ReadAll(tr)
-			require.NoError(t, err)
-			_, err = tr.Next()
-			require.ErrorIs(t, err, io.EOF, "the layer holds the binary alone")
-
-			exe, err := elf.NewFile(bytes.NewReader(bin))
-			require.NoError(t, err)
-			require.Equal(t, machine, exe.Machine)
-			for _, p := range exe.Progs {
-				require.NotEqual(t, elf.PT_INTERP, p.Type, "a static binary has no interpreter")
-				require.NotEqual(t, elf.PT_DYNAMIC, p.Type, "a static binary has no dynamic section")
+			bins := map[string][]byte{}
+			for {
+				h, err := tr.Next()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				require.NoError(t, err)
+				require.Equal(t, byte(tar.TypeReg), h.Typeflag, h.Name)
+				require.Equal(t, int64(0o755), h.Mode, h.Name)
+				bins[h.Name], err = io.ReadAll(tr)
+				require.NoError(t, err)
 			}
-			libs, err := exe.ImportedLibraries()
-			require.NoError(t, err)
-			require.Empty(t, libs)
+			require.Len(t, bins, 2, "the layer holds the two binaries alone")
+			pkg, _, _ := staticELF(t, bins["ome-quota-manager"], machine)
+			require.Equal(t, "ome.io/quota-manager/cmd/ome-quota-manager", pkg)
+			pkg, mod, version := staticELF(t, bins["secretreader-plugin"], machine)
+			require.Equal(t, "sigs.k8s.io/cluster-inventory-api/cmd/secretreader-plugin", pkg)
+			require.Equal(t, "sigs.k8s.io/cluster-inventory-api", mod)
+			require.Equal(t, inventoryVersion, version)
 
 			// The folder beside it is a build context for the guide's
 			// docker build: the same Dockerfile and binary.
 			df, err := os.ReadFile(filepath.Join(out, "image-"+arch, "Dockerfile"))
 			require.NoError(t, err)
-			require.Equal(t, "FROM scratch\nCOPY ome-quota-manager /ome-quota-manager\nUSER 65532:65532\nENTRYPOINT [\"/ome-quota-manager\"]\n", string(df))
+			require.Equal(t, "FROM scratch\nCOPY ome-quota-manager /ome-quota-manager\nCOPY secretreader-plugin /secretreader-plugin\nUSER 65532:65532\nENTRYPOINT [\"/ome-quota-manager\"]\n", string(df))
+			for _, name := range []string{"ome-quota-manager", "secretreader-plugin"} {
+				ctx, err := os.ReadFile(filepath.Join(out, "image-"+arch, name))
+				require.NoError(t, err)
+				require.Equal(t, bins[name], ctx, "the build context's %s is the image's", name)
+			}
 		})
 	}
 }
