@@ -515,50 +515,6 @@ func TestSchemaRejects(t *testing.T) {
 	}
 }
 
-// A management plane's members are mounted from their Secrets and passed
-// as --member flags; a plane without members, or members in workload mode,
-// do not render.
-func TestManagementModeRendersMembers(t *testing.T) {
-	r := render(t, install, "quotaManager.mode=management", "quotaManager.materialize.enrolledNamespaces=null", "quotaManager.projection.origin=fleet-1",
-		"quotaManager.projection.members[0].name=east", "quotaManager.projection.members[0].secretName=east-kubeconfig",
-		"quotaManager.projection.members[1].name=west", "quotaManager.projection.members[1].secretName=west-kubeconfig",
-		"quotaManager.projection.members[1].key=config")
-	pod := deployment(t, r).Spec.Template.Spec
-	args := pod.Containers[0].Args
-	for _, want := range []string{"--mode=management", "--origin=fleet-1",
-		"--member=east=/etc/ome-quota-manager/members/east/kubeconfig", "--member=west=/etc/ome-quota-manager/members/west/kubeconfig"} {
-		require.Contains(t, args, want)
-	}
-	mounts := map[string]string{}
-	for _, m := range pod.Containers[0].VolumeMounts {
-		mounts[m.Name] = m.MountPath
-	}
-	secrets := map[string]string{}
-	for _, v := range pod.Volumes {
-		if v.Secret != nil && strings.HasPrefix(v.Name, "member-") {
-			require.Len(t, v.Secret.Items, 1)
-			require.Equal(t, "kubeconfig", v.Secret.Items[0].Path)
-			secrets[v.Name] = v.Secret.SecretName + "/" + v.Secret.Items[0].Key
-		}
-	}
-	require.Equal(t, map[string]string{"member-east": "east-kubeconfig/kubeconfig", "member-west": "west-kubeconfig/config"}, secrets)
-	require.Equal(t, "/etc/ome-quota-manager/members/east", mounts["member-east"])
-	require.Equal(t, "/etc/ome-quota-manager/members/west", mounts["member-west"])
-	require.Contains(t, r.Notes, "management plane for 2 member cluster(s): east west")
-
-	_, err := Render("ome", install, "quotaManager.mode=management")
-	require.ErrorContains(t, err, "quotaManager.projection.members is empty")
-	_, err = Render("ome", install, "quotaManager.mode=management", "quotaManager.materialize.enrolledNamespaces={ml-serving}",
-		"quotaManager.projection.members[0].name=east", "quotaManager.projection.members[0].secretName=east-kubeconfig")
-	require.ErrorContains(t, err, "quotaManager.materialize.enrolledNamespaces is set but quotaManager.mode is management")
-	_, err = Render("ome", install, "quotaManager.mode=workload",
-		"quotaManager.projection.members[0].name=east", "quotaManager.projection.members[0].secretName=east-kubeconfig")
-	require.ErrorContains(t, err, "quotaManager.projection.members is set but quotaManager.mode is workload")
-	_, err = Render("ome", install, "quotaManager.mode=management",
-		"quotaManager.projection.members[0].name=East_1", "quotaManager.projection.members[0].secretName=x")
-	require.ErrorContains(t, err, "values don't meet the specifications of the schema")
-}
-
 func TestOptionalObjects(t *testing.T) {
 	one := render(t, install, "quotaManager.replicas=1")
 	require.Nil(t, one.Get("PodDisruptionBudget", "ome-quota-manager"))

@@ -701,57 +701,166 @@ func webhookSources(ctx context.Context, t *testing.T) []string {
 }
 
 // TestManagementModeInstall installs the chart as a management plane with
-// the built helm binary on the real API server: each member's Secret is
-// mounted and passed as --member, the origin as --origin; a plane without
-// members is refused before anything is installed. Then it installs it as
-// a member with remoteAccess.
+// the built helm binary on the real API server, both ways: the member list
+// in a ConfigMap that a helm upgrade changes without touching the pods,
+// and ClusterProfiles with the grants they need. An install the chart
+// refuses (no member, the old members key) leaves nothing behind. Then it
+// installs the chart as a member with remoteAccess.
 func TestManagementModeInstall(t *testing.T) {
 	ctx := context.Background()
 	w := newWorkdir(t)
-	out := w.helmFails(t, "helm install ome-quota-manager ./charts/ome-quota-manager --namespace ome --set quotaManager.mode=management")
-	require.Contains(t, out, "quotaManager.projection.members is empty")
-	_, err := cluster.Kube.AppsV1().Deployments(ns).Get(ctx, "ome-quota-manager", metav1.GetOptions{})
-	require.True(t, apierrors.IsNotFound(err), "a refused install left a Deployment: %v", err)
+	// What the product left before, and what an uninstall keeps: the
+	// webhook's Secret.
+	before := leftovers(ctx, t)
+	kept := "Secret " + ns + "/" + secret
+	added := func() []string {
+		var out []string
+		for _, o := range leftovers(ctx, t) {
+			if !slices.Contains(before, o) && o != kept {
+				out = append(out, o)
+			}
+		}
+		return out
+	}
+	t.Cleanup(func() {
+		if !slices.Contains(before, kept) {
+			_, _, _ = kubectl(t, "", "delete", "secret", "-n", ns, secret, "--ignore-not-found")
+		}
+	})
+	refused := func(t *testing.T, line, want string) {
+		t.Helper()
+		out := w.helmFails(t, line)
+		require.Contains(t, out, want)
+		_, err := cluster.Kube.AppsV1().Deployments(ns).Get(ctx, "ome-quota-manager", metav1.GetOptions{})
+		require.True(t, apierrors.IsNotFound(err), "a refused install left a Deployment: %v", err)
+		require.Empty(t, added(), "a refused install left objects")
+		_, err = w.run(t, "helm status ome-quota-manager -n ome")
+		require.Error(t, err, "a refused install left a release")
+	}
+	t.Run("refused installs leave nothing", func(t *testing.T) {
+		refused(t, "helm install ome-quota-manager ./charts/ome-quota-manager --namespace ome --set quotaManager.mode=management",
+			"quotaManager.mode is management but no member cluster is given")
+		refused(t, "helm install ome-quota-manager ./charts/ome-quota-manager --namespace ome --set quotaManager.mode=management --set quotaManager.projection.members[0].name=east --set quotaManager.projection.members[0].secretName=east-kubeconfig",
+			"quotaManager.projection.members was renamed quotaManager.projection.clusters")
+	})
 
-	require.NoError(t, os.WriteFile(filepath.Join(w.dir, "plane-values.yaml"), []byte(`quotaManager:
+	as := func(args ...string) string {
+		args = append([]string{"auth", "can-i"}, args...)
+		args = append(args, "--as="+saUser, "--as-group=system:serviceaccounts", "--as-group=system:serviceaccounts:"+ns)
+		out, _, _ := kubectl(t, "", args...)
+		return strings.TrimSpace(out)
+	}
+
+	t.Run("kubeconfig Secrets: the members' ConfigMap changes, the pods do not", func(t *testing.T) {
+		w.values(t, "plane-clusters.yaml")
+		out := w.helm(t, installServerSide)
+		require.Contains(t, out, "STATUS: deployed")
+		t.Cleanup(func() { _, _ = w.run(t, uninstall) })
+		allAccepted(t, w)
+		d := getDeployment(ctx, t)
+		args := d.Spec.Template.Spec.Containers[0].Args
+		for _, want := range []string{"--mode=management", "--origin=fleet-1", "--members-from=secrets",
+			"--members-configmap=ome-quota-manager-members", "--members-namespace=ome", "--webhook=true"} {
+			require.Contains(t, args, want)
+		}
+		for _, v := range d.Spec.Template.Spec.Volumes {
+			require.Nil(t, v.Secret, "no Secret is mounted: %s", v.Name)
+		}
+		cm, err := cluster.Kube.CoreV1().ConfigMaps(ns).Get(ctx, "ome-quota-manager-members", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Equal(t, map[string]string{"east": "east-kubeconfig", "west": "west-kubeconfig/config"}, cm.Data)
+		for args, want := range map[string]string{
+			"list configmaps/ome-quota-manager-members": "yes", "watch configmaps/ome-quota-manager-members": "yes",
+			"get configmaps/another": "no", "list configmaps": "no", "update configmaps/ome-quota-manager-members": "no",
+			"watch secrets/east-kubeconfig": "yes", "list secrets/west-kubeconfig": "yes",
+			"list secrets": "no", "watch secrets/another": "no", "update secrets/east-kubeconfig": "no",
+		} {
+			require.Equal(t, want, as(append(strings.Fields(args), "-n", ns)...), "kubectl auth can-i %s", args)
+		}
+
+		// Drop west: the ConfigMap and the grants follow, the Deployment's
+		// spec does not (its generation stays), so no pod restarts.
+		require.NoError(t, os.WriteFile(filepath.Join(w.dir, "quota-values.yaml"), []byte(`global:
+  hub: registry.example.com/ome
+quotaManager:
   mode: management
+  image:
+    tag: dev
   projection:
     origin: fleet-1
-    members:
+    clusters:
       - name: east
         secretName: east-kubeconfig
-      - name: west
-        secretName: west-kubeconfig
-        key: config
 `), 0o644))
-	out = w.helm(t, "helm install ome-quota-manager ./charts/ome-quota-manager --namespace ome -f plane-values.yaml")
-	require.Contains(t, out, "This is a management plane for 2 member cluster(s): east west.")
-	t.Cleanup(func() { _, _ = w.run(t, uninstall) })
-	pod := getDeployment(ctx, t).Spec.Template.Spec
-	for _, want := range []string{"--mode=management", "--origin=fleet-1",
-		"--member=east=/etc/ome-quota-manager/members/east/kubeconfig", "--member=west=/etc/ome-quota-manager/members/west/kubeconfig"} {
-		require.Contains(t, pod.Containers[0].Args, want)
-	}
-	secrets := map[string]string{}
-	for _, v := range pod.Volumes {
-		if v.Secret != nil && strings.HasPrefix(v.Name, "member-") {
-			secrets[v.Name] = v.Secret.SecretName + "/" + v.Secret.Items[0].Key + "->" + v.Secret.Items[0].Path
+		require.Contains(t, w.helm(t, upgrade), `Release "ome-quota-manager" has been upgraded.`)
+		cm, err = cluster.Kube.CoreV1().ConfigMaps(ns).Get(ctx, "ome-quota-manager-members", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Equal(t, map[string]string{"east": "east-kubeconfig"}, cm.Data)
+		require.Equal(t, d.Generation, getDeployment(ctx, t).Generation, "the upgrade changed the Deployment's spec")
+		require.Equal(t, "no", as("watch", "secrets/west-kubeconfig", "-n", ns))
+		w.helm(t, uninstall)
+		require.Empty(t, added(), "left after helm uninstall")
+	})
+
+	t.Run("ClusterProfiles: the providers file and the grants", func(t *testing.T) {
+		installClusterProfileCRD(t)
+		w.values(t, "plane-clusterprofiles.yaml")
+		out := w.helm(t, installServerSide)
+		require.Contains(t, out, "STATUS: deployed")
+		t.Cleanup(func() { _, _ = w.run(t, uninstall) })
+		allAccepted(t, w)
+		d := getDeployment(ctx, t)
+		args := d.Spec.Template.Spec.Containers[0].Args
+		for _, want := range []string{"--mode=management", "--members-from=clusterprofiles", "--clusterprofile-namespace=ome",
+			"--clusterprofile-selector=fleet=gpu", "--clusterprofile-provider-file=/etc/ome-quota-manager/clusterprofiles/providers.json"} {
+			require.Contains(t, args, want)
 		}
-	}
-	require.Equal(t, map[string]string{"member-east": "east-kubeconfig/kubeconfig->kubeconfig", "member-west": "west-kubeconfig/config->kubeconfig"}, secrets)
-	w.helm(t, uninstall)
+		cm, err := cluster.Kube.CoreV1().ConfigMaps(ns).Get(ctx, "ome-quota-manager-clusterprofile-providers", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Contains(t, cm.Data["providers.json"], `"command": "/secretreader-plugin"`)
+		for args, want := range map[string]string{
+			"list clusterprofiles.multicluster.x-k8s.io": "yes", "watch clusterprofiles.multicluster.x-k8s.io": "yes",
+			"update clusterprofiles.multicluster.x-k8s.io": "no", "list clusterprofiles.multicluster.x-k8s.io -n default": "no",
+			"get secrets/east": "yes", "list secrets": "no", "watch secrets": "no", "update secrets/east": "no",
+			"get secrets/east -n default": "no", "list configmaps": "no",
+		} {
+			fields := strings.Fields(args)
+			if !slices.Contains(fields, "-n") {
+				fields = append(fields, "-n", ns)
+			}
+			require.Equal(t, want, as(fields...), "kubectl auth can-i %s", args)
+		}
+		w.helm(t, uninstall)
+		require.Empty(t, added(), "left after helm uninstall")
+	})
 
 	// On a member: remoteAccess creates the plane's identity, and the
 	// webhook lets it alone change the copies.
-	w.values(t, "install.yaml")
-	w.helm(t, "helm install ome-quota-manager ./charts/ome-quota-manager --namespace ome -f quota-values.yaml --set quotaManager.remoteAccess.enabled=true")
-	const remote = "ome-quota-manager-remote-access"
-	_, err = cluster.Kube.RbacV1().ClusterRoles().Get(ctx, remote, metav1.GetOptions{})
+	t.Run("a member with remoteAccess", func(t *testing.T) {
+		w.values(t, "install.yaml")
+		w.helm(t, "helm install ome-quota-manager ./charts/ome-quota-manager --namespace ome -f quota-values.yaml --set quotaManager.remoteAccess.enabled=true")
+		const remote = "ome-quota-manager-remote-access"
+		_, err := cluster.Kube.RbacV1().ClusterRoles().Get(ctx, remote, metav1.GetOptions{})
+		require.NoError(t, err)
+		_, err = cluster.Kube.CoreV1().ServiceAccounts(ns).Get(ctx, remote, metav1.GetOptions{})
+		require.NoError(t, err)
+		_, err = cluster.Kube.CoreV1().Secrets(ns).Get(ctx, remote+"-token", metav1.GetOptions{})
+		require.True(t, apierrors.IsNotFound(err), "no legacy token Secret by default: %v", err)
+		require.Contains(t, getDeployment(ctx, t).Spec.Template.Spec.Containers[0].Args, "--webhook-projection-writers=system:serviceaccount:ome:"+remote)
+		w.helm(t, uninstall)
+		_, err = cluster.Kube.RbacV1().ClusterRoles().Get(ctx, remote, metav1.GetOptions{})
+		require.True(t, apierrors.IsNotFound(err), "uninstall left the remote-access ClusterRole: %v", err)
+	})
+}
+
+// installClusterProfileCRD installs SIG-Multicluster's ClusterProfile CRD
+// from the module go.mod requires, as docs/install.md does, for the test.
+func installClusterProfileCRD(t *testing.T) {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/cluster-inventory-api").Output()
 	require.NoError(t, err)
-	_, err = cluster.Kube.CoreV1().ServiceAccounts(ns).Get(ctx, remote, metav1.GetOptions{})
-	require.NoError(t, err)
-	require.Contains(t, getDeployment(ctx, t).Spec.Template.Spec.Containers[0].Args, "--webhook-projection-writers=system:serviceaccount:ome:"+remote)
-	w.helm(t, uninstall)
-	_, err = cluster.Kube.RbacV1().ClusterRoles().Get(ctx, remote, metav1.GetOptions{})
-	require.True(t, apierrors.IsNotFound(err), "uninstall left the remote-access ClusterRole: %v", err)
+	crd := filepath.Join(strings.TrimSpace(string(out)), "config", "crd", "bases", "multicluster.x-k8s.io_clusterprofiles.yaml")
+	mustKubectl(t, "", "apply", "--server-side", "-f", crd)
+	mustKubectl(t, "", "wait", "--for=condition=Established", "crd/clusterprofiles.multicluster.x-k8s.io", "--timeout=60s")
+	t.Cleanup(func() { _, _, _ = kubectl(t, "", "delete", "-f", crd, "--ignore-not-found") })
 }

@@ -46,8 +46,18 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- with $q.materialize.enrolledNamespaces }}
 - --enrolled-namespaces={{ join "," . }}
 {{- end }}
-{{- range (include "oqm.members" . | fromJsonArray) }}
-- --member={{ .name }}=/etc/ome-quota-manager/members/{{ .name }}/kubeconfig
+{{- $inv := include "oqm.inventory" . }}
+{{- if eq $inv "clusterprofiles" }}
+- --members-from=clusterprofiles
+- --clusterprofile-namespace={{ $q.projection.clusterProfiles.namespace | default .Release.Namespace }}
+{{- with $q.projection.clusterProfiles.selector }}
+- {{ printf "--clusterprofile-selector=%s" . | quote }}
+{{- end }}
+- --clusterprofile-provider-file=/etc/ome-quota-manager/clusterprofiles/providers.json
+{{- else if eq $inv "secrets" }}
+- --members-from=secrets
+- --members-configmap={{ include "oqm.membersConfigMap" . }}
+- --members-namespace={{ .Release.Namespace }}
 {{- end }}
 {{- with $q.projection.origin }}
 - --origin={{ . }}
@@ -190,22 +200,89 @@ projects here. Empty without remoteAccess.
 {{- end }}
 
 {{/*
-The member clusters of a management plane (projection.members), as a JSON
-list; empty in workload mode. Each is mounted from its Secret and passed as
---member NAME=PATH. A plane without members or with enrolled namespaces,
-and members in workload mode, fail the render with what to fix.
+oqm.inventory is where a management plane lists its members
+(--members-from): "clusterprofiles" (projection.clusterProfiles) or
+"secrets" (projection.clusters, rendered into a ConfigMap); "" in workload
+mode. It fails the render, saying what to fix, on the old
+projection.members, on a plane with neither way or both, on either way (or
+an origin) in workload mode, on a plane with enrolled namespaces, on a
+selector that is not one, and on a cluster listed twice.
 */}}
-{{- define "oqm.members" -}}
-{{- $p := .Values.quotaManager.projection -}}
+{{- define "oqm.inventory" -}}
+{{- $q := .Values.quotaManager -}}
+{{- $p := $q.projection -}}
+{{- $cp := $p.clusterProfiles | default dict -}}
+{{- $clusters := $p.clusters | default list -}}
 {{- $mode := include "oqm.mode" . -}}
-{{- if and (eq $mode "management") (not $p.members) -}}
-{{- fail "quotaManager.projection.members is empty: a management plane needs at least one member cluster ({name, secretName} with a kubeconfig in the Secret)" -}}
+{{- if hasKey $p "members" -}}
+{{- fail "quotaManager.projection.members was renamed quotaManager.projection.clusters (the same entries: name, secretName, key): rename it in your values" -}}
 {{- end -}}
-{{- if and (eq $mode "management") .Values.quotaManager.materialize.enrolledNamespaces -}}
+{{- $cpSet := list -}}
+{{- range $k := list "namespace" "selector" "tokenSecrets" -}}
+{{- if get $cp $k }}{{ $cpSet = append $cpSet (printf "quotaManager.projection.clusterProfiles.%s" $k) }}{{ end -}}
+{{- end -}}
+{{- if eq $mode "workload" -}}
+{{- $set := list -}}
+{{- if $cp.enabled }}{{ $set = append $set "quotaManager.projection.clusterProfiles.enabled" }}{{ end -}}
+{{- $set = concat $set $cpSet -}}
+{{- if $clusters }}{{ $set = append $set "quotaManager.projection.clusters" }}{{ end -}}
+{{- if $p.origin }}{{ $set = append $set "quotaManager.projection.origin" }}{{ end -}}
+{{- with $set -}}
+{{- fail (printf "%s %s set but quotaManager.mode is workload: only a management plane has member clusters, and a cluster runs one mode; drop %s from this release (a plane's members are listed in the plane's own release)" (join ", " .) (ternary "is" "are" (eq (len .) 1)) (ternary "it" "them" (eq (len .) 1))) -}}
+{{- end -}}
+{{- else -}}
+{{- if $q.materialize.enrolledNamespaces -}}
 {{- fail "quotaManager.materialize.enrolledNamespaces is set but quotaManager.mode is management: a plane writes no Kueue objects of its own (each member's install enrolls its namespaces)" -}}
 {{- end -}}
-{{- if and (eq $mode "workload") $p.members -}}
-{{- fail "quotaManager.projection.members is set but quotaManager.mode is workload: only a management plane has member clusters" -}}
+{{- if and $cp.enabled $clusters -}}
+{{- fail "quotaManager.projection.clusterProfiles.enabled is true and quotaManager.projection.clusters is set: a plane reads its members one way; keep the ClusterProfiles or the list of kubeconfig Secrets" -}}
 {{- end -}}
-{{- toJson ($p.members | default list) -}}
+{{- if and (not $cp.enabled) $cpSet -}}
+{{- fail (printf "%s %s set but quotaManager.projection.clusterProfiles.enabled is false: set it to true to read the members from ClusterProfiles, or drop %s" (join ", " $cpSet) (ternary "is" "are" (eq (len $cpSet) 1)) (ternary "it" "them" (eq (len $cpSet) 1))) -}}
+{{- end -}}
+{{- if $cp.enabled -}}
+{{- $key := `([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?` -}}
+{{- $val := `[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?` -}}
+{{- $req := printf `\s*(!\s*%[1]s|%[1]s(\s*(==?|!=)\s*(%[2]s)?|\s*[<>]\s*-?[0-9]+|\s+(in|notin)\s*\(\s*(%[2]s)?(\s*,\s*(%[2]s)?)*\s*\))?)\s*` $key $val -}}
+{{- if not (regexMatch (printf `^(%[1]s(,%[1]s)*)?$` $req) ($cp.selector | default "")) -}}
+{{- fail (printf "quotaManager.projection.clusterProfiles.selector=%q is not a label selector: write it as kubectl -l takes it, e.g. fleet=gpu or \"fleet in (gpu,tpu),!retired\"; empty picks every ClusterProfile of the namespace" $cp.selector) -}}
+{{- end -}}
+{{- if not $cp.providers -}}
+{{- fail "quotaManager.projection.clusterProfiles.providers is empty: list the credential providers that reach the profiles' access providers (the default runs the image's secret-reader plugin)" -}}
+{{- end -}}
+clusterprofiles
+{{- else if $clusters -}}
+{{- $names := list -}}
+{{- range $clusters -}}
+{{- if has .name $names -}}
+{{- fail (printf "quotaManager.projection.clusters lists %s twice: each member once, with the Secret of its kubeconfig" .name) -}}
+{{- end -}}
+{{- $names = append $names .name -}}
+{{- end -}}
+secrets
+{{- else -}}
+{{- fail "quotaManager.mode is management but no member cluster is given: set quotaManager.projection.clusterProfiles.enabled=true (the members are ClusterProfiles) or list quotaManager.projection.clusters (each a name and the Secret of its kubeconfig); docs/install.md, Connecting a plane and its members" -}}
+{{- end -}}
+{{- end -}}
+{{- end }}
+
+{{- define "oqm.membersConfigMap" -}}ome-quota-manager-members{{- end }}
+{{- define "oqm.providersConfigMap" -}}ome-quota-manager-clusterprofile-providers{{- end }}
+
+{{/* The credential providers file, as --clusterprofile-provider-file reads it. */}}
+{{- define "oqm.providersFile" -}}
+{{- toPrettyJson (dict "providers" .Values.quotaManager.projection.clusterProfiles.providers) }}
+{{- end }}
+
+{{/*
+oqm.tokenSecrets: whether the plane reads its members' tokens from Secrets
+of its namespace (a provider named secretreader, the name the
+secret-reader plugin answers to), as "true" or "".
+*/}}
+{{- define "oqm.tokenSecrets" -}}
+{{- if eq (include "oqm.inventory" .) "clusterprofiles" -}}
+{{- range .Values.quotaManager.projection.clusterProfiles.providers -}}
+{{- if eq .name "secretreader" }}true{{ break }}{{ end -}}
+{{- end -}}
+{{- end -}}
 {{- end }}
