@@ -326,3 +326,30 @@ func TestProjectionRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestPlaneClusterRole: a plane reads no Node, Kueue object or DRA device
+// of its own cluster, so its ClusterRole has none of those rules, and it
+// gets no Role on Kueue's configuration; the tree, its status, root's
+// finalizer, the CRD's schema, Events and the webhook's objects stay.
+func TestPlaneClusterRole(t *testing.T) {
+	withKueue := Cluster{"v1 Namespace  kueue-system": {"metadata": map[string]any{"name": "kueue-system"}}}
+	for name, files := range map[string][]string{"clusters": planeClusters, "clusterProfiles": planeProfiles} {
+		t.Run(name, func(t *testing.T) {
+			r, err := RenderIn(withKueue, "ome", files)
+			require.NoError(t, err)
+			cr := convert[rbacv1.ClusterRole](t, r.Get("ClusterRole", "ome-quota-manager"))
+			require.Equal(t, []string{
+				"ome.io acceleratorquotas: get,list,watch,create",
+				"ome.io acceleratorquotas/root: update",
+				"ome.io acceleratorquotas/status: patch",
+				"apiextensions.k8s.io customresourcedefinitions/acceleratorquotas.ome.io: get",
+				" events: create,patch",
+				"ome.io admissionledgers: create",
+				"ome.io admissionledgers/ome-quota-manager: get,list,watch,update",
+				"admissionregistration.k8s.io validatingwebhookconfigurations/ome-quota-manager.ome.io: get,list,watch,update",
+			}, rules(cr.Rules))
+			require.Nil(t, r.Get("Role", "ome-quota-manager-kueue-config"))
+			require.Contains(t, deployment(t, r).Spec.Template.Spec.Containers[0].Args, "--dra-kueue-config=")
+		})
+	}
+}

@@ -162,12 +162,13 @@ cluster to look in): the policy then admits every source on that port.
 {{/*
 oqm.kueueConfig is Kueue's configuration ConfigMap (namespace/name) that
 the manager compares its DRA mappings with: dra.kueueConfig while DRA is on
-and Kueue's namespace exists at install (the chart can grant the read
-there), "" otherwise (nothing compared).
+in workload mode and Kueue's namespace exists at install (the chart can
+grant the read there), "" otherwise (nothing compared; a plane measures
+nothing of its own cluster).
 */}}
 {{- define "oqm.kueueConfig" -}}
 {{- $q := .Values.quotaManager -}}
-{{- if and $q.dra.enabled $q.dra.kueueConfig -}}
+{{- if and $q.dra.enabled $q.dra.kueueConfig (eq (include "oqm.mode" .) "workload") -}}
 {{- if lookup "v1" "Namespace" "" (first (splitList "/" $q.dra.kueueConfig)) -}}
 {{ $q.dra.kueueConfig }}
 {{- end -}}
