@@ -353,3 +353,59 @@ func TestPlaneClusterRole(t *testing.T) {
 		})
 	}
 }
+
+// TestNotes: the release notes say what is true in each mode: a plane's
+// inventory and no advice to enroll namespaces; a member's remoteAccess
+// identity and how to mint its token; one cluster, one mode.
+func TestNotes(t *testing.T) {
+	clusters := render(t, planeClusters).Notes
+	require.Contains(t, clusters, "This is a management plane")
+	require.Contains(t, clusters, "labelled\nome.io/quota-origin=fleet-1.")
+	require.Contains(t, clusters, "Its 2 member cluster(s), from ConfigMap ome-quota-manager-members:\n"+
+		"  east: Secret east-kubeconfig, key kubeconfig\n  west: Secret west-kubeconfig, key config\n")
+	require.Contains(t, clusters, "One cluster runs one mode: this plane is not its own member")
+	require.NotContains(t, clusters, "No namespace is enrolled")
+	require.NotContains(t, clusters, "ClusterProfiles of namespace")
+
+	profiles := render(t, planeProfiles).Notes
+	require.Contains(t, profiles, "labelled\nome.io/quota-origin=ome-quota-manager.", "the manager's default origin")
+	require.Contains(t, profiles, `Its members are the ClusterProfiles of namespace ome that match "fleet=gpu",`)
+	require.Contains(t, profiles, "through its status.accessProviders entry named secretreader.")
+	require.Contains(t, profiles, "The secretreader plugin reads each member's token from the Secret named after the cluster,\nkey token, in namespace ome.")
+	require.Contains(t, profiles, `kubectl -n ome get clusterprofiles -l "fleet=gpu"`)
+	require.Contains(t, profiles, "One cluster runs one mode")
+	require.NotContains(t, profiles, "No namespace is enrolled")
+	require.NotContains(t, profiles, "member cluster(s), from ConfigMap")
+
+	other := render(t, planeProfiles, "quotaManager.projection.clusterProfiles.selector=", "quotaManager.projection.clusterProfiles.namespace=fleet-system",
+		"quotaManager.projection.clusterProfiles.tokenSecrets={east}").Notes
+	require.Contains(t, other, "Its members are the ClusterProfiles of namespace fleet-system (every one),")
+	require.Contains(t, other, "in namespace ome (one of: east).")
+	require.Contains(t, other, "  kubectl -n fleet-system get clusterprofiles\n")
+	custom := renderValues(t, planeProfiles, `
+quotaManager:
+  projection:
+    clusterProfiles:
+      providers:
+        - name: gke
+          execConfig:
+            apiVersion: client.authentication.k8s.io/v1beta1
+            command: /usr/bin/gke-gcloud-auth-plugin
+`).Notes
+	require.Contains(t, custom, "entry named gke.")
+	require.NotContains(t, custom, "secretreader")
+
+	member := render(t, install).Notes
+	require.Contains(t, member, "This cluster runs in workload mode: it can be a member of a management plane, and the\nplane runs on a cluster of its own (one cluster, one mode).")
+	require.NotContains(t, member, "management plane:")
+	require.NotContains(t, member, "remoteAccess is on")
+	require.Contains(t, render(t, nil, "quotaManager.mode=workload").Notes, "No namespace is enrolled")
+
+	remote := render(t, install, "quotaManager.remoteAccess.enabled=true").Notes
+	require.Contains(t, remote, "remoteAccess is on: a management plane may write its copies on this cluster as\n"+
+		"  system:serviceaccount:ome:ome-quota-manager-remote-access\n(ClusterRole ome-quota-manager-remote-access)")
+	require.Contains(t, remote, "kubectl -n ome create token ome-quota-manager-remote-access --duration=720h")
+	require.NotContains(t, remote, "never expires")
+	require.Contains(t, render(t, install, "quotaManager.remoteAccess.enabled=true", "quotaManager.remoteAccess.serviceAccount.legacyTokenSecret=true").Notes,
+		"The Secret ome-quota-manager-remote-access-token holds a token that never expires")
+}

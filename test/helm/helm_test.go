@@ -755,6 +755,8 @@ func TestManagementModeInstall(t *testing.T) {
 		w.values(t, "plane-clusters.yaml")
 		out := w.helm(t, installServerSide)
 		require.Contains(t, out, "STATUS: deployed")
+		require.Contains(t, out, "Its 2 member cluster(s), from ConfigMap ome-quota-manager-members:")
+		require.NotContains(t, out, "No namespace is enrolled", "a plane enrolls none")
 		t.Cleanup(func() { _, _ = w.run(t, uninstall) })
 		allAccepted(t, w)
 		d := getDeployment(ctx, t)
@@ -807,6 +809,8 @@ quotaManager:
 		w.values(t, "plane-clusterprofiles.yaml")
 		out := w.helm(t, installServerSide)
 		require.Contains(t, out, "STATUS: deployed")
+		require.Contains(t, out, `Its members are the ClusterProfiles of namespace ome that match "fleet=gpu",`)
+		require.NotContains(t, out, "No namespace is enrolled", "a plane enrolls none")
 		t.Cleanup(func() { _, _ = w.run(t, uninstall) })
 		allAccepted(t, w)
 		d := getDeployment(ctx, t)
@@ -838,7 +842,8 @@ quotaManager:
 	// webhook lets it alone change the copies.
 	t.Run("a member with remoteAccess", func(t *testing.T) {
 		w.values(t, "install.yaml")
-		w.helm(t, "helm install ome-quota-manager ./charts/ome-quota-manager --namespace ome -f quota-values.yaml --set quotaManager.remoteAccess.enabled=true")
+		out := w.helm(t, "helm install ome-quota-manager ./charts/ome-quota-manager --namespace ome -f quota-values.yaml --set quotaManager.remoteAccess.enabled=true")
+		require.Contains(t, out, "kubectl -n ome create token ome-quota-manager-remote-access --duration=720h")
 		const remote = "ome-quota-manager-remote-access"
 		_, err := cluster.Kube.RbacV1().ClusterRoles().Get(ctx, remote, metav1.GetOptions{})
 		require.NoError(t, err)
