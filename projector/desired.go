@@ -306,6 +306,12 @@ func clusters(n *Node, members []state.MemberView) []v1beta1.ClusterStatus {
 		case c.Applied != n.Generation:
 			cs.Message = fmt.Sprintf("the member's copy was made from generation %d of %d", c.Applied, n.Generation)
 		}
+		if h := mv.Inventory.Health; h == "False" || h == "Unknown" {
+			// What the fleet's inventory says of the member, beside what
+			// the plane sees of it.
+			cs.Message = strings.TrimPrefix(cs.Message+"; ", "; ") +
+				fmt.Sprintf("its inventory (%s) reports its control plane healthy %s: %s", mv.Inventory.Source, h, mv.Inventory.Message)
+		}
 		out = append(out, cs)
 	}
 	return out

@@ -275,3 +275,53 @@ func BenchmarkFleetShares(b *testing.B) {
 		}
 	})
 }
+
+// A node's status.clusters says what the fleet's inventory reports of a
+// member's control plane when it is not healthy, and lists a cluster that
+// left the fleet while it holds the node's copy: being deleted while the
+// plane reaches it, to be released by its admin while it does not.
+func TestFleetStatusInventory(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
+	c := events.DefaultConfig()
+	c.Mode, c.Origin = events.ModeManagement, "fleet"
+	s := state.New()
+	apply := func(ev events.Event) {
+		ev.Seq = s.LastSeq() + 1
+		s.Apply(ev)
+	}
+	mark := []events.MemberCapacity{{Resource: "nvidia.com/gpu", Flavor: "a100", Allocatable: resource.MustParse("8"), HighWaterMark: resource.MustParse("8")}}
+	apply(events.ConfigChanged(t0, c))
+	for _, m := range []string{"east", "west"} {
+		apply(events.MembershipChanged(t0, m, events.Membership{Member: true, Source: "ClusterProfile fleet/" + m, Health: "True"}))
+	}
+	apply(events.Synced(t0))
+	apply(events.QuotaUpserted(t0, &events.Quota{Name: "root", Spec: aqtest.Root().Obj().Spec}))
+	apply(events.QuotaUpserted(t0, &events.Quota{Name: "team-a", Generation: 1, Spec: aqtest.Team("team-a", "root").Budget("nvidia.com/gpu", "a100", "4").Obj().Spec}))
+	for _, m := range []string{"east", "west"} {
+		seen := events.MemberSeen(t0, m, []string{"a100"}, mark)
+		seen.Member.Copies = []events.MemberCopy{{Node: "team-a", Applied: 1, Materialized: 1}}
+		apply(seen)
+	}
+	apply(events.MembershipChanged(t0, "east", events.Membership{Member: true, Source: "ClusterProfile fleet/east", Health: "False", Message: "Probe: the API server does not answer"}))
+	apply(events.MembershipChanged(t0, "west", events.Membership{Source: "ClusterProfile fleet/west", Message: "its ClusterProfile fleet/west was deleted"}))
+	messages := func() []string {
+		n, _ := NodeFromState(s, "team-a")
+		var out []string
+		for _, cs := range ProjectNode(&n, Settings(s, nil, nil)).Status.Clusters {
+			out = append(out, cs.Cluster+": "+cs.Message)
+		}
+		return out
+	}
+	want := []string{
+		"east: its inventory (ClusterProfile fleet/east) reports its control plane healthy False: Probe: the API server does not answer",
+		"west: ClusterLeaving: this cluster left the fleet; the plane deletes its copy",
+	}
+	if diff := cmp.Diff(want, messages()); diff != "" {
+		t.Errorf("team-a's status.clusters (-want +got):\n%s", diff)
+	}
+	apply(events.MemberLost(t0, "west", "dial tcp: connection refused"))
+	want[1] = "west: ClusterLeaving: this cluster left the fleet, but the plane does not reach it to delete its copy (dial tcp: connection refused); its cluster-admin can release the plane's copies there with kubectl ome quota release --origin fleet"
+	if diff := cmp.Diff(want, messages()); diff != "" {
+		t.Errorf("team-a's status.clusters once west is cut off (-want +got):\n%s", diff)
+	}
+}
