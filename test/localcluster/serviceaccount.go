@@ -26,8 +26,8 @@ func (c *Cluster) ServiceAccountToken(ctx context.Context, ns, name string) (str
 }
 
 // WriteServiceAccountKubeconfig writes to path a kubeconfig that holds an
-// hour's TokenRequest token of ServiceAccount ns/name and the API server's
-// CA: what a pod of that ServiceAccount would mount.
+// hour's TokenRequest token of ServiceAccount ns/name, the API server's
+// CA and namespace ns: what a pod of that ServiceAccount would mount.
 func (c *Cluster) WriteServiceAccountKubeconfig(ctx context.Context, ns, name, path string) error {
 	token, err := c.ServiceAccountToken(ctx, ns, name)
 	if err != nil {
@@ -36,7 +36,9 @@ func (c *Cluster) WriteServiceAccountKubeconfig(ctx context.Context, ns, name, p
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["local"] = &clientcmdapi.Cluster{Server: c.Config.Host, CertificateAuthorityData: c.Config.CAData}
 	cfg.AuthInfos["sa"] = &clientcmdapi.AuthInfo{Token: token}
-	cfg.Contexts["sa"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "sa"}
+	// The namespace a pod of the ServiceAccount runs in, as in-cluster
+	// clients (the credential plugins a plane runs, too) infer it.
+	cfg.Contexts["sa"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "sa", Namespace: ns}
 	cfg.CurrentContext = "sa"
 	return clientcmd.WriteToFile(*cfg, path)
 }
