@@ -1,0 +1,485 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"ome.io/quota-manager/api/client/clientset/versioned"
+	typed "ome.io/quota-manager/api/client/clientset/versioned/typed/api/v1beta1"
+	"ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/test/localcluster"
+	"ome.io/quota-manager/test/testutil"
+)
+
+// TestFleetFromClusterProfiles runs docs/install.md's walk-through with
+// ClusterProfiles and the secret-reader plugin, on four control planes of
+// their own: the plane, installed by the chart (its webhook on, two
+// replicas), and members east (with Kueue), west and south, each with its
+// workload manager installed by the chart with remoteAccess. It shows the
+// shares projected and materialized; an Explicit split naming a cluster
+// outside the fleet refused at admission; a third profile joining, the
+// Proportional split held until it reports and then made over three; a
+// member's tokens revoked and rotated, and the plane writing to it again
+// within a report interval without a restart; the plane's leader killed
+// with SIGKILL in the middle of a projection, the other replica finishing
+// it with nothing left stale; a profile deleted, its copies deleted from
+// that member and the others' left alone; and the plane's log naming the
+// membership change behind a share.
+func TestFleetFromClusterProfiles(t *testing.T) {
+	ctx := context.Background()
+	planeCluster := startCluster(t)
+	east := startClusterWith(t, localcluster.Options{Kueue: true})
+	west, south := startCluster(t), startCluster(t)
+	members := map[string]*localcluster.Cluster{"east": east, "west": west, "south": south}
+	for name, c := range members {
+		gpus := map[string]int{"east": 2, "west": 1, "south": 1}[name]
+		for i := range gpus {
+			if _, err := localcluster.ApplyNode(ctx, c.Kube, localcluster.GPUNode(fmt.Sprintf("%s-gpu-%d", name, i), 8)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// The cluster goes with the test: nothing to clean up.
+		if _, err := c.Kueue.KueueV1beta2().ResourceFlavors().Create(ctx, localcluster.A100Flavor(), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.EnsureNamespace(ctx, "ml-serving"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plugin, err := localcluster.BuildSecretReader(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newDocRun(t, "clusterprofiles", map[string]*localcluster.Cluster{"plane": planeCluster, "east": east, "west": west, "south": south})
+
+	d.run("setup", "")
+	for _, name := range []string{"east", "west"} {
+		d.run("member", name)
+		runRelease(t, members[name], name, 1, nil)
+	}
+	d.run("plane", "")
+	plane := runRelease(t, planeCluster, "plane", 2, map[string]string{"/secretreader-plugin": plugin})
+	testutil.Eventually(t, time.Minute, func() string {
+		if out := d.run("check", ""); !strings.Contains(out, "nvidia.com/gpu@a100: east=16 west=8") {
+			return "the plane's root: " + out
+		}
+		return ""
+	})
+
+	// The fleet tree, through the plane's webhook: a Cohort of 20, fleet-e
+	// split Explicit (east 6, west 2) and fleet-p Proportional (8 by the
+	// marks 16 and 8: east 5, west 3).
+	apply := func(yaml string) (string, error) {
+		stdout, stderr, err := planeCluster.KubectlInput(ctx, yaml, "apply", "-f", "-")
+		return stdout + stderr, err
+	}
+	if out, err := apply(fleetTreeWith("6", "2")); err != nil {
+		t.Fatalf("the fleet tree: %v\n%s", err, out)
+	}
+	eastAQs, westAQs, southAQs := aqsOf(east), aqsOf(west), aqsOf(south)
+	holds := func(c typed.AcceleratorQuotaInterface, within time.Duration, want ...string) {
+		t.Helper()
+		testutil.Eventually(t, within, func() string {
+			if got := quotaLines(t, c, "fleet-"); !slices.Equal(got, want) {
+				return fmt.Sprintf("the member holds\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+			return ""
+		})
+	}
+	const origin = "ome-quota-manager"
+	holds(eastAQs, time.Minute, "fleet-c<-root [] origin="+origin, "fleet-e<-fleet-c [a100=6] origin="+origin, "fleet-p<-fleet-c [a100=5] origin="+origin)
+	holds(westAQs, time.Minute, "fleet-c<-root [] origin="+origin, "fleet-e<-fleet-c [a100=2] origin="+origin, "fleet-p<-fleet-c [a100=3] origin="+origin)
+	cq := func(c *localcluster.Cluster, team, want string) {
+		t.Helper()
+		testutil.Eventually(t, time.Minute, func() string {
+			if got := cqNominal(c, team); got != want {
+				return fmt.Sprintf("ClusterQueue %s holds %s, want %s", team, got, want)
+			}
+			return ""
+		})
+	}
+	cq(east, "fleet-e", "6")
+	cq(east, "fleet-p", "5")
+	cq(west, "fleet-e", "2")
+
+	// One budget change on the plane, until every member's ClusterQueue
+	// carries its new share.
+	planeAQs := aqsOf(planeCluster)
+	patch := `{"spec":{"budgets":[{"resourceName":"nvidia.com/gpu","resourceFlavor":"a100","nominal":"9","policy":"Explicit","perCluster":[{"cluster":"east","nominal":"7"},{"cluster":"west","nominal":"2"}]}]}}`
+	changed := time.Now()
+	if _, err := planeAQs.Patch(ctx, "fleet-e", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("raising fleet-e: %v", err)
+	}
+	testutil.Eventually(t, time.Minute, func() string {
+		if e, w := cqNominal(east, "fleet-e"), cqNominal(west, "fleet-e"); e != "7" || w != "2" {
+			return fmt.Sprintf("fleet-e's ClusterQueues hold %s on east and %s on west, want 7 and 2", e, w)
+		}
+		return ""
+	})
+	t.Logf("a budget change on the plane reached every member's ClusterQueue in %s", time.Since(changed).Round(time.Millisecond))
+
+	// A split naming a cluster outside the fleet is refused at admission.
+	if out, err := apply(explicitTeam("fleet-x", "fleet-c", "north", "1")); err == nil ||
+		!strings.Contains(out, `admission webhook "acceleratorquota.ome-quota-manager.validator" denied the request: fleet-x: budget nvidia.com/gpu on a100: perCluster names north, which is not a member cluster of the fleet (2 members): name a member, or add north to the plane's inventory (a ClusterProfile it selects, or an entry of projection.clusters)`) {
+		t.Fatalf("a split naming north: %v\n%s", err, out)
+	}
+
+	// south joins: its profile first, its manager later. Until south has
+	// reported, fleet-p's split is held, its copies as they were.
+	d.run("member", "south")
+	condition := func(node, want string) {
+		t.Helper()
+		testutil.Eventually(t, time.Minute, func() string {
+			aq, err := planeAQs.Get(ctx, node, metav1.GetOptions{})
+			if err != nil {
+				return err.Error()
+			}
+			c := apimeta.FindStatusCondition(aq.Status.Conditions, v1beta1.ConditionReady)
+			if c == nil || !strings.HasPrefix(string(c.Status)+" "+c.Reason+": "+c.Message, want) {
+				return fmt.Sprintf("the plane's %s is Ready %+v, want %q", node, c, want)
+			}
+			return ""
+		})
+	}
+	condition("fleet-p", "False SplitInvalid: budget nvidia.com/gpu on a100: member cluster south has not reported its capacity yet")
+	holds(westAQs, time.Minute, "fleet-c<-root [] origin="+origin, "fleet-e<-fleet-c [a100=2] origin="+origin, "fleet-p<-fleet-c [a100=3] origin="+origin)
+	runRelease(t, south, "south", 1, nil)
+	condition("fleet-p", "True Admitted")
+	holds(eastAQs, time.Minute, "fleet-c<-root [] origin="+origin, "fleet-e<-fleet-c [a100=7] origin="+origin, "fleet-p<-fleet-c [a100=4] origin="+origin)
+	holds(westAQs, time.Minute, "fleet-c<-root [] origin="+origin, "fleet-e<-fleet-c [a100=2] origin="+origin, "fleet-p<-fleet-c [a100=2] origin="+origin)
+	holds(southAQs, time.Minute, "fleet-c<-root [] origin="+origin, "fleet-p<-fleet-c [a100=2] origin="+origin)
+
+	// west's tokens revoked, a new one written: the plane writes to west
+	// again within a report interval (a minute), neither replica restarted.
+	d.run("revoke", "west")
+	d.run("rotate", "west")
+	if out, err := apply(fleetTreeWith("7", "4")); err != nil {
+		t.Fatalf("raising fleet-e for west: %v\n%s", err, out)
+	}
+	holds(westAQs, time.Minute, "fleet-c<-root [] origin="+origin, "fleet-e<-fleet-c [a100=4] origin="+origin, "fleet-p<-fleet-c [a100=2] origin="+origin)
+	for name, m := range plane.replicas {
+		select {
+		case <-m.Done():
+			t.Fatalf("plane replica %s exited: %s", name, m.Tail(20))
+		default:
+		}
+	}
+
+	// The plane's leader killed in the middle of a projection: 100 teams
+	// split Explicit to east and south, created at once. The other
+	// replica takes the Lease and finishes; every member ends with
+	// exactly the copies of the plane's current generations.
+	var burst strings.Builder
+	burst.WriteString("apiVersion: ome.io/v1beta1\nkind: AcceleratorQuota\nmetadata:\n  name: burst\nspec:\n  role: Cohort\n  parentRef:\n    name: root\n")
+	const teams = 100
+	for i := range teams {
+		burst.WriteString("---\n" + explicitTeam(fmt.Sprintf("burst-%03d", i), "burst", "east", "1", "south", "1"))
+	}
+	if out, err := apply(burst.String()); err != nil {
+		t.Fatalf("the burst: %v\n%s", err, out)
+	}
+	leader := plane.leader(t, "")
+	var atKill int
+	testutil.Eventually(t, time.Minute, func() string {
+		atKill = len(quotaLines(t, eastAQs, "burst-"))
+		if atKill == 0 {
+			return "no burst copy on east yet"
+		}
+		return ""
+	})
+	plane.replicas[leader].Kill()
+	t.Logf("killed the plane's leader %s with %d of %d burst copies on east", leader, atKill, teams)
+	if atKill == teams {
+		t.Errorf("the burst was projected before the kill (%d copies on east): nothing was left for the other replica to finish", atKill)
+	}
+	t.Logf("%s took the lead", plane.leader(t, leader))
+	for _, c := range []typed.AcceleratorQuotaInterface{eastAQs, southAQs} {
+		testutil.Eventually(t, 2*time.Minute, func() string {
+			return stale(t, planeAQs, c, "burst", teams+1)
+		})
+	}
+	if got := quotaLines(t, westAQs, "burst"); len(got) != 0 {
+		t.Errorf("west, which has no share, holds burst copies: %v", got)
+	}
+	testutil.Eventually(t, time.Minute, func() string {
+		n := 0
+		list, err := east.Kueue.KueueV1beta2().ClusterQueues().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		for _, q := range list.Items {
+			if strings.HasPrefix(q.Name, "burst-") {
+				n++
+			}
+		}
+		if n != teams {
+			return fmt.Sprintf("east holds %d burst ClusterQueues, want %d", n, teams)
+		}
+		return ""
+	})
+
+	// west's profile deleted: its copies go; east's and south's burst
+	// copies stay exactly as they were, once the plane has written their
+	// new fleet-p shares (east 5, south 3: proof that it passed over them).
+	before := versions(t, eastAQs, "burst")
+	d.run("remove", "")
+	holds(westAQs, time.Second)
+	holds(eastAQs, time.Minute, "fleet-c<-root [] origin="+origin, "fleet-e<-fleet-c [a100=7] origin="+origin, "fleet-p<-fleet-c [a100=5] origin="+origin)
+	holds(southAQs, time.Minute, "fleet-c<-root [] origin="+origin, "fleet-p<-fleet-c [a100=3] origin="+origin)
+	if after := versions(t, eastAQs, "burst"); !slices.Equal(before, after) {
+		t.Errorf("east's burst copies were written while west left")
+	}
+	// fleet-e still names west: the node is held, on every member.
+	condition("fleet-e", "False SplitInvalid: budget nvidia.com/gpu on a100: perCluster names west, which is not a member cluster")
+
+	// The plane's log names the change of the fleet behind fleet-p's shares.
+	leader = plane.leader(t, leader)
+	why, err := exec.Command(member.ManagerBin, "replay", plane.eventLog(t, leader), "--why", "fleet-p").CombinedOutput()
+	if err != nil {
+		t.Fatalf("replay --why fleet-p: %v\n%s", err, why)
+	}
+	for _, want := range []string{"fleet-p's budget nvidia.com/gpu@a100 is split Proportional among the member clusters: east=5, south=3",
+		"<- the fleet is east, south since #", "member cluster west left the fleet: its ClusterProfile ome/west was deleted"} {
+		if !strings.Contains(string(why), want) {
+			t.Errorf("replay --why fleet-p on the plane's log does not say %q:\n%s", want, why)
+		}
+	}
+}
+
+// fleetTreeWith is the fleet tree of TestFleetFromClusterProfiles: a
+// Cohort of 20 A100 GPUs, fleet-e split Explicit (east and west as given)
+// and fleet-p Proportional (8 by the members' marks).
+func fleetTreeWith(east, west string) string {
+	return `apiVersion: ome.io/v1beta1
+kind: AcceleratorQuota
+metadata:
+  name: fleet-c
+spec:
+  role: Cohort
+  parentRef:
+    name: root
+  budgets:
+    - resourceName: nvidia.com/gpu
+      resourceFlavor: a100
+      nominal: "20"
+---
+` + explicitTeam("fleet-e", "fleet-c", "east", east, "west", west) + `---
+apiVersion: ome.io/v1beta1
+kind: AcceleratorQuota
+metadata:
+  name: fleet-p
+spec:
+  role: ClusterQueue
+  parentRef:
+    name: fleet-c
+  budgets:
+    - resourceName: nvidia.com/gpu
+      resourceFlavor: a100
+      nominal: "8"
+      policy: Proportional
+`
+}
+
+// explicitTeam is a team under parent whose budget of A100 GPUs is split
+// Explicit: cluster, share, cluster, share, ...
+func explicitTeam(name, parent string, shares ...string) string {
+	total := 0
+	var per strings.Builder
+	for i := 0; i < len(shares); i += 2 {
+		n, err := strconv.Atoi(shares[i+1])
+		if err != nil {
+			panic(err) // the tests' own literals
+		}
+		total += n
+		fmt.Fprintf(&per, "        - cluster: %s\n          nominal: %q\n", shares[i], shares[i+1])
+	}
+	return fmt.Sprintf(`apiVersion: ome.io/v1beta1
+kind: AcceleratorQuota
+metadata:
+  name: %s
+spec:
+  role: ClusterQueue
+  parentRef:
+    name: %s
+  budgets:
+    - resourceName: nvidia.com/gpu
+      resourceFlavor: a100
+      nominal: "%d"
+      policy: Explicit
+      perCluster:
+%s
+`, name, parent, total, per.String())
+}
+
+func aqsOf(c *localcluster.Cluster) typed.AcceleratorQuotaInterface {
+	return versioned.NewForConfigOrDie(c.Config).OmeV1beta1().AcceleratorQuotas()
+}
+
+// startClusterWith starts another control plane with opts for one test.
+func startClusterWith(t *testing.T, opts localcluster.Options) *localcluster.Cluster {
+	t.Helper()
+	c, err := localcluster.Start(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Stop(); err != nil {
+			t.Errorf("stopping a control plane: %v", err)
+		}
+	})
+	return c
+}
+
+// stale says what of the member's copies named prefix* is missing, extra
+// or not at the plane's generation of its node; "" when it holds want
+// copies, each made from its node's current generation.
+func stale(t *testing.T, plane, c typed.AcceleratorQuotaInterface, prefix string, want int) string {
+	t.Helper()
+	ctx := context.Background()
+	list, err := c.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	n := 0
+	for _, aq := range list.Items {
+		if !strings.HasPrefix(aq.Name, prefix) {
+			continue
+		}
+		n++
+		node, err := plane.Get(ctx, aq.Name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Sprintf("the member holds %s, which the plane does not: %v", aq.Name, err)
+		}
+		if got := aq.Annotations[v1beta1.SourceGenerationAnnotation]; got != fmt.Sprint(node.Generation) {
+			return fmt.Sprintf("the member's %s was made from generation %s of %d", aq.Name, got, node.Generation)
+		}
+	}
+	if n != want {
+		return fmt.Sprintf("the member holds %d copies named %s*, want %d", n, prefix, want)
+	}
+	return ""
+}
+
+// versions are the resourceVersions of the cluster's AcceleratorQuotas
+// named prefix*, by name.
+func versions(t *testing.T, c typed.AcceleratorQuotaInterface, prefix string) []string {
+	t.Helper()
+	list, err := c.List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, aq := range list.Items {
+		if strings.HasPrefix(aq.Name, prefix) {
+			out = append(out, aq.Name+"@"+aq.ResourceVersion)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestFleetFromKubeconfigSecrets runs docs/install.md's walk-through with
+// kubeconfig Secrets on three control planes of their own: the plane,
+// installed by the chart, and members east and west, each with its
+// workload manager installed by the chart with remoteAccess. The shares
+// reach both members; east's tokens revoked and a new kubeconfig written,
+// the plane writes to east again at once, without a restart; west dropped
+// from the values by a helm upgrade, the plane (its pods as they were)
+// deletes west's copies and leaves east's alone.
+func TestFleetFromKubeconfigSecrets(t *testing.T) {
+	ctx := context.Background()
+	planeCluster, east, west := startCluster(t), startCluster(t), startCluster(t)
+	for name, c := range map[string]*localcluster.Cluster{"east": east, "west": west} {
+		// east alone keeps the Cohort's 20 within the fleet's capacity
+		// once west has left.
+		for i := range map[string]int{"east": 3, "west": 2}[name] {
+			if _, err := localcluster.ApplyNode(ctx, c.Kube, localcluster.GPUNode(fmt.Sprintf("%s-gpu-%d", name, i), 8)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := c.Kueue.KueueV1beta2().ResourceFlavors().Create(ctx, localcluster.A100Flavor(), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.EnsureNamespace(ctx, "ml-serving"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := newDocRun(t, "secrets", map[string]*localcluster.Cluster{"plane": planeCluster, "east": east, "west": west})
+	d.run("setup", "")
+	for name, c := range map[string]*localcluster.Cluster{"east": east, "west": west} {
+		d.run("member", name)
+		runRelease(t, c, name, 1, nil)
+	}
+	d.run("plane", "")
+	plane := runRelease(t, planeCluster, "plane", 2, nil)
+	testutil.Eventually(t, time.Minute, func() string {
+		if out := d.run("check", ""); !strings.Contains(out, "nvidia.com/gpu@a100: east=24 west=16") {
+			return "the plane's root: " + out
+		}
+		return ""
+	})
+	apply := func(yaml string) {
+		t.Helper()
+		if stdout, stderr, err := planeCluster.KubectlInput(ctx, yaml, "apply", "-f", "-"); err != nil {
+			t.Fatalf("kubectl apply on the plane: %v\n%s%s", err, stdout, stderr)
+		}
+	}
+	apply(fleetTreeWith("3", "2"))
+	eastAQs, westAQs := aqsOf(east), aqsOf(west)
+	holds := func(c typed.AcceleratorQuotaInterface, want ...string) {
+		t.Helper()
+		testutil.Eventually(t, time.Minute, func() string {
+			if got := quotaLines(t, c, "fleet-"); !slices.Equal(got, want) {
+				return fmt.Sprintf("the member holds\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+			return ""
+		})
+	}
+	const origin = "ome-quota-manager"
+	holds(eastAQs, "fleet-c<-root [] origin="+origin, "fleet-e<-fleet-c [a100=3] origin="+origin, "fleet-p<-fleet-c [a100=5] origin="+origin)
+	holds(westAQs, "fleet-c<-root [] origin="+origin, "fleet-e<-fleet-c [a100=2] origin="+origin, "fleet-p<-fleet-c [a100=3] origin="+origin)
+
+	d.run("revoke", "east")
+	d.run("rotate", "east")
+	apply(fleetTreeWith("5", "2"))
+	holds(eastAQs, "fleet-c<-root [] origin="+origin, "fleet-e<-fleet-c [a100=5] origin="+origin, "fleet-p<-fleet-c [a100=5] origin="+origin)
+
+	generation := func() int64 {
+		dep, err := planeCluster.Kube.AppsV1().Deployments("ome").Get(ctx, "ome-quota-manager", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dep.Generation
+	}
+	before, beforeEast := generation(), versions(t, eastAQs, "fleet-")
+	plane.upgrade(t, func() { d.run("remove", "") })
+	holds(westAQs)
+	if after := generation(); after != before {
+		t.Errorf("the upgrade that dropped west changed the plane's Deployment (generation %d to %d): its pods would restart", before, after)
+	}
+	// east's copies stay: fleet-e, which names west, is held, and fleet-p
+	// is 8 of east's 8 once the plane has passed over east.
+	holds(eastAQs, "fleet-c<-root [] origin="+origin, "fleet-e<-fleet-c [a100=5] origin="+origin, "fleet-p<-fleet-c [a100=8] origin="+origin)
+	for _, v := range versions(t, eastAQs, "fleet-") {
+		if strings.HasPrefix(v, "fleet-e@") && !slices.Contains(beforeEast, v) {
+			t.Errorf("east's fleet-e was written while west left: %s (before: %v)", v, beforeEast)
+		}
+	}
+	for name, m := range plane.replicas {
+		select {
+		case <-m.Done():
+			t.Errorf("plane replica %s exited: %s", name, m.Tail(20))
+		default:
+		}
+	}
+}
