@@ -86,6 +86,9 @@ type Cluster struct {
 
 var quietEnvtest sync.Once
 
+// tmpdirMu serializes the part of Start that sets TMPDIR.
+var tmpdirMu sync.Mutex
+
 // Start starts etcd and kube-apiserver on free loopback ports, installs the
 // AcceleratorQuota CRD and Kueue's CRDs, and with opts.Kueue also Kueue.
 // On error, everything already started is stopped and removed.
@@ -103,7 +106,11 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// The folder is made under TMPDIR as this process's environment has
+	// it, which another Start sets for a while (below): take turns.
+	tmpdirMu.Lock()
 	dir, err := os.MkdirTemp("", "ome-localcluster-")
+	tmpdirMu.Unlock()
 	if err != nil {
 		return nil, err
 	}
@@ -142,18 +149,28 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		c.env.CRDs = []*apiextensionsv1.CustomResourceDefinition{opts.AQCRD}
 	}
 	// TMPDIR keeps envtest's own folders (etcd data, certificates) inside Dir.
-	// envtest reads it through os.MkdirTemp at start.
+	// envtest reads it through os.MkdirTemp at start. It is the process's
+	// environment: control planes started at once take turns here.
+	tmpdirMu.Lock()
+	tmpdirHeld := true
+	release := func() {
+		if tmpdirHeld {
+			tmpdirHeld = false
+			tmpdirMu.Unlock()
+		}
+	}
+	defer release()
 	prevTmp, hadTmp := os.LookupEnv("TMPDIR")
 	if err := os.Setenv("TMPDIR", dir); err != nil {
 		return c, err
 	}
-	defer func() {
+	restoreTmp := func() {
 		if hadTmp {
 			_ = os.Setenv("TMPDIR", prevTmp)
 		} else {
 			_ = os.Unsetenv("TMPDIR")
 		}
-	}()
+	}
 	api := c.env.ControlPlane.GetAPIServer()
 	for k, v := range opts.APIServerArgs {
 		api.Configure().Set(k, v)
@@ -169,23 +186,24 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 			LocalServingHost:   "127.0.0.1",
 		}
 	}
-	if _, err := c.env.Start(); err != nil {
+	_, err = c.env.Start()
+	if err == nil {
+		var user *envtest.AuthenticatedUser
+		if user, err = c.env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil); err == nil {
+			c.Config = rest.CopyConfig(user.Config())
+			var kc []byte
+			if kc, err = user.KubeConfig(); err == nil {
+				c.Kubeconfig = filepath.Join(dir, "kubeconfig")
+				err = os.WriteFile(c.Kubeconfig, kc, 0o600)
+			}
+		}
+	}
+	restoreTmp()
+	release()
+	if err != nil {
 		return c, fmt.Errorf("starting etcd and kube-apiserver: %w", err)
 	}
-	user, err := c.env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		return c, err
-	}
-	c.Config = rest.CopyConfig(user.Config())
 	c.Config.QPS, c.Config.Burst = 200, 400
-	kc, err := user.KubeConfig()
-	if err != nil {
-		return c, err
-	}
-	c.Kubeconfig = filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(c.Kubeconfig, kc, 0o600); err != nil {
-		return c, err
-	}
 	if c.Kube, err = kubernetes.NewForConfig(c.Config); err != nil {
 		return c, err
 	}

@@ -27,6 +27,12 @@ func BuildSecretReader(ctx context.Context, dir string) (string, error) {
 	return build(ctx, dir, "secretreader-plugin", "sigs.k8s.io/cluster-inventory-api/cmd/secretreader-plugin")
 }
 
+// BuildPlugin builds cmd/kubectl-ome (kubectl ome) into dir and returns
+// its path.
+func BuildPlugin(ctx context.Context, dir string) (string, error) {
+	return build(ctx, dir, "kubectl-ome", "./cmd/kubectl-ome")
+}
+
 // build builds the package pkg of the project's module into dir/name.
 func build(ctx context.Context, dir, name, pkg string) (string, error) {
 	root, err := RepoRoot()
