@@ -4,7 +4,7 @@ SHELL := /bin/bash
 GO ?= go
 PKGS := ./...
 
-.PHONY: all test demo tools generate lint fuzz bench image plugin plugin-krew perf
+.PHONY: all test demo demo-fleet tools generate lint fuzz bench image plugin plugin-krew perf
 
 all: lint test
 
@@ -21,6 +21,12 @@ test: lint tools
 ## demo: the local control plane with Kueue and the guide's cluster; Ctrl-C stops it.
 demo: tools
 	$(GO) run ./test/cmd/localcluster up --demo
+
+## demo-fleet: a management plane and two member clusters, each its own
+## control plane, the members with Kueue and a workload manager, joined
+## through ClusterProfiles, with a small fleet tree; Ctrl-C stops it.
+demo-fleet: tools
+	$(GO) run ./test/cmd/localcluster fleet
 
 ## image: the container image as a tarball, without a Docker daemon:
 ## bin/ome-quota-manager-$(GOARCH).tar (OCI layout plus Docker's manifest.json,

@@ -3,11 +3,14 @@
 // and stops it and removes its files on Ctrl-C or SIGTERM.
 //
 //	go run ./test/cmd/localcluster up [--kueue=false] [--kubeconfig-out PATH] [--demo]
+//	go run ./test/cmd/localcluster fleet
 //	go run ./test/cmd/localcluster tools
 //
 // `up --demo` runs the guide on it: the ResourceFlavor a100, four fake A100
 // nodes of 8 GPUs, the quota manager (built from this checkout), and the
-// guide's tree, printing what the guide shows at each step. `tools` only builds (or finds) the cached binaries and
+// guide's tree, printing what the guide shows at each step. `fleet` (make
+// demo-fleet) starts a management plane and two member clusters instead
+// (fleet.go). `tools` only builds (or finds) the cached binaries and
 // prints their folder.
 package main
 
@@ -19,6 +22,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"ome.io/quota-manager/test/localcluster"
@@ -32,7 +36,7 @@ func main() {
 }
 
 func usage() error {
-	return errors.New("usage: localcluster up [--kueue=false] [--kubeconfig-out PATH] [--demo] | localcluster tools")
+	return errors.New("usage: localcluster up [--kueue=false] [--kubeconfig-out PATH] [--demo] | localcluster fleet | localcluster tools")
 }
 
 func run(args []string) error {
@@ -51,6 +55,8 @@ func run(args []string) error {
 		fmt.Println(dir)
 		return nil
 	case "up":
+	case "fleet":
+		return upFleet(ctx, stop)
 	default:
 		return usage()
 	}
@@ -123,6 +129,73 @@ func run(args []string) error {
 	if *demo {
 		fmt.Print("It holds the ResourceFlavor a100, four A100 nodes of 8 GPUs each, the quota manager\nand the guide's tree. Try, for example:\n\n  kubectl get aq\n  kubectl get aq team-beta -o yaml\n  kubectl get clusterqueues.kueue.x-k8s.io,localqueues.kueue.x-k8s.io -A\n  kubectl delete node gpu-node-4   # the mark falls to 24 within a minute\n\n")
 	}
+	fmt.Println("Press Ctrl-C to stop it; its files are removed then.")
+	<-ctx.Done()
+	stop() // a second Ctrl-C during the clean-up stops at once
+	return nil
+}
+
+// upFleet runs the fleet demo until ctx ends, then stops it and removes
+// its files.
+func upFleet(ctx context.Context, stop func()) error {
+	root, err := localcluster.RepoRoot()
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(root, ".cache", "localcluster", "fleet")
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
+		return err
+	}
+	f, err := runFleet(ctx, dir)
+	defer func() {
+		fmt.Fprintln(os.Stderr, "\nstopping the fleet...")
+		var dirs []string
+		for _, c := range f.clusters {
+			dirs = append(dirs, c.Dir)
+		}
+		serr := f.stop()
+		rerr := os.RemoveAll(dir)
+		if serr != nil || rerr != nil {
+			fmt.Fprintln(os.Stderr, "localcluster: stopping the fleet:", errors.Join(serr, rerr))
+			return
+		}
+		fmt.Fprintf(os.Stderr, "stopped three control planes (etcd, kube-apiserver), Kueue on east and west, and the three ome-quota-managers; removed %s and %s\n",
+			strings.Join(dirs, ", "), dir)
+	}()
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil // Ctrl-C while starting: a clean stop
+		}
+		return err
+	}
+	bin := filepath.Join(dir, "bin")
+	fmt.Printf(`
+The fleet is up: a management plane and two member clusters, east (two A100
+nodes of 8 GPUs) and west (one), each its own etcd and kube-apiserver; Kueue
+and a workload-mode ome-quota-manager on each member; the plane reaching them
+through their ClusterProfiles and the secret-reader credential plugin. Its
+tree: the Cohort research (24 GPUs), team-vision split Explicit (east 8,
+west 2) and team-speech split Proportional to the members' capacity (12:
+east 8, west 4).
+
+  export KUBECONFIG=%s
+  export PATH=%s:$PATH
+
+Try, for example:
+
+  kubectl --context plane get aq
+  kubectl --context east get aq
+  kubectl --context west get aq
+  kubectl --context east get clusterqueues.kueue.x-k8s.io
+  kubectl ome quota tree --context plane
+  kubectl ome quota status team-speech --context plane
+  kubectl --context west apply -f %s   # 8 more GPUs on west
+  kubectl ome quota tree --context plane   # team-speech: east 6, west 6
+
+`, filepath.Join(dir, "kubeconfig"), bin, filepath.Join(dir, "west-gpu-2.yaml"))
 	fmt.Println("Press Ctrl-C to stop it; its files are removed then.")
 	<-ctx.Done()
 	stop() // a second Ctrl-C during the clean-up stops at once
