@@ -45,7 +45,7 @@ const guideTree = "../config/samples/quota-tree.yaml"
 func TestHelpHasExamples(t *testing.T) {
 	for _, args := range [][]string{
 		{"--help"}, {"quota", "--help"}, {"quota", "tree", "--help"},
-		{"quota", "status", "--help"}, {"quota", "validate", "--help"},
+		{"quota", "status", "--help"}, {"quota", "validate", "--help"}, {"quota", "release", "--help"},
 	} {
 		r := runWith("", args...)
 		require.Equal(t, 0, r.code, args)
@@ -80,6 +80,10 @@ func TestUsageErrorsAreKubectlStyle(t *testing.T) {
 			"error: --capacity \"nvidia.com/gpu=3\": write it as resource@flavor=N, e.g. nvidia.com/gpu@a100=32\nSee 'kubectl ome quota validate --help' for usage.\n"},
 		"missing file": {[]string{"quota", "validate", "--offline", "-f", "nope.yaml"},
 			"error: the path \"nope.yaml\" does not exist\n"},
+		"release without an origin": {[]string{"quota", "release"},
+			"error: release needs --origin: the plane whose copies to delete (the value of their ome.io/quota-origin label)\nSee 'kubectl ome quota release --help' for usage.\n"},
+		"release of a bad origin": {[]string{"quota", "release", "--origin", "a b"},
+			"error: --origin=\"a b\" is not a label value: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')\nSee 'kubectl ome quota release --help' for usage.\n"},
 		"unknown command": {[]string{"quota", "trees"}, "error: unknown command \"trees\" for \"kubectl ome quota\"\n"},
 	}
 	for name, c := range cases {

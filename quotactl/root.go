@@ -83,7 +83,7 @@ func (o *options) command() *cobra.Command {
 		Use:   "kubectl-ome",
 		Short: "Inspect and check OME's accelerator quota tree",
 		Long: "kubectl ome works with OME's AcceleratorQuota tree: the budgets that ome-quota-manager\n" +
-			"turns into Kueue queues. It only reads the cluster.",
+			"turns into Kueue queues. It only reads the cluster, but for quota release.",
 		Example:       "  # Print the quota tree\n  kubectl ome quota tree",
 		SilenceErrors: true,
 		SilenceUsage:  true,
@@ -94,8 +94,9 @@ func (o *options) command() *cobra.Command {
 	quota := &cobra.Command{
 		Use:   "quota",
 		Short: "Print, explain and check the AcceleratorQuota tree",
-		Long: "quota prints the AcceleratorQuota tree (tree), explains one node's state (status), and checks\n" +
-			"a change against the quota manager's rule book before you apply it (validate).",
+		Long: "quota prints the AcceleratorQuota tree (tree), explains one node's state (status), checks\n" +
+			"a change against the quota manager's rule book before you apply it (validate), and, on a\n" +
+			"member cluster, deletes the copies of a management plane that can no longer do it (release).",
 		Example: `  # The whole tree, with budgets, usage, states and root's capacity
   kubectl ome quota tree
 
@@ -114,7 +115,7 @@ func (o *options) command() *cobra.Command {
 		"The quota manager's --max-tree-depth, which the rules read; 0 turns the check off.")
 	quota.PersistentFlags().IntVar(&o.hysteresis, "capacity-hysteresis-percent", events.DefaultHysteresisPercent,
 		"The quota manager's --capacity-hysteresis-percent, by which marks move.")
-	quota.AddCommand(o.treeCommand(), o.statusCommand(), o.validateCommand())
+	quota.AddCommand(o.treeCommand(), o.statusCommand(), o.validateCommand(), o.releaseCommand())
 	root.AddCommand(quota)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &exitError{code: ExitError, err: fmt.Errorf("%w\nSee '%s --help' for usage.", err, commandPath(c))}

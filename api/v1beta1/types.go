@@ -31,6 +31,11 @@ const (
 	SourceGenerationAnnotation = "ome.io/quota-source-generation"
 	// ClusterAnnotation names the member cluster a copy was made for.
 	ClusterAnnotation = "ome.io/quota-cluster"
+	// ReleaseAnnotation marks a copy that the member cluster's admin
+	// releases (kubectl ome quota release); its value is the copy's
+	// origin. The member's webhook lets a copy so marked be deleted by
+	// whoever may release it.
+	ReleaseAnnotation = "ome.io/quota-release"
 )
 
 // Role is what a node of the tree is written to Kueue as.
