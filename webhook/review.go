@@ -7,10 +7,12 @@ import (
 	stdjson "encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/json"
@@ -49,6 +51,12 @@ type Reviewer struct {
 	// Planes are the identities that may write the copies a management
 	// plane projects here (state.CheckCopyWrite); none: nobody may.
 	Planes []string
+	// MayRelease says whether user may release copies, here the copy
+	// named name (kubectl ome quota release): the API server's answer to a
+	// SubjectAccessReview of verb "release" on acceleratorquotas.ome.io.
+	// An error means it cannot be known now: the write is refused with
+	// 503. nil: nobody but the plane may touch a copy.
+	MayRelease func(ctx context.Context, user authenticationv1.UserInfo, name string) (bool, error)
 }
 
 // notReady is the refusal of a write that this replica cannot judge,
@@ -195,7 +203,25 @@ func (r *Reviewer) judge(ctx context.Context, req *admissionv1.AdmissionRequest)
 		}
 	}
 	if why := r.copyWrite(req, w.Name, old, obj); why != "" {
-		return refused(http.StatusForbidden, VerdictDenied, "%s", why)
+		step := releaseStep(old, obj)
+		if step == "" || r.MayRelease == nil {
+			if req.Operation == admissionv1.Delete && old != nil {
+				why += fmt.Sprintf("; a copy of a plane that no longer reaches this cluster is removed by whoever may release it (cluster-admin may): kubectl ome quota release --origin %s",
+					clip(old.Metadata.Labels[v1beta1.OriginLabel]))
+			}
+			return refused(http.StatusForbidden, VerdictDenied, "%s", why)
+		}
+		ok, err := r.MayRelease(ctx, req.UserInfo, w.Name)
+		switch {
+		case err != nil:
+			return refused(http.StatusServiceUnavailable, VerdictUnavailable,
+				"the quota manager cannot ask the API server whether %s may release %s: %v; retry in a few seconds", clip(req.UserInfo.Username), w.Name, err)
+		case !ok:
+			return refused(http.StatusForbidden, VerdictDenied, "%s; %s may not release it either: releasing a copy needs the verb \"release\" on acceleratorquotas.ome.io", why, clip(req.UserInfo.Username))
+		case step == "mark":
+			return allowed
+		}
+		// A released copy's deletion is judged and recorded like any other.
 	}
 	if old != nil {
 		w.ObjectUID, w.Base = old.Metadata.UID, old.Metadata.ResourceVersion
@@ -269,6 +295,41 @@ func (r *Reviewer) copyWrite(req *admissionv1.AdmissionRequest, name string, old
 	return state.CheckCopyWrite(name, from, to, req.UserInfo.Username, req.UserInfo.Groups, r.Planes)
 }
 
+// releaseStep is which step of a release (kubectl ome quota release) a
+// write of a copy is: "mark" for an update that only sets the annotation
+// ome.io/quota-release to the copy's origin, "delete" for the deletion of a
+// copy so marked; "" for any other write.
+func releaseStep(old, obj *rawObject) string {
+	if old == nil {
+		return ""
+	}
+	origin := old.Metadata.Labels[v1beta1.OriginLabel]
+	if origin == "" {
+		return ""
+	}
+	if obj == nil {
+		if old.Metadata.Annotations[v1beta1.ReleaseAnnotation] == origin {
+			return "delete"
+		}
+		return ""
+	}
+	if obj.Metadata.Annotations[v1beta1.ReleaseAnnotation] != origin || !maps.Equal(old.Metadata.Labels, obj.Metadata.Labels) ||
+		len(obj.Spec) == 0 || !bytes.Equal(old.Spec, obj.Spec) {
+		return ""
+	}
+	for k, v := range obj.Metadata.Annotations {
+		if k != v1beta1.ReleaseAnnotation && old.Metadata.Annotations[k] != v {
+			return ""
+		}
+	}
+	for k := range old.Metadata.Annotations {
+		if _, kept := obj.Metadata.Annotations[k]; !kept {
+			return ""
+		}
+	}
+	return "mark"
+}
+
 // rawObject is what a review reads of an object the API server sends:
 // its type, name and generation, and its spec as bytes. The rest (status,
 // managedFields: most of a stored object) is skipped, not decoded.
@@ -281,6 +342,7 @@ type rawObject struct {
 		ResourceVersion string            `json:"resourceVersion"`
 		Generation      int64             `json:"generation"`
 		Labels          map[string]string `json:"labels"`
+		Annotations     map[string]string `json:"annotations"`
 	} `json:"metadata"`
 	Spec stdjson.RawMessage `json:"spec"`
 }

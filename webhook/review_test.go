@@ -14,7 +14,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
@@ -593,7 +595,9 @@ func TestOperationLabels(t *testing.T) {
 }
 
 // A copy that a management plane projected here is written, unmarked and
-// deleted by the plane alone; a label-only write of it is judged too.
+// deleted by the plane alone; a label-only write of it is judged too. The
+// one way around: a user who may release copies marks one for release,
+// then deletes it, and that deletion is judged (and so recorded).
 func TestReviewGuardsCopies(t *testing.T) {
 	r := guideReviewer()
 	r.Planes = []string{"system:serviceaccount:ome:plane"}
@@ -602,6 +606,31 @@ func TestReviewGuardsCopies(t *testing.T) {
 	relabeled := copyOf.DeepCopy()
 	relabeled.Labels = map[string]string{v1beta1.OriginLabel: "plane-1", "team": "x"}
 	local := aqtest.Team("team-gamma", "ml-research").Budget("nvidia.com/gpu", "a100", "0").Obj()
+	withAnnotations := func(aq *v1beta1.AcceleratorQuota, kv ...string) *v1beta1.AcceleratorQuota {
+		aq = aq.DeepCopy()
+		aq.Annotations = map[string]string{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			aq.Annotations[kv[i]] = kv[i+1]
+		}
+		return aq
+	}
+	marked := withAnnotations(copyOf, v1beta1.ReleaseAnnotation, "plane-1")
+	markedOther := withAnnotations(copyOf, v1beta1.ReleaseAnnotation, "plane-2")
+	markedAnnotated := withAnnotations(copyOf, v1beta1.ReleaseAnnotation, "plane-1", v1beta1.ClusterAnnotation, "east")
+	markedRelabeled := withAnnotations(relabeled, v1beta1.ReleaseAnnotation, "plane-1")
+	markedRaised := withAnnotations(copyOf, v1beta1.ReleaseAnnotation, "plane-1")
+	markedRaised.Spec.Budgets[0].Nominal = resource.MustParse("1")
+	released := 0
+	r.MayRelease = func(_ context.Context, u authenticationv1.UserInfo, name string) (bool, error) {
+		released++
+		if name != "team-gamma" {
+			t.Errorf("MayRelease asked of %q, want team-gamma", name)
+		}
+		if u.Username == "carol" {
+			return false, errors.New("connection refused")
+		}
+		return u.Username == "alice", nil
+	}
 	as := func(user string, body []byte) []byte {
 		var rev admissionv1.AdmissionReview
 		if err := json.Unmarshal(body, &rev); err != nil {
@@ -618,23 +647,71 @@ func TestReviewGuardsCopies(t *testing.T) {
 		user     string
 		review   []byte
 		allowed  bool
+		judged   bool
+		code     int
 		contains string
 	}{
-		"the plane creates a copy":         {user: "system:serviceaccount:ome:plane", review: reviewOf(t, admissionv1.Create, "team-gamma", copyOf, nil, false), allowed: true},
+		"the plane creates a copy":         {user: "system:serviceaccount:ome:plane", review: reviewOf(t, admissionv1.Create, "team-gamma", copyOf, nil, false), allowed: true, judged: true},
 		"an admin forges a copy":           {user: "alice", review: reviewOf(t, admissionv1.Create, "team-gamma", copyOf, nil, false), contains: `team-gamma is a copy of a fleet node, projected by management plane "plane-1": only the plane changes it`},
 		"an admin relabels a copy":         {user: "alice", review: reviewOf(t, admissionv1.Update, "team-gamma", relabeled, copyOf, false), contains: "only the plane changes it"},
 		"an admin unmarks a copy":          {user: "alice", review: reviewOf(t, admissionv1.Update, "team-gamma", local, copyOf, false), contains: "only the plane changes it"},
 		"an admin deletes a copy":          {user: "alice", review: reviewOf(t, admissionv1.Delete, "team-gamma", nil, copyOf, false), contains: "only the plane changes it"},
 		"the plane relabels its copy":      {user: "system:serviceaccount:ome:plane", review: reviewOf(t, admissionv1.Update, "team-gamma", relabeled, copyOf, false), allowed: true},
-		"an admin writes a node of theirs": {user: "alice", review: reviewOf(t, admissionv1.Create, "team-gamma", local, nil, false), allowed: true},
+		"an admin writes a node of theirs": {user: "alice", review: reviewOf(t, admissionv1.Create, "team-gamma", local, nil, false), allowed: true, judged: true},
+		"an admin deletes a copy, told how to release": {user: "alice", review: reviewOf(t, admissionv1.Delete, "team-gamma", nil, copyOf, false),
+			contains: "change the node on the plane; a copy of a plane that no longer reaches this cluster is removed by whoever may release it (cluster-admin may): kubectl ome quota release --origin plane-1"},
+		"an admin marks a copy for release":                {user: "alice", review: reviewOf(t, admissionv1.Update, "team-gamma", marked, copyOf, false), allowed: true},
+		"an admin deletes a copy marked":                   {user: "alice", review: reviewOf(t, admissionv1.Delete, "team-gamma", nil, marked, false), allowed: true, judged: true},
+		"a user who may not release marks a copy":          {user: "bob", review: reviewOf(t, admissionv1.Update, "team-gamma", marked, copyOf, false), contains: `only the plane changes it (system:serviceaccount:ome:plane); change the node on the plane; bob may not release it either: releasing a copy needs the verb "release" on acceleratorquotas.ome.io`},
+		"a user who may not release deletes it":            {user: "bob", review: reviewOf(t, admissionv1.Delete, "team-gamma", nil, marked, false), contains: "bob may not release it either"},
+		"an admin marks and relabels at once":              {user: "alice", review: reviewOf(t, admissionv1.Update, "team-gamma", markedRelabeled, copyOf, false), contains: "only the plane changes it"},
+		"an admin marks with another origin":               {user: "alice", review: reviewOf(t, admissionv1.Update, "team-gamma", markedOther, copyOf, false), contains: "only the plane changes it"},
+		"an admin marks and raises at once":                {user: "alice", review: reviewOf(t, admissionv1.Update, "team-gamma", markedRaised, copyOf, false), contains: "only the plane changes it"},
+		"an admin marks and changes an annotation":         {user: "alice", review: reviewOf(t, admissionv1.Update, "team-gamma", markedAnnotated, copyOf, false), contains: "only the plane changes it"},
+		"an admin deletes a copy of another origin's mark": {user: "alice", review: reviewOf(t, admissionv1.Delete, "team-gamma", nil, markedOther, false), contains: "only the plane changes it"},
+		"the API server cannot say who may release":        {user: "carol", review: reviewOf(t, admissionv1.Delete, "team-gamma", nil, marked, false), code: 503, contains: "cannot ask the API server whether carol may release team-gamma: connection refused; retry in a few seconds"},
 	} {
+		judged := 0
+		judge := r.Judge
+		r.Judge = func(ctx context.Context, w Write) (Verdict, error) { judged++; return judge(ctx, w) }
 		res := r.Review(context.Background(), as(tc.user, tc.review))
+		r.Judge = judge
 		resp := res.Review.Response
+		code := tc.code
+		if code == 0 {
+			code = 403
+		}
 		if resp.Allowed != tc.allowed || (tc.contains != "" && !strings.Contains(resp.Result.Message, tc.contains)) {
 			t.Errorf("%s: allowed %t (%v), want %t with %q", name, resp.Allowed, resp.Result, tc.allowed, tc.contains)
 		}
-		if !tc.allowed && (resp.Result.Code != 403 || res.Verdict != VerdictDenied) {
-			t.Errorf("%s: code %d verdict %s, want 403 denied", name, resp.Result.Code, res.Verdict)
+		if !tc.allowed && int(resp.Result.Code) != code {
+			t.Errorf("%s: code %d verdict %s, want %d", name, resp.Result.Code, res.Verdict, code)
+		}
+		if tc.judged != (judged == 1) {
+			t.Errorf("%s: judged %d times, want judged %t", name, judged, tc.judged)
+		}
+	}
+	if released != 5 {
+		t.Errorf("MayRelease asked %d times, want 5 (each release step, and no other write)", released)
+	}
+}
+
+// A reviewer with no MayRelease refuses the release steps of a copy like
+// any other write of it.
+func TestReviewGuardsCopiesWithoutRelease(t *testing.T) {
+	r := guideReviewer()
+	r.Planes = []string{"system:serviceaccount:ome:plane"}
+	copyOf := aqtest.Team("team-gamma", "ml-research").Budget("nvidia.com/gpu", "a100", "0").Obj()
+	copyOf.Labels = map[string]string{v1beta1.OriginLabel: "plane-1"}
+	marked := copyOf.DeepCopy()
+	marked.Annotations = map[string]string{v1beta1.ReleaseAnnotation: "plane-1"}
+	for name, review := range map[string][]byte{
+		"mark":   reviewOf(t, admissionv1.Update, "team-gamma", marked, copyOf, false),
+		"delete": reviewOf(t, admissionv1.Delete, "team-gamma", nil, marked, false),
+	} {
+		resp := r.Review(context.Background(), review).Review.Response
+		if resp.Allowed || !strings.Contains(resp.Result.Message, "only the plane changes it") {
+			t.Errorf("%s with no MayRelease: allowed %t (%v), want refused", name, resp.Allowed, resp.Result)
 		}
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/net/netutil"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/json"
@@ -24,6 +26,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"ome.io/quota-manager/api/client/clientset/versioned"
+	"ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/events"
 	"ome.io/quota-manager/metrics"
 	"ome.io/quota-manager/state"
@@ -82,7 +85,8 @@ func New(opts *Options, cfg *rest.Config, st StateReader, m *metrics.Metrics) (*
 	l := &Ledger{Client: quotas.OmeV1beta1().AdmissionLedgers(), Name: opts.Ledger, State: st, Identity: opts.Identity,
 		Watch:  cache.NewListWatchFromClient(quotas.OmeV1beta1().RESTClient(), "admissionledgers", "", fields.OneTermEqualSelector("metadata.name", opts.Ledger)),
 		Expiry: opts.ReservationExpiry, Hold: opts.StandingHold, Now: clockOf(), Metrics: m}
-	reviewer := &Reviewer{Judge: l.Judge, Synced: st.Synced, NotReady: st.NotReady, OnVerdict: st.OnVerdict, Planes: opts.ProjectionWriters}
+	reviewer := &Reviewer{Judge: l.Judge, Synced: st.Synced, NotReady: st.NotReady, OnVerdict: st.OnVerdict, Planes: opts.ProjectionWriters,
+		MayRelease: mayRelease(kube)}
 	return &Server{
 		opts:     opts,
 		reviewer: reviewer,
@@ -93,6 +97,29 @@ func New(opts *Options, cfg *rest.Config, st StateReader, m *metrics.Metrics) (*
 		large:    largeSlot(),
 		kube:     kube,
 	}, nil
+}
+
+// mayRelease asks the API server, with a SubjectAccessReview, whether a
+// user may "release" the AcceleratorQuota named name.
+func mayRelease(kube kubernetes.Interface) func(context.Context, authenticationv1.UserInfo, string) (bool, error) {
+	return func(ctx context.Context, u authenticationv1.UserInfo, name string) (bool, error) {
+		extra := make(map[string]authorizationv1.ExtraValue, len(u.Extra))
+		for k, v := range u.Extra {
+			extra[k] = authorizationv1.ExtraValue(v)
+		}
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: u.Username, UID: u.UID, Groups: u.Groups, Extra: extra,
+			ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Verb: "release", Group: v1beta1.GroupName, Version: v1beta1.SchemeGroupVersion.Version,
+				Resource: "acceleratorquotas", Name: name,
+			},
+		}}
+		got, err := kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+		if err != nil {
+			return false, err
+		}
+		return got.Status.Allowed, nil
+	}
 }
 
 // clockOf is the admission path's clock: time.Now, shifted by

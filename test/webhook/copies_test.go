@@ -39,7 +39,25 @@ func TestOnlyThePlaneWritesCopies(t *testing.T) {
 	require.Equal(t, refusal, denied(t, "", "label", "aq", "team-copy", "team=x"), "an admin labelling a copy")
 	require.Equal(t, refusal, denied(t, "", "label", "aq", "team-copy", "ome.io/quota-origin-"), "an admin unmarking a copy")
 	require.Equal(t, refusal, denied(t, "", "patch", "aq", "team-copy", "--type=merge", "-p", `{"spec":{"budgets":[{"resourceName":"nvidia.com/gpu","resourceFlavor":"a100","nominal":"2"}]}}`), "an admin raising a copy")
-	require.Equal(t, refusal, denied(t, "", "delete", "aq", "team-copy"), "an admin deleting a copy")
+	require.Equal(t, refusal+"; a copy of a plane that no longer reaches this cluster is removed by whoever may release it (cluster-admin may): kubectl ome quota release --origin plane-1",
+		denied(t, "", "delete", "aq", "team-copy"), "an admin deleting a copy")
 	mustKubectl(t, "", plane, "label", "aq", "team-copy", "team=x")
 	mustKubectl(t, "", plane, "delete", "aq", "team-copy")
+
+	// The release (kubectl ome quota release): a user who may update and
+	// delete AcceleratorQuotas but not "release" them can neither mark a
+	// copy nor delete it; the cluster's admin marks it, then deletes it.
+	mustKubectl(t, copyOf, plane, "create", "-f", "-")
+	const bob = "system:serviceaccount:ome:bob"
+	testutil.GrantClusterRole(t, cluster, "copies-editor", "ome", "bob",
+		rbacv1.PolicyRule{APIGroups: []string{"ome.io"}, Resources: []string{"acceleratorquotas"}, Verbs: []string{"get", "patch", "update", "delete"}})
+	const mark = "ome.io/quota-release=plane-1"
+	require.Equal(t, refusal+"; "+bob+` may not release it either: releasing a copy needs the verb "release" on acceleratorquotas.ome.io`,
+		denied(t, "", "--as="+bob, "annotate", "aq", "team-copy", mark), "a user who may not release marking a copy")
+	require.Equal(t, refusal, denied(t, "", "annotate", "aq", "team-copy", "ome.io/quota-release=plane-2"), "an admin marking a copy with another origin")
+	mustKubectl(t, "", "annotate", "aq", "team-copy", mark)
+	require.Contains(t, denied(t, "", "--as="+bob, "delete", "aq", "team-copy"), bob+" may not release it either", "a user who may not release deleting a marked copy")
+	mustKubectl(t, "", "delete", "aq", "team-copy")
+	_, _, found := kubectl(t, "", "get", "aq", "team-copy")
+	require.False(t, found, "the released copy is gone")
 }
