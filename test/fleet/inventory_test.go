@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -416,9 +417,10 @@ func TestFleetFromKubeconfigSecrets(t *testing.T) {
 	}
 	d := newDocRun(t, "secrets", map[string]*localcluster.Cluster{"plane": planeCluster, "east": east, "west": west})
 	d.run("setup", "")
+	members := map[string]*release{}
 	for name, c := range map[string]*localcluster.Cluster{"east": east, "west": west} {
 		d.run("member", name)
-		runRelease(t, c, name, 1, nil)
+		members[name] = runRelease(t, c, name, 1, nil)
 	}
 	d.run("plane", "")
 	plane := runRelease(t, planeCluster, "plane", 2, nil)
@@ -481,5 +483,46 @@ func TestFleetFromKubeconfigSecrets(t *testing.T) {
 			t.Errorf("plane replica %s exited: %s", name, m.Tail(20))
 		default:
 		}
+	}
+
+	// The plane gone for good (its replicas stopped): east's admin cannot
+	// delete a copy, but releases the plane's copies with the plugin, and
+	// east's log says who did.
+	for _, m := range plane.replicas {
+		m.Stop()
+	}
+	_, stderr, err := east.KubectlOutput(ctx, "delete", "aq", "fleet-p")
+	if err == nil || !strings.Contains(stderr, "only the plane changes it") || !strings.Contains(stderr, "kubectl ome quota release --origin "+origin) {
+		t.Fatalf("a plain delete of east's copy fleet-p: %v, want refused with the way to release:\n%s", err, stderr)
+	}
+	out := d.run("release", "east")
+	for _, want := range []string{"acceleratorquota.ome.io/fleet-p released (dry run)", "acceleratorquota.ome.io/fleet-c released\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the release block printed no %q:\n%s", want, out)
+		}
+	}
+	holds(eastAQs)
+	testutil.Eventually(t, time.Minute, func() string {
+		cqs, err := east.Kueue.KueueV1beta2().ClusterQueues().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		for _, cq := range cqs.Items {
+			if strings.HasPrefix(cq.Name, "fleet-") {
+				return "east's manager keeps ClusterQueue " + cq.Name
+			}
+		}
+		return ""
+	})
+	eastManager := members["east"]
+	for _, m := range eastManager.replicas {
+		m.Stop()
+	}
+	history, err := exec.Command(member.ManagerBin, "replay", eastManager.eventLog(t, "east-0"), "--node", "fleet-p", "--history").CombinedOutput()
+	if err != nil {
+		t.Fatalf("replay --history on east's log: %v\n%s", err, history)
+	}
+	if !regexp.MustCompile(`admin DELETE admitted by east-0, landed as #\d+ \[deleted\]`).Match(history) {
+		t.Errorf("east's log does not name admin as the author of fleet-p's release:\n%s", history)
 	}
 }

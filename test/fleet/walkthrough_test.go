@@ -97,7 +97,12 @@ func newDocRun(t *testing.T, way string, clusters map[string]*localcluster.Clust
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := strings.Join([]string{clusters["plane"].BinDir, filepath.Dir(helm), os.Getenv("PATH")}, string(os.PathListSeparator))
+	// kubectl ome, for the blocks that run the plugin (fleet-release).
+	plugin, err := localcluster.BuildPlugin(ctx, filepath.Join(dir, "bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := strings.Join([]string{clusters["plane"].BinDir, filepath.Dir(helm), filepath.Dir(plugin), os.Getenv("PATH")}, string(os.PathListSeparator))
 	env := append(os.Environ(), "KUBECONFIG="+kubeconfig, "PATH="+path, "HELM_CONFIG_HOME="+filepath.Join(dir, ".helm"),
 		"HELM_CACHE_HOME="+filepath.Join(dir, ".helm-cache"), "HELM_DATA_HOME="+filepath.Join(dir, ".helm-data"))
 	// The chart installs the admission ledger's CRD itself; the one each
