@@ -6,6 +6,11 @@
 # removed whatever the outcome.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+# Compile as `make image` and `make plugin` do (no cgo, -trimpath), so that
+# the tests, the binaries they build and those two targets share one
+# compile of each package (the Makefile's lint does the same).
+export CGO_ENABLED=0
+case " ${GOFLAGS:-} " in *" -trimpath "*) ;; *) export GOFLAGS="-trimpath${GOFLAGS:+ $GOFLAGS}" ;; esac
 bin=$("$root/hack/tools.sh") || exit 1
 export OME_TOOLS_DIR=$bin
 # prometheus and promtool (tools/prometheus, their own cache key): the alert
