@@ -25,24 +25,39 @@ export TMPDIR=$tmp
 
 cd "$root"
 if [ $# -eq 0 ] || [ "$*" = "./..." ]; then
-  # Unit tests in parallel; then the packages that start a control plane,
-  # one at a time: on 2 cores, two apiservers and two Kueues at once only
-  # make every timing in them slower.
+  # helm (test/helm and test/fleet run it) is built once, up front, while
+  # the unit tests run: two packages that found it missing at once would
+  # both build it.
+  "$root/hack/tools.sh" helm >"$tmp/helm.out" 2>&1 &
+  helm_pid=$!
+  # Unit tests, in parallel.
   go test -count=1 -timeout 20m $(go list ./... | grep -v '/test/')
   rc=$?
-  go test -count=1 -p 1 -timeout 30m ./test/...
+  if ! wait "$helm_pid"; then
+    cat "$tmp/helm.out"
+    rc=1
+  fi
+  # The packages that start control planes, two at a time: most of their
+  # time is spent waiting (for an API server, Kueue, an informer, a
+  # lease), which the other package fills. Each starts its own control
+  # planes, on ports it picks, under its own folder of $TMPDIR.
+  go test -count=1 -p 2 -timeout 30m ./test/...
   rc2=$?
   [ $rc -eq 0 ] && rc=$rc2
   # The guide once more on OME's own AcceleratorQuota CRD, which the
-  # guide's cluster has from OME's ome-crd chart (test/e2e/main_test.go).
-  OME_E2E_CRD=ome go test -count=1 -timeout 15m -run 'TestGuide$|TestOMECRD' ./test/e2e
-  rc4=$?
-  [ $rc -eq 0 ] && rc=$rc4
-  # The quick form of `make perf`, once, to keep the command working (its
-  # figures are not judged here).
+  # guide's cluster has from OME's ome-crd chart (test/e2e/main_test.go),
+  # beside the quick form of `make perf`, run to keep the command working
+  # (its figures are not judged here).
+  OME_E2E_CRD=ome go test -count=1 -timeout 15m -run 'TestGuide$|TestOMECRD' ./test/e2e >"$tmp/e2e-ome.out" 2>&1 &
+  e2e_pid=$!
   go run ./test/cmd/perf -quick
   rc3=$?
   [ $rc -eq 0 ] && rc=$rc3
+  wait "$e2e_pid"
+  rc4=$?
+  echo "--- the guide on OME's CRD (OME_E2E_CRD=ome ./test/e2e) ---"
+  cat "$tmp/e2e-ome.out"
+  [ $rc -eq 0 ] && rc=$rc4
 else
   go test -count=1 -timeout 30m "$@"
   rc=$?
