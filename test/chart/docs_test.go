@@ -92,6 +92,7 @@ func TestInstallDocFleetBlocks(t *testing.T) {
 		"revoke: both (per member)",
 		"remove: clusterprofiles",
 		"remove: secrets",
+		"release: both (per member)",
 	}, got)
 
 	values := func(t *testing.T, b fleetBlock, file string) *Rendered {

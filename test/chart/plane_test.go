@@ -330,7 +330,8 @@ func TestProjectionRefused(t *testing.T) {
 // TestPlaneClusterRole: a plane reads no Node, Kueue object or DRA device
 // of its own cluster, so its ClusterRole has none of those rules, and it
 // gets no Role on Kueue's configuration; the tree, its status, root's
-// finalizer, the CRD's schema, Events and the webhook's objects stay.
+// finalizer, the CRD's schema, Events, the webhook's objects and the access
+// review that answers who may release copies stay.
 func TestPlaneClusterRole(t *testing.T) {
 	withKueue := Cluster{"v1 Namespace  kueue-system": {"metadata": map[string]any{"name": "kueue-system"}}}
 	for name, files := range map[string][]string{"clusters": planeClusters, "clusterProfiles": planeProfiles} {
@@ -347,6 +348,7 @@ func TestPlaneClusterRole(t *testing.T) {
 				"ome.io admissionledgers: create",
 				"ome.io admissionledgers/ome-quota-manager: get,list,watch,update",
 				"admissionregistration.k8s.io validatingwebhookconfigurations/ome-quota-manager.ome.io: get,list,watch,update",
+				"authorization.k8s.io subjectaccessreviews: create",
 			}, rules(cr.Rules))
 			require.Nil(t, r.Get("Role", "ome-quota-manager-kueue-config"))
 			require.Contains(t, deployment(t, r).Spec.Template.Spec.Containers[0].Args, "--dra-kueue-config=")
