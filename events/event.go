@@ -104,6 +104,10 @@ type Quota struct {
 	// keeps a condition's lastTransitionTime while its status stands, as
 	// the object shows it (schema version 7).
 	Conditions []Stamp `json:"conditions,omitempty"`
+	// Deleting is metadata.deletionTimestamp being set: the object is
+	// being deleted and waits only for its finalizers (schema version 10).
+	// Admission refuses to put a node under it.
+	Deleting bool `json:"deleting,omitempty"`
 }
 
 // Stamp is one condition of a stored status: its type, its status (True or

@@ -79,6 +79,7 @@ type member struct {
 	gen      int64
 	uid      string // metadata.uid
 	version  uint64 // resourceVersion, as last seen
+	deleting bool   // metadata.deletionTimestamp is set: it waits for finalizers
 	spec     *v1beta1.AcceleratorQuotaSpec
 	shape    shape
 	place    Place

@@ -46,7 +46,7 @@ func (s *State) upsertQuota(q *events.Quota, version uint64) {
 		s.changedNode(name)
 	}
 	if m != nil && m.shape.equal(sh) {
-		m.spec, m.gen, m.uid, m.version, m.stored = spec, q.Generation, q.UID, version, q.Conditions
+		m.spec, m.gen, m.uid, m.version, m.stored, m.deleting = spec, q.Generation, q.UID, version, q.Conditions, q.Deleting
 		return
 	}
 	created := m == nil
@@ -58,7 +58,7 @@ func (s *State) upsertQuota(q *events.Quota, version uint64) {
 		old = m.shape
 	}
 	s.relink(name, old, sh)
-	m.spec, m.gen, m.shape, m.uid, m.version, m.stored = spec, q.Generation, sh, q.UID, version, q.Conditions
+	m.spec, m.gen, m.shape, m.uid, m.version, m.stored, m.deleting = spec, q.Generation, sh, q.UID, version, q.Conditions, q.Deleting
 
 	s.queue(name)
 	s.queue(old.parent)

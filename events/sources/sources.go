@@ -190,9 +190,10 @@ func (h *Handlers) publish(ev events.Event) {
 }
 
 // QuotaOf is the compact form of an AcceleratorQuota: name, generation,
-// spec, status.capacity and the stamps of status.conditions, deep-copied.
+// spec, status.capacity and the stamps of status.conditions, deep-copied,
+// and whether it is being deleted (a deletionTimestamp).
 func QuotaOf(aq *v1beta1.AcceleratorQuota) *events.Quota {
-	q := &events.Quota{Name: aq.Name, UID: string(aq.UID), Generation: aq.Generation}
+	q := &events.Quota{Name: aq.Name, UID: string(aq.UID), Generation: aq.Generation, Deleting: aq.DeletionTimestamp != nil}
 	aq.Spec.DeepCopyInto(&q.Spec)
 	for _, c := range aq.Status.Capacity {
 		q.Capacity = append(q.Capacity, *c.DeepCopy())

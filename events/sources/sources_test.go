@@ -193,6 +193,13 @@ func TestQuotaHandler(t *testing.T) {
 	if got := QuotaOf(root).Capacity; len(got) != 1 || got[0].HighWaterMark.String() != "32" {
 		t.Errorf("root's capacity not carried: %+v", got)
 	}
+	// A deletion held by a finalizer travels: admission refuses to put a
+	// node under it.
+	held := aq.DeepCopy()
+	held.DeletionTimestamp = &since
+	if !QuotaOf(held).Deleting || QuotaOf(aq).Deleting {
+		t.Errorf("deletionTimestamp not carried as deleting")
+	}
 }
 
 func TestFlavorAndQueueHandlers(t *testing.T) {
