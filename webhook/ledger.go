@@ -36,13 +36,6 @@ const (
 // unsettled reservation is counted either way.
 const patience = time.Second
 
-// reuse bounds how long after it was written a standing reservation admits
-// writes: each of them lands, if ever, within the API server's
-// --request-timeout, so every replica counts the reservation until the last
-// of them can no longer land as long as Expiry exceeds that timeout by
-// reuse.
-const reuse = 10 * time.Second
-
 // Ledger judges tree writes on the manager's state plus the reservations
 // of the AdmissionLedger, and reserves each admitted write there with a
 // compare-and-swap, so that every replica's later judgement counts it
@@ -60,6 +53,12 @@ type Ledger struct {
 	// server's --request-timeout, which ends every write that was admitted
 	// and has not landed.
 	Expiry time.Duration
+	// Reuse bounds how long after it was written a standing reservation
+	// admits writes (the webhook's timeout): each of them lands, if ever,
+	// within the API server's --request-timeout, so every replica counts
+	// the reservation until the last of them can no longer land as long
+	// as Expiry is at least that timeout plus Reuse (Options.Validate).
+	Reuse time.Duration
 	// Hold is how long a standing reservation is kept after the last write
 	// it admitted. It is not a safety bound either.
 	Hold time.Duration
@@ -82,7 +81,7 @@ type Ledger struct {
 }
 
 // standing is one of this replica's standing reservations: while it is
-// fresh (written less than reuse ago), a later write of its object within
+// fresh (written less than Reuse ago), a later write of its object within
 // its spec (state.Within) is admitted without writing the ledger. It is
 // removed once no write has used it for Hold and every write it stood for
 // has settled: they are updates of one object, so once the one judged on
@@ -335,7 +334,7 @@ func (l *Ledger) stand(led *v1beta1.AdmissionLedger, w Write) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	st := l.standingFor(w)
-	if st == nil || now.Before(l.fencedUntil) || now.Sub(st.written) >= reuse ||
+	if st == nil || now.Before(l.fencedUntil) || now.Sub(st.written) >= l.Reuse ||
 		!slices.ContainsFunc(led.Spec.Reservations, func(r v1beta1.Reservation) bool { return r.Review == st.review }) {
 		return false
 	}
