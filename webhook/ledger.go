@@ -202,6 +202,15 @@ func (l *Ledger) judgeOn(ctx context.Context, start time.Time, led *v1beta1.Admi
 				return true
 			}
 		}
+		if w.Spec == nil && len(w.Name) > v1beta1.MaxNameLength {
+			// A node whose name the ledger cannot hold (stored while the
+			// CRD lacked its rule on names) has no children and can have
+			// none: a parentRef holds no longer name. Its deletion only
+			// lowers its parent's children's total, as a lowering does,
+			// and needs no reservation either.
+			j.verdict, j.lowering = verdictOf(s.Admit(w.Name, nil)), true
+			return true
+		}
 		var pending []v1beta1.Reservation
 		for _, r := range led.Spec.Reservations {
 			switch {

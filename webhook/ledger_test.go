@@ -1,0 +1,171 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	typed "ome.io/quota-manager/api/client/clientset/versioned/typed/api/v1beta1"
+	"ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/events"
+	"ome.io/quota-manager/state"
+)
+
+// fakeLedgers is one AdmissionLedger kept as the API server keeps it: a
+// compare-and-swap on its resourceVersion, and the CRD's limits on what it
+// lists (a node's name of at most 63 characters, at most 256
+// reservations). Only Get, Create and Update are served.
+type fakeLedgers struct {
+	typed.AdmissionLedgerInterface
+	mu      sync.Mutex
+	led     *v1beta1.AdmissionLedger
+	rv      int
+	updates int
+}
+
+var ledgerResource = schema.GroupResource{Group: "ome.io", Resource: "admissionledgers"}
+
+func (f *fakeLedgers) Get(_ context.Context, name string, _ metav1.GetOptions) (*v1beta1.AdmissionLedger, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.led == nil {
+		return nil, apierrors.NewNotFound(ledgerResource, name)
+	}
+	return f.led.DeepCopy(), nil
+}
+
+func (f *fakeLedgers) Create(_ context.Context, led *v1beta1.AdmissionLedger, _ metav1.CreateOptions) (*v1beta1.AdmissionLedger, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.led != nil {
+		return nil, apierrors.NewAlreadyExists(ledgerResource, led.Name)
+	}
+	f.rv++
+	f.led = led.DeepCopy()
+	f.led.UID, f.led.ResourceVersion = types.UID("ledger-1"), strconv.Itoa(f.rv)
+	return f.led.DeepCopy(), nil
+}
+
+func (f *fakeLedgers) Update(_ context.Context, led *v1beta1.AdmissionLedger, _ metav1.UpdateOptions) (*v1beta1.AdmissionLedger, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.led == nil {
+		return nil, apierrors.NewNotFound(ledgerResource, led.Name)
+	}
+	if led.ResourceVersion != f.led.ResourceVersion {
+		return nil, apierrors.NewConflict(ledgerResource, led.Name, fmt.Errorf("the object has been modified"))
+	}
+	var errs field.ErrorList
+	if len(led.Spec.Reservations) > maxReservations {
+		errs = append(errs, field.TooMany(field.NewPath("spec", "reservations"), len(led.Spec.Reservations), maxReservations))
+	}
+	for i, r := range led.Spec.Reservations {
+		if len(r.Node) > 63 {
+			errs = append(errs, field.TooLong(field.NewPath("spec", "reservations").Index(i).Child("node"), r.Node, 63))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, apierrors.NewInvalid(schema.GroupKind{Group: "ome.io", Kind: "AdmissionLedger"}, led.Name, errs)
+	}
+	f.rv++
+	f.updates++
+	f.led = led.DeepCopy()
+	f.led.ResourceVersion = strconv.Itoa(f.rv)
+	return f.led.DeepCopy(), nil
+}
+
+// fakeState is the manager's state behind the reducer's lock, fed by
+// apply.
+type fakeState struct {
+	mu      sync.Mutex
+	s       *state.State
+	applied chan struct{}
+}
+
+func newFakeState(evs ...events.Event) *fakeState {
+	f := &fakeState{s: state.New(), applied: make(chan struct{})}
+	f.apply(evs...)
+	return f
+}
+
+func (f *fakeState) apply(evs ...events.Event) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, ev := range evs {
+		ev.Seq = f.s.LastSeq() + 1
+		f.s.Apply(ev)
+	}
+	close(f.applied)
+	f.applied = make(chan struct{})
+}
+
+func (f *fakeState) Observe(fn func(*state.State)) <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn(f.s)
+	return f.applied
+}
+
+func (f *fakeState) Synced() bool                                       { return true }
+func (f *fakeState) NotReady() error                                    { return nil }
+func (f *fakeState) OnVerdict(context.Context, string, *events.Verdict) {}
+
+var at0 = time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+
+// quotaAt is an AcceleratorQuota event of spec at resourceVersion rv.
+func quotaAt(name, uid string, rv uint64, spec *v1beta1.AcceleratorQuotaSpec) events.Event {
+	ev := events.QuotaUpserted(at0, &events.Quota{Name: name, UID: uid, Generation: 1, Spec: *spec})
+	ev.Version = rv
+	return ev
+}
+
+// testLedger is a Ledger of replica "r1" on st and an empty fake ledger.
+func testLedger(st StateReader) (*Ledger, *fakeLedgers) {
+	f := &fakeLedgers{}
+	o := DefaultOptions()
+	return &Ledger{Client: f, Name: "ome-quota-manager", State: st, Identity: "r1",
+		Expiry: o.ReservationExpiry, Reuse: o.Timeout, Hold: o.StandingHold, Now: time.Now}, f
+}
+
+// guideEvents are the guide's tree with flavor a100, at resourceVersions
+// 1 to 4.
+func guideEvents() []events.Event {
+	evs := []events.Event{
+		events.FlavorUpserted(at0, &events.Flavor{Name: "a100", NodeLabels: map[string]string{"gpu": "a100"}}),
+		events.Synced(at0),
+	}
+	in := guideInputs()
+	for i, name := range []string{"root", "ml-research", "team-alpha", "team-beta"} {
+		evs = append(evs, quotaAt(name, "u-"+name, uint64(i+1), in.Tree[name]))
+	}
+	return evs
+}
+
+func TestLongNamesNeedNoLedgerField(t *testing.T) {
+	long := "team-" + strings.Repeat("x", 59) // 64 characters
+	spec := &v1beta1.AcceleratorQuotaSpec{Role: v1beta1.RoleClusterQueue, ParentRef: &v1beta1.ParentReference{Name: "ml-research"}}
+	st := newFakeState(append(guideEvents(), quotaAt(long, "u-long", 5, spec))...)
+	l, f := testLedger(st)
+	// A node whose name the ledger cannot hold (stored while the CRD
+	// lacked its rule on names) can still be deleted: nothing can name it
+	// as a parent, so its deletion only lowers its parent's total, and it
+	// needs no reservation.
+	v, err := l.Judge(context.Background(), Write{Name: long, Op: admissionv1.Delete, ObjectUID: "u-long", Base: "5", UID: "review-1"})
+	if err != nil || !v.Allowed {
+		t.Fatalf("deleting %s: %+v, %v", long, v, err)
+	}
+	if f.updates != 0 {
+		t.Errorf("deleting %s wrote the ledger %d times", long, f.updates)
+	}
+}
