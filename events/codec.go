@@ -52,7 +52,13 @@ import (
 //   - 10: adds an AcceleratorQuota's deleting (its deletionTimestamp is
 //     set and it waits for finalizers). Older lines read as before, as
 //     objects not being deleted; a line of theirs cannot carry it.
-const SchemaVersion = 10
+//   - 11: adds the QuotaListing and QuotaListed kinds, which bracket a
+//     list of AcceleratorQuotas (the events between them come in the
+//     order of names, not versions). Older lines read as before, without
+//     them: their AcceleratorQuota events are read in the order of
+//     versions, as older builds took them; a line of theirs cannot carry
+//     either kind.
+const SchemaVersion = 11
 
 // oldestVersion is the oldest schema version this build reads.
 const oldestVersion = 1
@@ -145,7 +151,8 @@ func unmarshal(line []byte) (Event, int, error) {
 		(v < 6 && (w.Event.Kind == KindMeasureRecovered || (w.Event.Failure != nil && w.Event.Failure.Source != ""))) ||
 		(v < 7 && (w.Event.Kind == KindDrift || (w.Event.Quota != nil && len(w.Event.Quota.Conditions) > 0))) ||
 		(v < 8 && (w.Event.Kind == KindMember || (w.Event.Config != nil && (w.Event.Config.Mode != "" || len(w.Event.Config.Members) > 0)))) ||
-		(v < 9 && (w.Event.Kind == KindMembership || (w.Event.Config != nil && w.Event.Config.Origin != ""))) {
+		(v < 9 && (w.Event.Kind == KindMembership || (w.Event.Config != nil && w.Event.Config.Origin != ""))) ||
+		(v < 11 && (w.Event.Kind == KindQuotaListing || w.Event.Kind == KindQuotaListed)) {
 		return Event{}, 0, fmt.Errorf("event #%d has kind %s, which schema version %d did not have: the log is corrupt", w.Event.Seq, w.Event.Kind, v)
 	}
 	if v < 10 && w.Event.Quota != nil && w.Event.Quota.Deleting {

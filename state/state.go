@@ -57,9 +57,13 @@ type State struct {
 	// the machine allows.
 	cause Cause
 
-	// progress is the highest resourceVersion of the AcceleratorQuota
-	// events applied (see Progress).
-	progress uint64
+	// progress is the resourceVersion up to which the state holds every
+	// AcceleratorQuota event (see Progress); horizon the highest applied
+	// (see Horizon). They differ only while listing: between a
+	// QuotaListing and the QuotaListed that ends it, objects come in the
+	// order of their names and progress holds still.
+	progress, horizon uint64
+	listing           bool
 
 	// leader is the replica that leads, as its Leadership events say
 	// (outcome.go).
@@ -173,7 +177,10 @@ func (s *State) Apply(ev events.Event) []Transition {
 	s.transitions = nil
 	switch ev.Kind {
 	case events.KindAcceleratorQuota:
-		s.progress = max(s.progress, ev.Version)
+		s.horizon = max(s.horizon, ev.Version)
+		if !s.listing {
+			s.progress = max(s.progress, ev.Version)
+		}
 		if ev.Op == events.OpDelete {
 			s.deleteQuota(ev.Key)
 		} else {
@@ -215,6 +222,15 @@ func (s *State) Apply(ev events.Event) []Transition {
 		s.setMember(ev.Key, ev.Member)
 	case events.KindMembership:
 		s.setMembership(ev.Key, ev.Membership)
+	case events.KindQuotaListing:
+		s.listing = true
+	case events.KindQuotaListed:
+		// The list's objects, and the deletions it implies, are all in:
+		// the state holds the AcceleratorQuotas as they were at its
+		// version, and the watch goes on from there.
+		s.listing = false
+		s.progress = ev.Version
+		s.horizon = max(s.horizon, ev.Version)
 	case events.KindSynced:
 		s.synced = true
 		s.measure()

@@ -172,7 +172,8 @@ func (l *Ledger) Judge(ctx context.Context, w Write) (v Verdict, err error) {
 type judgement struct {
 	verdict Verdict
 	// settled are the reservations this replica's state shows settled,
-	// progress how far it had seen then: the floor once they are removed.
+	// progress the highest version it had applied then (its Horizon): the
+	// floor once they are removed.
 	settled  map[string]bool
 	progress uint64
 	// already: the ledger holds this review's reservation; lowering: the
@@ -194,7 +195,7 @@ func (l *Ledger) judgeOn(ctx context.Context, start time.Time, led *v1beta1.Admi
 		if s.Progress() < need {
 			return false
 		}
-		j = judgement{settled: map[string]bool{}, progress: s.Progress()}
+		j = judgement{settled: map[string]bool{}, progress: s.Horizon()}
 		if w.Old != nil {
 			var a state.Admission
 			if a, j.lowering = s.AdmitLowering(w.Name, w.Old, w.Spec); j.lowering {
@@ -392,7 +393,7 @@ func (l *Ledger) release(ctx context.Context) error {
 	var progress uint64
 	if err == nil {
 		l.State.Observe(func(s *state.State) {
-			progress = s.Progress()
+			progress = s.Horizon()
 			for review, last := range idle {
 				i := slices.IndexFunc(led.Spec.Reservations, func(r v1beta1.Reservation) bool { return r.Review == review })
 				if i < 0 || l.expired(&led.Spec.Reservations[i]) {
