@@ -13,6 +13,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -73,9 +74,12 @@ type Ledger struct {
 	// seen is when this replica first saw each reservation, by review uid.
 	seen map[string]time.Time
 	// fencedUntil: until then nothing is reserved, for fenceReason: the
-	// ledger was deleted with reservations in it.
+	// ledger was deleted with reservations in it, or replaced.
 	fencedUntil time.Time
 	fenceReason string
+	// gone are the uids of ledgers seen deleted or replaced: a late
+	// answer that carries one is not cached again.
+	gone map[types.UID]bool
 	// standing are this replica's standing reservations, newest last.
 	standing []*standing
 }
@@ -482,12 +486,23 @@ func (l *Ledger) read(ctx context.Context, force bool) (*v1beta1.AdmissionLedger
 
 // keep caches led unless a newer one is cached (resourceVersions compared
 // as numbers: a stale cache costs a conflict, never a wrong admission).
+// A ledger with another uid than the cached one replaced it: the cached
+// one was deleted, whether or not the watch has said so yet (this
+// replica's own read may have created the new one, or a relist hands it
+// over as an update), and its reservations may still land, so nothing is
+// reserved until they would have expired (fence).
 func (l *Ledger) keep(led *v1beta1.AdmissionLedger) {
 	now := l.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.gone[led.UID] {
+		return
+	}
 	if l.cur != nil && l.cur.UID == led.UID && parseVersion(led.ResourceVersion) <= parseVersion(l.cur.ResourceVersion) {
 		return
+	}
+	if l.cur != nil && l.cur.UID != led.UID {
+		l.fence(l.cur.UID, fmt.Sprintf("the admission ledger %s was deleted and created anew, and the reservations of the old one may still land", l.Name))
 	}
 	l.cur = led
 	live := make(map[string]time.Time, len(led.Spec.Reservations))
@@ -509,11 +524,36 @@ func (l *Ledger) forget(obj any) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.cur = nil
-	if led, ok := obj.(*v1beta1.AdmissionLedger); !ok || len(led.Spec.Reservations) > 0 {
-		l.fencedUntil = l.Now().Add(l.Expiry)
-		l.fenceReason = fmt.Sprintf("the admission ledger %s was deleted with reservations in it, which may still land", l.Name)
+	led, ok := obj.(*v1beta1.AdmissionLedger)
+	if l.cur != nil && (!ok || led.UID != l.cur.UID) {
+		// The cached one is gone too, or was never the one deleted: its
+		// reservations are lost to this replica's judgements.
+		l.fence(l.cur.UID, fmt.Sprintf("the admission ledger %s was deleted and created anew, and the reservations of the old one may still land", l.Name))
 	}
+	if ok {
+		l.markGone(led.UID)
+	}
+	l.cur = nil
+	if !ok || len(led.Spec.Reservations) > 0 {
+		l.fence(led.UID, fmt.Sprintf("the admission ledger %s was deleted with reservations in it, which may still land", l.Name))
+	}
+}
+
+// fence reserves nothing for one expiry from now, for why, and forgets
+// the ledger uid for good. The caller holds l.mu.
+func (l *Ledger) fence(uid types.UID, why string) {
+	l.markGone(uid)
+	l.fencedUntil, l.fenceReason = l.Now().Add(l.Expiry), why
+}
+
+func (l *Ledger) markGone(uid types.UID) {
+	if uid == "" {
+		return
+	}
+	if l.gone == nil {
+		l.gone = map[types.UID]bool{}
+	}
+	l.gone[uid] = true
 }
 
 // Run keeps the cached ledger current with a watch on the one object, so

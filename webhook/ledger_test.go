@@ -11,6 +11,7 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -53,7 +54,7 @@ func (f *fakeLedgers) Create(_ context.Context, led *v1beta1.AdmissionLedger, _ 
 	}
 	f.rv++
 	f.led = led.DeepCopy()
-	f.led.UID, f.led.ResourceVersion = types.UID("ledger-1"), strconv.Itoa(f.rv)
+	f.led.UID, f.led.ResourceVersion = types.UID(fmt.Sprintf("ledger-at-%d", f.rv)), strconv.Itoa(f.rv)
 	return f.led.DeepCopy(), nil
 }
 
@@ -168,4 +169,81 @@ func TestLongNamesNeedNoLedgerField(t *testing.T) {
 	if f.updates != 0 {
 		t.Errorf("deleting %s wrote the ledger %d times", long, f.updates)
 	}
+}
+
+// aTeam is a team under ml-research with n GPUs of a100.
+func aTeam(n string) *v1beta1.AcceleratorQuotaSpec {
+	return &v1beta1.AcceleratorQuotaSpec{Role: v1beta1.RoleClusterQueue, ParentRef: &v1beta1.ParentReference{Name: "ml-research"},
+		Budgets: []v1beta1.Budget{{ResourceName: gpu, ResourceFlavor: "a100", Nominal: resource.MustParse(n)}}}
+}
+
+// replacedLedger is a replica r1 whose state holds ml-research (24 GPUs)
+// with team-alpha (16), and whose cached ledger lists another replica's
+// admitted, unsettled create of team-x (8 GPUs): a create of team-y with
+// 8 more fits the state alone, and not once team-x lands.
+func replacedLedger(t *testing.T) (*Ledger, *fakeLedgers) {
+	t.Helper()
+	in := guideInputs()
+	st := newFakeState(
+		events.FlavorUpserted(at0, &events.Flavor{Name: "a100", NodeLabels: map[string]string{"gpu": "a100"}}),
+		events.Synced(at0),
+		quotaAt("root", "u-root", 1, in.Tree["root"]),
+		quotaAt("ml-research", "u-ml", 2, in.Tree["ml-research"]),
+		quotaAt("team-alpha", "u-alpha", 3, in.Tree["team-alpha"]),
+	)
+	l, f := testLedger(st)
+	f.led = &v1beta1.AdmissionLedger{ObjectMeta: metav1.ObjectMeta{Name: l.Name, UID: "ledger-1", ResourceVersion: "1"},
+		Spec: v1beta1.AdmissionLedgerSpec{ReservationCount: 1, Reservations: []v1beta1.Reservation{
+			{Review: "review-x", Node: "team-x", Operation: "CREATE", UID: "u-x", Spec: aTeam("8"), Replica: "r2"}}}}
+	f.rv = 1
+	if _, err := l.read(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := l.Judge(context.Background(), Write{Name: "team-y", Op: admissionv1.Create, ObjectUID: "u-y", UID: "review-y0", Spec: aTeam("8")}); err == nil {
+		t.Fatalf("team-y admitted beside team-x's reservation: %+v", v)
+	}
+	return l, f
+}
+
+// TestReplacedLedgerFences: the ledger deleted with reservations in it
+// and created anew. A replica that never saw the deletion through its
+// watch still learns of it, from the new ledger's uid, whichever way the
+// new ledger reaches it, and reserves nothing until the old reservations
+// would have expired: they may still land.
+func TestReplacedLedgerFences(t *testing.T) {
+	teamY := Write{Name: "team-y", Op: admissionv1.Create, ObjectUID: "u-y", UID: "review-y", Spec: aTeam("8")}
+	t.Run("created anew by this replica's own read", func(t *testing.T) {
+		l, f := replacedLedger(t)
+		f.mu.Lock()
+		f.led = nil // deleted; the watch has not said so yet
+		f.mu.Unlock()
+		// A write the rules deny makes the replica read the ledger
+		// afresh, which creates it anew.
+		orphan := Write{Name: "team-z", Op: admissionv1.Create, ObjectUID: "u-z", UID: "review-z",
+			Spec: &v1beta1.AcceleratorQuotaSpec{Role: v1beta1.RoleClusterQueue, ParentRef: &v1beta1.ParentReference{Name: "nowhere"}}}
+		if v, err := l.Judge(context.Background(), orphan); err != nil || v.Allowed {
+			t.Fatalf("a team under a missing parent: %+v, %v", v, err)
+		}
+		if f.led == nil {
+			t.Fatal("the ledger was not created anew")
+		}
+		v, err := l.Judge(context.Background(), teamY)
+		if err == nil || !strings.Contains(err.Error(), "retry") {
+			t.Errorf("team-y judged on the new ledger alone: %+v, %v; want a refusal that says to retry", v, err)
+		}
+	})
+	t.Run("seen by the watch as an update with a new uid", func(t *testing.T) {
+		l, f := replacedLedger(t)
+		// Deleted and created anew across a relist: the informer hands
+		// it over as an update of the same key.
+		f.mu.Lock()
+		f.led = &v1beta1.AdmissionLedger{ObjectMeta: metav1.ObjectMeta{Name: l.Name, UID: "ledger-2", ResourceVersion: "9"}}
+		f.rv = 9
+		l.keep(f.led.DeepCopy())
+		f.mu.Unlock()
+		v, err := l.Judge(context.Background(), teamY)
+		if err == nil || !strings.Contains(err.Error(), "retry") {
+			t.Errorf("team-y judged on the new ledger alone: %+v, %v; want a refusal that says to retry", v, err)
+		}
+	})
 }
