@@ -83,12 +83,14 @@ type zone struct{ facts, placed, ancestors map[string]bool }
 func (s *State) zoneOf(name string, spec *v1beta1.AcceleratorQuotaSpec) zone {
 	z := zone{facts: map[string]bool{name: true}, placed: map[string]bool{}, ancestors: map[string]bool{}}
 	m := s.members[name]
+	// Only the parents matter here: a reservation's spec is not parsed
+	// (its budgets) on every look, which each applied event repeats.
 	var old, next shape
 	if m != nil {
 		old = m.shape
 	}
 	if spec != nil {
-		next = shapeOf(name, spec)
+		next.parent = parentOf(name, spec)
 	}
 	for _, p := range []string{old.parent, next.parent} {
 		if p != "" {
