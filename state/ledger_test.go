@@ -344,3 +344,47 @@ func TestRestartAfterADeletionReachesTheFloor(t *testing.T) {
 		t.Errorf("after a restart, progress %d stays below the floor %d", restarted.Progress(), floor)
 	}
 }
+
+// TestTreeSnapshot: a snapshot taken in O(1) builds the tree as it was
+// when taken, whatever the reducer applies later, in this state or in a
+// clone of it.
+func TestTreeSnapshot(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 40))
+	team := guideTree()["team-alpha"]
+	step := func(s *State) {
+		name := string(rune('a' + rng.IntN(20)))
+		if rng.IntN(4) == 0 {
+			applyAll(s, events.Deleted(t0, events.KindAcceleratorQuota, name))
+			return
+		}
+		sp := *team
+		applyAll(s, quota(name, &sp))
+	}
+	s := New()
+	var snaps []TreeSnapshot
+	var want []Tree
+	for i := range 500 {
+		step(s)
+		if got := s.TreeSnapshot().Tree(); !maps.Equal(got, s.Tree()) {
+			t.Fatalf("after event %d: snapshot %v, tree %v", i, got, s.Tree())
+		}
+		if i%50 == 0 {
+			snaps, want = append(snaps, s.TreeSnapshot()), append(want, s.Tree())
+		}
+	}
+	c := s.Clone()
+	for range 200 {
+		step(s)
+		step(c)
+	}
+	for _, st := range []*State{s, c} {
+		if got := st.TreeSnapshot().Tree(); !maps.Equal(got, st.Tree()) {
+			t.Fatalf("after cloning: snapshot %v, tree %v", got, st.Tree())
+		}
+	}
+	for i, snap := range snaps {
+		if got := snap.Tree(); !maps.Equal(got, want[i]) {
+			t.Errorf("snapshot %d changed: %v, was %v", i, got, want[i])
+		}
+	}
+}

@@ -191,7 +191,7 @@ func (l *Ledger) judgeOn(ctx context.Context, start time.Time, led *v1beta1.Admi
 	recheck := start.Add(patience)
 	var j judgement
 	var related []v1beta1.Reservation
-	var tree state.Tree
+	var snap state.TreeSnapshot
 	var marks map[state.Pair]state.Amount
 	var flavors map[string]bool
 	var cfg events.Config
@@ -240,7 +240,7 @@ func (l *Ledger) judgeOn(ctx context.Context, start time.Time, led *v1beta1.Admi
 		}
 		j.verdict = verdictOf(s.Admit(w.Name, w.Spec))
 		if j.verdict.Allowed && len(related) > 0 && len(related) <= state.MaxUncertain {
-			tree, marks, flavors, cfg = s.Tree(), s.Marks(), s.FlavorNames(), s.Config()
+			snap, marks, flavors, cfg = s.TreeSnapshot(), s.Marks(), s.FlavorNames(), s.Config()
 		}
 		return true
 	})
@@ -253,8 +253,9 @@ func (l *Ledger) judgeOn(ctx context.Context, start time.Time, led *v1beta1.Admi
 	if len(related) > state.MaxUncertain {
 		return j, fmt.Errorf("%d writes near %s, admitted moments ago, have not been seen to land yet (%s)", len(related), w.Name, describe(related))
 	}
-	// The snapshot is judged outside the reducer's lock.
-	if a, ok := state.AdmitUncertain(tree, marks, flavors, cfg, w.Name, w.Spec, related); !ok {
+	// The snapshot, taken in O(1), is built and judged outside the
+	// reducer's lock.
+	if a, ok := state.AdmitUncertain(snap.Tree(), marks, flavors, cfg, w.Name, w.Spec, related); !ok {
 		return j, fmt.Errorf("%s, if the writes admitted moments ago and not yet seen to land (%s) land", a.Message, describe(related))
 	}
 	return j, nil
