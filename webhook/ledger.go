@@ -115,6 +115,9 @@ func (l *Ledger) Judge(ctx context.Context, w Write) (v Verdict, err error) {
 			"allowed", v.Allowed, "failed", err != nil, "outcome", outcome, "total", l.Now().Sub(start))
 	}()
 	led, err := l.read(ctx, false)
+	if err == nil {
+		err = l.storedBase(ctx, w)
+	}
 	fresh := false
 	for attempt := 0; err == nil && attempt < maxAttempts; attempt++ {
 		var j judgement
@@ -170,6 +173,33 @@ func (l *Ledger) Judge(ctx context.Context, w Write) (v Verdict, err error) {
 		err = fmt.Errorf("the admission ledger %s changed %d times while this write was judged", l.Name, maxAttempts)
 	}
 	return Verdict{}, err
+}
+
+// storedBase refuses a write judged on a version that the API server has
+// not stored: the review waits for its state to reach the base, and a
+// forged review could name one far ahead, to hold its slot until the
+// caller gives up. A base the state has seen passes at once; a later one
+// is checked against the newest version the API server has stored (a
+// consistent list of the ledger, in the same store's sequence), so that
+// the wait is bounded by what the API server could have sent.
+func (l *Ledger) storedBase(ctx context.Context, w Write) error {
+	base := parseVersion(w.Base)
+	if base == 0 {
+		return nil
+	}
+	var seen uint64
+	l.State.Observe(func(s *state.State) { seen = s.Horizon() })
+	if base <= seen {
+		return nil
+	}
+	list, err := l.Client.List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + l.Name})
+	if err != nil {
+		return fmt.Errorf("reading how far the API server has stored: %w", err)
+	}
+	if newest := parseVersion(list.ResourceVersion); newest > 0 && base > newest {
+		return fmt.Errorf("the review of %s names resourceVersion %d, which the API server has not stored (its newest is %d): the API server sends no such review", w.Name, base, newest)
+	}
+	return nil
 }
 
 // judgement is what one look at the state found.

@@ -247,3 +247,34 @@ func TestReplacedLedgerFences(t *testing.T) {
 		}
 	})
 }
+
+// List serves the one ledger; its list's resourceVersion is the newest
+// the fake has stored, as a consistent list's is.
+func (f *fakeLedgers) List(_ context.Context, _ metav1.ListOptions) (*v1beta1.AdmissionLedgerList, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := &v1beta1.AdmissionLedgerList{ListMeta: metav1.ListMeta{ResourceVersion: strconv.Itoa(f.rv)}}
+	if f.led != nil {
+		out.Items = append(out.Items, *f.led.DeepCopy())
+	}
+	return out, nil
+}
+
+// TestFutureBaseRefusedAtOnce: a review names the version its update or
+// delete was judged on, and the webhook waits until its state has seen
+// it. A forged review that names a version the API server has not stored
+// yet is refused at once, not held until the caller gives up: its wait is
+// bounded by what the API server could have sent.
+func TestFutureBaseRefusedAtOnce(t *testing.T) {
+	st := newFakeState(guideEvents()...)
+	l, f := testLedger(st)
+	f.rv = 40 // the API server has stored up to 40
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	forged := Write{Name: "team-beta", Op: admissionv1.Update, ObjectUID: "u-team-beta", Base: "1000000", UID: "forged-1",
+		Old: guideInputs().Tree["team-beta"], Spec: aTeam("9")}
+	_, err := l.Judge(ctx, forged)
+	if err == nil || !strings.Contains(err.Error(), "resourceVersion 1000000") || ctx.Err() != nil {
+		t.Errorf("a review judged on a version not stored yet: %v (context: %v); want a refusal naming the version, at once", err, ctx.Err())
+	}
+}
