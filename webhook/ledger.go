@@ -214,18 +214,83 @@ type judgement struct {
 	// write lowers a team's budgets, which cannot make another write's
 	// verdict wrong, whatever else lands, and needs no reservation.
 	already, lowering bool
+	// snap is what the combinations of related reservations are judged
+	// on, when there are at most MaxUncertain.
+	snap *uncertainInputs
 }
 
 func (l *Ledger) judgeOn(ctx context.Context, start time.Time, led *v1beta1.AdmissionLedger, w Write) (judgement, error) {
 	need := max(parseVersion(led.Spec.Floor), parseVersion(w.Base))
 	recheck := start.Add(patience)
+	for {
+		j, related, next, err := l.look(ctx, recheck, need, led, w)
+		if err != nil || j.lowering || len(related) == 0 {
+			return j, err
+		}
+		// Waiting helps only while a related reservation may still
+		// settle, and only a write not admitted on every outcome of the
+		// related reservations needs it: one admitted on all of them
+		// is answered at once, however long they take to land, or if
+		// they never do.
+		var uncertain error
+		if j.verdict.Allowed {
+			uncertain = l.uncertain(w, related, j.snap)
+		}
+		if (j.verdict.Allowed && uncertain == nil) || !slices.ContainsFunc(related, settles) || !l.Now().Before(recheck) {
+			if j.verdict.Allowed && l.Metrics != nil {
+				l.Metrics.WebhookUncertain.Inc()
+			}
+			return j, uncertain
+		}
+		if err := l.sleep(ctx, recheck, next); err != nil {
+			return j, err
+		}
+	}
+}
+
+// uncertain judges w on every combination of the related reservations
+// landing, on the snapshot, outside the reducer's lock; nil when each
+// admits it.
+func (l *Ledger) uncertain(w Write, related []v1beta1.Reservation, snap *uncertainInputs) error {
+	if len(related) > state.MaxUncertain || snap == nil {
+		return fmt.Errorf("%d writes near %s, admitted moments ago, have not been seen to land yet (%s)", len(related), w.Name, describe(related))
+	}
+	if a, ok := state.AdmitUncertain(snap.tree.Tree(), snap.marks, snap.flavors, snap.cfg, w.Name, w.Spec, related); !ok {
+		return fmt.Errorf("%s, if the writes admitted moments ago and not yet seen to land (%s) land", a.Message, describe(related))
+	}
+	return nil
+}
+
+// uncertainInputs are what AdmitUncertain reads of the state, taken
+// under the reducer's lock in O(1) but for the small maps.
+type uncertainInputs struct {
+	tree    state.TreeSnapshot
+	marks   map[state.Pair]state.Amount
+	flavors map[string]bool
+	cfg     events.Config
+}
+
+// sleep waits for next (the next applied event), recheck or ctx's end.
+func (l *Ledger) sleep(ctx context.Context, recheck time.Time, next <-chan struct{}) error {
+	var timer <-chan time.Time
+	if left := recheck.Sub(l.Now()); left > 0 {
+		timer = time.After(left)
+	}
+	select {
+	case <-next:
+	case <-timer:
+	case <-ctx.Done():
+		return errors.New("this replica's view of the tree has not caught up with the writes admitted before this one")
+	}
+	return nil
+}
+
+// look takes one look at the state, once it has reached need: the verdict
+// on the state alone, and the reservations of led that can change it.
+func (l *Ledger) look(ctx context.Context, recheck time.Time, need uint64, led *v1beta1.AdmissionLedger, w Write) (judgement, []v1beta1.Reservation, <-chan struct{}, error) {
 	var j judgement
 	var related []v1beta1.Reservation
-	var snap state.TreeSnapshot
-	var marks map[state.Pair]state.Amount
-	var flavors map[string]bool
-	var cfg events.Config
-	err := l.await(ctx, recheck, func(s *state.State) bool {
+	next, err := l.await(ctx, recheck, func(s *state.State) bool {
 		if s.Progress() < need {
 			return false
 		}
@@ -265,30 +330,13 @@ func (l *Ledger) judgeOn(ctx context.Context, start time.Time, led *v1beta1.Admi
 			}
 		}
 		related = s.Related(w.Name, w.Spec, pending)
-		if slices.ContainsFunc(related, settles) && l.Now().Before(recheck) {
-			return false
-		}
 		j.verdict = verdictOf(s.Admit(w.Name, w.Spec))
 		if j.verdict.Allowed && len(related) > 0 && len(related) <= state.MaxUncertain {
-			snap, marks, flavors, cfg = s.TreeSnapshot(), s.Marks(), s.FlavorNames(), s.Config()
+			j.snap = &uncertainInputs{s.TreeSnapshot(), s.Marks(), s.FlavorNames(), s.Config()}
 		}
 		return true
 	})
-	if err != nil || !j.verdict.Allowed || j.lowering || len(related) == 0 {
-		return j, err
-	}
-	if l.Metrics != nil {
-		l.Metrics.WebhookUncertain.Inc()
-	}
-	if len(related) > state.MaxUncertain {
-		return j, fmt.Errorf("%d writes near %s, admitted moments ago, have not been seen to land yet (%s)", len(related), w.Name, describe(related))
-	}
-	// The snapshot, taken in O(1), is built and judged outside the
-	// reducer's lock.
-	if a, ok := state.AdmitUncertain(snap.Tree(), marks, flavors, cfg, w.Name, w.Spec, related); !ok {
-		return j, fmt.Errorf("%s, if the writes admitted moments ago and not yet seen to land (%s) land", a.Message, describe(related))
-	}
-	return j, nil
+	return j, related, next, err
 }
 
 // settles: the reservation is not a standing one, which settles only when
@@ -467,14 +515,15 @@ func (l *Ledger) expired(r *v1beta1.Reservation) bool {
 }
 
 // await calls done under the state's lock after each event until it
-// reports true, and once more at recheck. It ends with an error that says
+// reports true, and once more at recheck, and returns the channel closed
+// by the event after the look that did. It ends with an error that says
 // to retry when ctx ends first.
-func (l *Ledger) await(ctx context.Context, recheck time.Time, done func(*state.State) bool) error {
+func (l *Ledger) await(ctx context.Context, recheck time.Time, done func(*state.State) bool) (<-chan struct{}, error) {
 	for {
 		var ok bool
 		next := l.State.Observe(func(s *state.State) { ok = done(s) })
 		if ok {
-			return nil
+			return next, nil
 		}
 		var timer <-chan time.Time
 		if left := recheck.Sub(l.Now()); left > 0 {
@@ -486,7 +535,7 @@ func (l *Ledger) await(ctx context.Context, recheck time.Time, done func(*state.
 		case <-ctx.Done():
 		}
 		if ctx.Err() != nil {
-			return errors.New("this replica's view of the tree has not caught up with the writes admitted before this one")
+			return nil, errors.New("this replica's view of the tree has not caught up with the writes admitted before this one")
 		}
 	}
 }

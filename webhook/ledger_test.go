@@ -278,3 +278,21 @@ func TestFutureBaseRefusedAtOnce(t *testing.T) {
 		t.Errorf("a review judged on a version not stored yet: %v (context: %v); want a refusal naming the version, at once", err, ctx.Err())
 	}
 }
+
+// TestNoWaitWhenEveryOutcomeAdmits: an admitted create that never lands
+// (forged, or refused later by another webhook) stays in the ledger until
+// it expires. A write related to it, admitted whether it lands or not, is
+// answered at once, not after waiting for it to settle. The replica's
+// clock stands still here: a review that waited for it would wait until
+// its caller gave up.
+func TestNoWaitWhenEveryOutcomeAdmits(t *testing.T) {
+	l, _ := replacedLedger(t) // team-x's create of 8, pending for ever
+	stopped := time.Now()
+	l.Now = func() time.Time { return stopped }
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	small := Write{Name: "team-y", Op: admissionv1.Create, ObjectUID: "u-y", UID: "review-y1", Spec: aTeam("0")}
+	if v, err := l.Judge(ctx, small); err != nil || !v.Allowed || ctx.Err() != nil {
+		t.Errorf("a create that fits beside team-x: %+v, %v (context: %v); want admitted at once", v, err, ctx.Err())
+	}
+}
