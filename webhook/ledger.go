@@ -222,7 +222,7 @@ type judgement struct {
 func (l *Ledger) judgeOn(ctx context.Context, start time.Time, led *v1beta1.AdmissionLedger, w Write) (judgement, error) {
 	need := max(parseVersion(led.Spec.Floor), parseVersion(w.Base))
 	recheck := start.Add(patience)
-	for {
+	for first := true; ; first = false {
 		j, related, next, err := l.look(ctx, recheck, need, led, w)
 		if err != nil || j.lowering || len(related) == 0 {
 			return j, err
@@ -231,16 +231,20 @@ func (l *Ledger) judgeOn(ctx context.Context, start time.Time, led *v1beta1.Admi
 		// settle, and only a write not admitted on every outcome of the
 		// related reservations needs it: one admitted on all of them
 		// is answered at once, however long they take to land, or if
-		// they never do.
-		var uncertain error
-		if j.verdict.Allowed {
-			uncertain = l.uncertain(w, related, j.snap)
-		}
-		if (j.verdict.Allowed && uncertain == nil) || !slices.ContainsFunc(related, settles) || !l.Now().Before(recheck) {
-			if j.verdict.Allowed && l.Metrics != nil {
-				l.Metrics.WebhookUncertain.Inc()
+		// they never do. The combinations, O(tree) each, are judged on
+		// the first look and on the last.
+		waiting := slices.ContainsFunc(related, settles) && l.Now().Before(recheck)
+		if first || !waiting {
+			var uncertain error
+			if j.verdict.Allowed {
+				uncertain = l.uncertain(w, related, j.snap)
 			}
-			return j, uncertain
+			if !waiting || (j.verdict.Allowed && uncertain == nil) {
+				if j.verdict.Allowed && l.Metrics != nil {
+					l.Metrics.WebhookUncertain.Inc()
+				}
+				return j, uncertain
+			}
 		}
 		if err := l.sleep(ctx, recheck, next); err != nil {
 			return j, err
