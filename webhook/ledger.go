@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -30,6 +31,10 @@ import (
 const (
 	maxAttempts     = 8
 	maxReservations = 256
+	// maxLedgerBytes bounds the ledger's reservations, encoded, well
+	// below etcd's bound on one object (1.5 MiB by default): specs can
+	// carry thousands of perCluster shares.
+	maxLedgerBytes = 1 << 20
 )
 
 // patience is how long a review waits for related reservations to settle
@@ -80,6 +85,8 @@ type Ledger struct {
 	// gone are the uids of ledgers seen deleted or replaced: a late
 	// answer that carries one is not cached again.
 	gone map[types.UID]bool
+	// sizes are the encoded sizes of reservations, by review uid.
+	sizes map[string]int
 	// standing are this replica's standing reservations, newest last.
 	standing []*standing
 }
@@ -389,6 +396,9 @@ func (l *Ledger) reserve(ctx context.Context, led *v1beta1.AdmissionLedger, w Wr
 	}
 	next.Spec.Reservations = append(next.Spec.Reservations, r)
 	next.Spec.ReservationCount = int32(len(next.Spec.Reservations))
+	if n := l.bytesOf(next.Spec.Reservations); n > maxLedgerBytes {
+		return nil, fmt.Errorf("the admission ledger %s would hold %d bytes of reservations not yet seen to land, more than its bound of %d bytes (large specs: many perCluster shares)", l.Name, n, maxLedgerBytes)
+	}
 	out, err := l.Client.Update(ctx, next, metav1.UpdateOptions{FieldManager: FieldManager})
 	if err != nil || !stand {
 		return out, err
@@ -415,6 +425,30 @@ func (l *Ledger) pruned(led *v1beta1.AdmissionLedger, settled map[string]bool, p
 	}
 	next.Spec.ReservationCount = int32(len(next.Spec.Reservations))
 	return next
+}
+
+// bytesOf is the encoded size of rs, each reservation encoded once and
+// its size kept while the cached ledger lists it.
+func (l *Ledger) bytesOf(rs []v1beta1.Reservation) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.sizes == nil {
+		l.sizes = map[string]int{}
+	}
+	total := 0
+	for i := range rs {
+		n, ok := l.sizes[rs[i].Review]
+		if !ok {
+			b, err := json.Marshal(&rs[i])
+			if err != nil {
+				return maxLedgerBytes + 1
+			}
+			n = len(b) + 1
+			l.sizes[rs[i].Review] = n
+		}
+		total += n
+	}
+	return total
 }
 
 // written1 is what a write under a standing reservation leaves to settle:
@@ -596,6 +630,11 @@ func (l *Ledger) keep(led *v1beta1.AdmissionLedger) {
 			first = now
 		}
 		live[r.Review] = first
+	}
+	for review := range l.sizes {
+		if _, ok := live[review]; !ok {
+			delete(l.sizes, review)
+		}
 	}
 	l.seen = live
 }

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -34,6 +35,9 @@ type fakeLedgers struct {
 	rv      int
 	updates int
 }
+
+// etcdLimit is etcd's default bound on one request.
+const etcdLimit = 3 << 19
 
 var ledgerResource = schema.GroupResource{Group: "ome.io", Resource: "admissionledgers"}
 
@@ -78,6 +82,9 @@ func (f *fakeLedgers) Update(_ context.Context, led *v1beta1.AdmissionLedger, _ 
 	}
 	if len(errs) > 0 {
 		return nil, apierrors.NewInvalid(schema.GroupKind{Group: "ome.io", Kind: "AdmissionLedger"}, led.Name, errs)
+	}
+	if b, _ := json.Marshal(led); len(b) > etcdLimit {
+		return nil, apierrors.NewRequestEntityTooLargeError("etcdserver: request is too large")
 	}
 	f.rv++
 	f.updates++
@@ -294,5 +301,52 @@ func TestNoWaitWhenEveryOutcomeAdmits(t *testing.T) {
 	small := Write{Name: "team-y", Op: admissionv1.Create, ObjectUID: "u-y", UID: "review-y1", Spec: aTeam("0")}
 	if v, err := l.Judge(ctx, small); err != nil || !v.Allowed || ctx.Err() != nil {
 		t.Errorf("a create that fits beside team-x: %+v, %v (context: %v); want admitted at once", v, err, ctx.Err())
+	}
+}
+
+// TestLedgerBytesBounded: a few admitted writes whose specs carry many
+// perCluster shares (forged, or genuine) could grow the ledger past
+// etcd's bound on one object, after which no reservation could be
+// written. The ledger's size is bounded below that, with a refusal that
+// says so.
+func TestLedgerBytesBounded(t *testing.T) {
+	big := func(n, parent string) *v1beta1.AcceleratorQuotaSpec {
+		sp := &v1beta1.AcceleratorQuotaSpec{Role: v1beta1.RoleClusterQueue, ParentRef: &v1beta1.ParentReference{Name: parent}}
+		for b := range v1beta1.MaxBudgets {
+			bu := v1beta1.Budget{ResourceName: fmt.Sprintf("example.com/r%02d", b), ResourceFlavor: "a100", Nominal: resource.MustParse("0")}
+			for c := range v1beta1.MaxPerCluster {
+				bu.PerCluster = append(bu.PerCluster, v1beta1.ClusterShare{Cluster: fmt.Sprintf("cluster-%03d-%s", c, n), Nominal: resource.MustParse("0")})
+			}
+			sp.Budgets = append(sp.Budgets, bu)
+		}
+		return sp
+	}
+	evs := guideEvents()
+	for i := range 40 {
+		co := fmt.Sprintf("co-%02d", i)
+		evs = append(evs, quotaAt(co, "u-"+co, uint64(10+i), &v1beta1.AcceleratorQuotaSpec{Role: v1beta1.RoleCohort, ParentRef: &v1beta1.ParentReference{Name: "root"}}))
+	}
+	st := newFakeState(evs...)
+	l, _ := testLedger(st)
+	ctx := context.Background()
+	var err error
+	for i := range 40 {
+		name := fmt.Sprintf("big-%02d", i)
+		var v Verdict
+		if v, err = l.Judge(ctx, Write{Name: name, Op: admissionv1.Create, ObjectUID: "u-" + name, UID: types.UID("review-" + name), Spec: big(name, fmt.Sprintf("co-%02d", i))}); err != nil {
+			break
+		}
+		if !v.Allowed {
+			t.Fatalf("%s denied: %s", name, v.Message)
+		}
+	}
+	if err == nil || !strings.Contains(err.Error(), "bytes") || apierrors.IsRequestEntityTooLargeError(err) {
+		t.Fatalf("the ledger grew without its own bound: %v", err)
+	}
+	// A small write fits in what is left, or is refused with the same
+	// reason, never with etcd's.
+	_, err = l.Judge(ctx, Write{Name: "small", Op: admissionv1.Create, ObjectUID: "u-small", UID: "review-small", Spec: aTeam("0")})
+	if err != nil && !strings.Contains(err.Error(), "bytes") {
+		t.Errorf("a small write beside a full ledger: %v", err)
 	}
 }
