@@ -27,9 +27,11 @@ import (
 )
 
 // Bounds of the ledger: how often one review judges again after losing the
-// compare-and-swap to another admission, and the CRD's bound on the list.
+// compare-and-swap to another admission (each loss is another write's
+// success; the review's deadline bounds it too), and the CRD's bound on
+// the list.
 const (
-	maxAttempts     = 8
+	maxAttempts     = 64
 	maxReservations = 256
 	// maxLedgerBytes bounds the ledger's reservations, encoded, well
 	// below etcd's bound on one object (1.5 MiB by default): specs can
@@ -76,6 +78,8 @@ type Ledger struct {
 
 	mu  sync.Mutex
 	cur *v1beta1.AdmissionLedger
+	// turn orders this replica's writes of the ledger (reserveInTurn).
+	turn sync.Mutex
 	// seen is when this replica first saw each reservation, by review uid.
 	seen map[string]time.Time
 	// fencedUntil: until then nothing is reserved, for fenceReason: the
@@ -127,6 +131,10 @@ func (l *Ledger) Judge(ctx context.Context, w Write) (v Verdict, err error) {
 	}
 	fresh := false
 	for attempt := 0; err == nil && attempt < maxAttempts; attempt++ {
+		if ctx.Err() != nil {
+			outcome = "unavailable"
+			return Verdict{}, fmt.Errorf("the admission ledger %s changed %d times while this write was judged, until its time was up", l.Name, attempt)
+		}
 		var j judgement
 		if j, err = l.judgeOn(ctx, start, led, w); err != nil {
 			break
@@ -158,7 +166,16 @@ func (l *Ledger) Judge(ctx context.Context, w Write) (v Verdict, err error) {
 			outcome = "standing"
 		default:
 			var next *v1beta1.AdmissionLedger
-			if next, err = l.reserve(ctx, led, w, j); apierrors.IsConflict(err) {
+			if next, err = l.reserveInTurn(ctx, led, w, j); errors.Is(err, errStale) {
+				// A review of this replica reserved meanwhile: judge
+				// again on the ledger it wrote, with no call. It does
+				// not count as an attempt: each is another review's
+				// reservation, and the deadline bounds them.
+				attempt--
+				led, err = l.read(ctx, false)
+				continue
+			}
+			if apierrors.IsConflict(err) {
 				if l.Metrics != nil {
 					l.Metrics.WebhookLedger.WithLabelValues("conflict").Inc()
 				}
@@ -408,6 +425,31 @@ func (l *Ledger) reserve(ctx context.Context, led *v1beta1.AdmissionLedger, w Wr
 	l.standing = append(l.standing, &standing{review: r.Review, node: w.Name, uid: w.ObjectUID, since: r.Since, spec: r.Spec,
 		written: written, used: written, last: written1(w)})
 	return out, nil
+}
+
+// errStale: the ledger changed since the review read it.
+var errStale = errors.New("the admission ledger changed")
+
+// reserveInTurn is reserve, one review of this replica at a time: a
+// review judged on a ledger that another review of this replica has
+// since written is judged again on the newer one, with no call, instead
+// of losing the compare-and-swap at the API server. So a burst of writes
+// on one replica costs one write of the ledger each, and reviews of
+// different replicas still race through the compare-and-swap.
+func (l *Ledger) reserveInTurn(ctx context.Context, led *v1beta1.AdmissionLedger, w Write, j judgement) (*v1beta1.AdmissionLedger, error) {
+	l.turn.Lock()
+	defer l.turn.Unlock()
+	l.mu.Lock()
+	cur := l.cur
+	l.mu.Unlock()
+	if cur != nil && cur.UID == led.UID && parseVersion(cur.ResourceVersion) > parseVersion(led.ResourceVersion) {
+		return nil, errStale
+	}
+	next, err := l.reserve(ctx, led, w, j)
+	if err == nil {
+		l.keep(next)
+	}
+	return next, err
 }
 
 // pruned is a copy of led without the reservations settled names, whose

@@ -34,6 +34,9 @@ type fakeLedgers struct {
 	led     *v1beta1.AdmissionLedger
 	rv      int
 	updates int
+	// latency is how long each call takes before it is served, as on a
+	// real API server.
+	latency time.Duration
 }
 
 // etcdLimit is etcd's default bound on one request.
@@ -42,6 +45,7 @@ const etcdLimit = 3 << 19
 var ledgerResource = schema.GroupResource{Group: "ome.io", Resource: "admissionledgers"}
 
 func (f *fakeLedgers) Get(_ context.Context, name string, _ metav1.GetOptions) (*v1beta1.AdmissionLedger, error) {
+	time.Sleep(f.latency)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.led == nil {
@@ -63,6 +67,7 @@ func (f *fakeLedgers) Create(_ context.Context, led *v1beta1.AdmissionLedger, _ 
 }
 
 func (f *fakeLedgers) Update(_ context.Context, led *v1beta1.AdmissionLedger, _ metav1.UpdateOptions) (*v1beta1.AdmissionLedger, error) {
+	time.Sleep(f.latency)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.led == nil {
@@ -348,5 +353,56 @@ func TestLedgerBytesBounded(t *testing.T) {
 	_, err = l.Judge(ctx, Write{Name: "small", Op: admissionv1.Create, ObjectUID: "u-small", UID: "review-small", Spec: aTeam("0")})
 	if err != nil && !strings.Contains(err.Error(), "bytes") {
 		t.Errorf("a small write beside a full ledger: %v", err)
+	}
+}
+
+// TestBurstOfUnrelatedCreates: 50 clients create 50 teams at once, each
+// under a Cohort of its own: every reservation is a
+// compare-and-swap of the one ledger, on two replicas, and all must be
+// admitted, none
+// refused with "retry" for having lost the race too often.
+func TestBurstOfUnrelatedCreates(t *testing.T) {
+	const n = 50
+	evs := guideEvents()
+	for i := range n {
+		co := fmt.Sprintf("co-%02d", i)
+		evs = append(evs, quotaAt(co, "u-"+co, uint64(10+i), &v1beta1.AcceleratorQuotaSpec{Role: v1beta1.RoleCohort, ParentRef: &v1beta1.ParentReference{Name: "root"}}))
+	}
+	st := newFakeState(evs...)
+	l, f := testLedger(st)
+	f.latency = 2 * time.Millisecond
+	// A second replica on the same ledger and the same view.
+	l2, _ := testLedger(st)
+	l2.Client, l2.Identity = f, "r2"
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, r := range []*Ledger{l, l2} {
+		if _, err := r.read(ctx, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			name := fmt.Sprintf("team-%02d", i)
+			spec := aTeam("0")
+			spec.ParentRef.Name = fmt.Sprintf("co-%02d", i)
+			v, err := []*Ledger{l, l2}[i%2].Judge(ctx, Write{Name: name, Op: admissionv1.Create, ObjectUID: "u-" + name, UID: types.UID("review-" + name), Spec: spec})
+			if err == nil && !v.Allowed {
+				err = fmt.Errorf("%s denied: %s", name, v.Message)
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if got := len(f.led.Spec.Reservations); got != n {
+		t.Errorf("%d reservations, want %d", got, n)
 	}
 }
