@@ -202,6 +202,9 @@ func appendQuota(dst []byte, q *Quota) ([]byte, error) {
 		}
 		dst = append(dst, ']')
 	}
+	if q.Deleting {
+		dst = append(dst, `,"deleting":true`...)
+	}
 	return append(dst, '}'), nil
 }
 

@@ -50,7 +50,7 @@ func TestAppendMarshalEqualsJSON(t *testing.T) {
 				spec.Distribution = &v1beta1.Distribution{Policy: []v1beta1.DistributionPolicy{"", v1beta1.DistributionExplicit, v1beta1.DistributionProportional}[r.IntN(3)]}
 			}
 			name := pick()
-			evs = append(evs, QuotaUpserted(at, &Quota{Name: name, Generation: int64(r.IntN(3)), Spec: spec}))
+			evs = append(evs, QuotaUpserted(at, &Quota{Name: name, Generation: int64(r.IntN(3)), Spec: spec, Deleting: r.IntN(4) == 0}))
 		case 0:
 			n := &Node{Name: pick(), Ready: r.IntN(2) == 0, Unschedulable: r.IntN(2) == 0}
 			if r.IntN(3) > 0 {

@@ -49,7 +49,16 @@ import (
 //     member's Kueue reserved for a copy (a Member event's
 //     usage[].reserved, left out when 0). Older lines read as before,
 //     with nothing reserved; a line of theirs cannot carry any of them.
-const SchemaVersion = 9
+//   - 10: adds an AcceleratorQuota's deleting (its deletionTimestamp is
+//     set and it waits for finalizers). Older lines read as before, as
+//     objects not being deleted; a line of theirs cannot carry it.
+//   - 11: adds the QuotaListing and QuotaListed kinds, which bracket a
+//     list of AcceleratorQuotas (the events between them come in the
+//     order of names, not versions). Older lines read as before, without
+//     them: their AcceleratorQuota events are read in the order of
+//     versions, as older builds took them; a line of theirs cannot carry
+//     either kind.
+const SchemaVersion = 11
 
 // oldestVersion is the oldest schema version this build reads.
 const oldestVersion = 1
@@ -142,8 +151,12 @@ func unmarshal(line []byte) (Event, int, error) {
 		(v < 6 && (w.Event.Kind == KindMeasureRecovered || (w.Event.Failure != nil && w.Event.Failure.Source != ""))) ||
 		(v < 7 && (w.Event.Kind == KindDrift || (w.Event.Quota != nil && len(w.Event.Quota.Conditions) > 0))) ||
 		(v < 8 && (w.Event.Kind == KindMember || (w.Event.Config != nil && (w.Event.Config.Mode != "" || len(w.Event.Config.Members) > 0)))) ||
-		(v < 9 && (w.Event.Kind == KindMembership || (w.Event.Config != nil && w.Event.Config.Origin != ""))) {
+		(v < 9 && (w.Event.Kind == KindMembership || (w.Event.Config != nil && w.Event.Config.Origin != ""))) ||
+		(v < 11 && (w.Event.Kind == KindQuotaListing || w.Event.Kind == KindQuotaListed)) {
 		return Event{}, 0, fmt.Errorf("event #%d has kind %s, which schema version %d did not have: the log is corrupt", w.Event.Seq, w.Event.Kind, v)
+	}
+	if v < 10 && w.Event.Quota != nil && w.Event.Quota.Deleting {
+		return Event{}, 0, fmt.Errorf("AcceleratorQuota event #%d carries deleting, which schema version %d never wrote: the log is corrupt", w.Event.Seq, v)
 	}
 	if v < 9 && w.Event.Member != nil && slices.ContainsFunc(w.Event.Member.Usage, func(u MemberUsage) bool { return !u.Reserved.IsZero() }) {
 		return Event{}, 0, fmt.Errorf("member event #%d carries a reserved amount, which schema version %d never wrote: the log is corrupt", w.Event.Seq, v)

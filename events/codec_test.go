@@ -78,6 +78,10 @@ func sampleEvents() []Event {
 		QuotaUpserted(t0, &Quota{Name: "team-gamma", Generation: 2, Spec: v1beta1.AcceleratorQuotaSpec{Role: v1beta1.RoleClusterQueue},
 			Conditions: []Stamp{{Type: "Ready", Status: "True", Since: time.Date(2026, 10, 5, 9, 40, 0, 0, time.UTC)},
 				{Type: "Materialized", Status: "False", Since: time.Date(2026, 10, 5, 9, 41, 0, 0, time.UTC)}}}),
+		QuotaUpserted(t0, &Quota{Name: "ml-research", UID: "u-7", Generation: 2, Spec: v1beta1.AcceleratorQuotaSpec{Role: v1beta1.RoleCohort,
+			ParentRef: &v1beta1.ParentReference{Name: "root"}}, Deleting: true}),
+		QuotasListing(t0),
+		QuotasListed(t0, 812),
 		Drifted(t0, "team-beta", Drift{Object: "ClusterQueue", Name: "team-beta", Change: DriftEdited, Version: "812"}),
 		Drifted(t0, "team-beta", Drift{Object: "LocalQueue", Namespace: "ml", Name: "team-beta", Change: DriftDeleted}),
 		ConfigChanged(t0, Config{Mode: ModeManagement, Members: []string{"west", "east"}, MeasuredResources: []string{"nvidia.com/gpu"}}),
@@ -148,7 +152,7 @@ func TestEncodingIsPinned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"v":9,"seq":7,"time":"2026-10-05T09:41:12Z","kind":"Node","op":"upsert","key":"n1","node":{"name":"n1","labels":{"a":"1","b":"2"},"capacity":{"nvidia.com/gpu":"8"},"ready":true,"unschedulable":true}}`
+	want := `{"v":11,"seq":7,"time":"2026-10-05T09:41:12Z","kind":"Node","op":"upsert","key":"n1","node":{"name":"n1","labels":{"a":"1","b":"2"},"capacity":{"nvidia.com/gpu":"8"},"ready":true,"unschedulable":true}}`
 	if string(b) != want {
 		t.Errorf("got  %s\nwant %s", b, want)
 	}
@@ -161,13 +165,17 @@ func TestDecodeRefuses(t *testing.T) {
 		want    string
 	}{
 		"newer version": {
-			line: `{"v":10,"seq":1,"kind":"Tick","time":"2026-10-05T09:41:12Z","shiny":true}`, version: 10,
-			want: "schema version 10, newer than 9, the newest this build reads: read the log with the ome-quota-manager version that wrote it, or a newer one",
+			line: `{"v":12,"seq":1,"kind":"Tick","time":"2026-10-05T09:41:12Z","shiny":true}`, version: 12,
+			want: "schema version 12, newer than 11, the newest this build reads: read the log with the ome-quota-manager version that wrote it, or a newer one",
 		},
 		"verdict in version 2":    {line: `{"v":2,"seq":1,"kind":"Verdict","key":"a","verdict":{"uid":"u","user":"x","operation":"CREATE","allowed":true},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 2 did not have"},
 		"member in version 7":     {line: `{"v":7,"seq":1,"kind":"Member","key":"east","member":{"reachable":false},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 7 did not have"},
 		"reserved in version 8":   {line: `{"v":8,"seq":1,"kind":"Member","key":"east","member":{"reachable":true,"usage":[{"node":"a","resource":"r","flavor":"f","admitted":"2","reserved":"3","borrowed":"0"}]},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "member event #1 carries a reserved amount, which schema version 8 never wrote"},
 		"members in version 7":    {line: `{"v":7,"seq":1,"kind":"Config","config":{"maxTreeDepth":5,"hysteresisPercent":10,"reportInterval":"1m0s","measuredResources":["r"],"mode":"management","members":["east"]},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 7 did not have"},
+		"deleting in version 9":   {line: `{"v":9,"seq":1,"kind":"AcceleratorQuota","op":"upsert","key":"a","quota":{"name":"a","spec":{"role":"Cohort"},"deleting":true},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "AcceleratorQuota event #1 carries deleting, which schema version 9 never wrote"},
+		"listed in version 10":    {line: `{"v":10,"seq":1,"kind":"QuotaListed","version":30,"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 10 did not have"},
+		"listing with a version":  {line: `{"v":11,"seq":1,"kind":"QuotaListing","version":30,"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "only the end of a list does"},
+		"listed with a key":       {line: `{"v":11,"seq":1,"kind":"QuotaListed","key":"a","version":30,"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "only object events carry them"},
 		"membership in version 8": {line: `{"v":8,"seq":1,"kind":"Membership","key":"east","membership":{"member":true},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 8 did not have"},
 		"outcome in version 3":    {line: `{"v":3,"seq":1,"kind":"Outcome","key":"a","outcome":{"kind":"Applied"},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 3 did not have"},
 		"leadership in version 3": {line: `{"v":3,"seq":1,"kind":"Leadership","leadership":{"identity":"m1","change":"Acquired"},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 3 did not have"},
@@ -229,7 +237,7 @@ func TestDecodeUpgradesVersion1(t *testing.T) {
 	if err := NewEncoder(&b).Encode(Event{Seq: 2, Time: time.Date(2026, 10, 5, 9, 41, 13, 0, time.UTC), Kind: KindSynced}); err != nil {
 		t.Fatal(err)
 	}
-	if want := `{"v":9,"seq":2,"time":"2026-10-05T09:41:13Z","kind":"Synced"}` + "\n"; b.String() != want {
+	if want := `{"v":11,"seq":2,"time":"2026-10-05T09:41:13Z","kind":"Synced"}` + "\n"; b.String() != want {
 		t.Errorf("encoded %q, want %q", b.String(), want)
 	}
 }
@@ -359,7 +367,7 @@ func TestMemberReservedAcrossVersions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := strings.Replace(v8, `"v":8`, `"v":9`, 1); string(b) != want {
+	if want := strings.Replace(v8, `"v":8`, `"v":11`, 1); string(b) != want {
 		t.Errorf("re-encoded\n got  %s\n want %s", b, want)
 	}
 	ev.Member.Usage[0].Reserved = resource.MustParse("5")

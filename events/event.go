@@ -38,6 +38,15 @@ const (
 	// no state: it is recorded so that a log is an audit trail of the tree.
 	// Its Key is the node written.
 	KindVerdict Kind = "Verdict"
+	// KindQuotaListing marks the start of a list of AcceleratorQuotas
+	// (the informer's first, or a relist after its watch ended): until
+	// the KindQuotaListed that ends it, the AcceleratorQuota events that
+	// follow come in the order of their names, not of their versions.
+	// KindQuotaListed ends it: its Version is the list's resourceVersion,
+	// and every object of the list, and every deletion it implies, is in
+	// an event before it. Both came with schema version 11.
+	KindQuotaListing Kind = "QuotaListing"
+	KindQuotaListed  Kind = "QuotaListed"
 )
 
 // Op is what happened to the object of an object event.
@@ -67,8 +76,9 @@ type Event struct {
 	// cluster-scoped.
 	Key string `json:"key,omitempty"`
 	// Version is the object's resourceVersion on AcceleratorQuota events:
-	// an upsert's, or a delete's (the deletion's, or the last one known).
-	// The admission webhook reads how far the state has seen from it.
+	// an upsert's, or a delete's (the deletion's, or the last one known);
+	// on a QuotaListed, the list's. The admission webhook reads how far
+	// the state has seen from it.
 	Version uint64 `json:"version,omitempty"`
 
 	Quota   *Quota   `json:"quota,omitempty"`
@@ -104,6 +114,10 @@ type Quota struct {
 	// keeps a condition's lastTransitionTime while its status stands, as
 	// the object shows it (schema version 7).
 	Conditions []Stamp `json:"conditions,omitempty"`
+	// Deleting is metadata.deletionTimestamp being set: the object is
+	// being deleted and waits only for its finalizers (schema version 10).
+	// Admission refuses to put a node under it.
+	Deleting bool `json:"deleting,omitempty"`
 }
 
 // Stamp is one condition of a stored status: its type, its status (True or
@@ -249,6 +263,17 @@ func QueueUpserted(t time.Time, q *Queue) Event {
 // Deleted is the object of the given kind and name deleted.
 func Deleted(t time.Time, kind Kind, name string) Event {
 	return Event{Time: t, Kind: kind, Op: OpDelete, Key: name}
+}
+
+// QuotasListing marks the start of a list of AcceleratorQuotas.
+func QuotasListing(t time.Time) Event {
+	return Event{Time: t, Kind: KindQuotaListing}
+}
+
+// QuotasListed marks the end of a list of AcceleratorQuotas taken at
+// resourceVersion version: every object of it has been published.
+func QuotasListed(t time.Time, version uint64) Event {
+	return Event{Time: t, Kind: KindQuotaListed, Version: version}
 }
 
 // Tick is the timer: a measurement that finds the capacity stamps a report
@@ -410,6 +435,16 @@ func (e *Event) Validate() error {
 		return e.validateMember(count, first)
 	case KindMembership:
 		return e.validateMembership(count, first)
+	case KindQuotaListing, KindQuotaListed:
+		switch {
+		case e.Op != "" || e.Key != "":
+			return fmt.Errorf("%s event #%d has an op or a key: only object events carry them", e.Kind, e.Seq)
+		case count != 0:
+			return fmt.Errorf("%s event #%d carries a %s payload: a list marker carries none", e.Kind, e.Seq, first)
+		case e.Kind == KindQuotaListing && e.Version != 0:
+			return fmt.Errorf("%s event #%d carries a version: only the end of a list does", e.Kind, e.Seq)
+		}
+		return nil
 	case KindTick, KindSynced, KindConfig, KindMeasureFailed, KindMeasureRecovered, KindStart:
 		if e.Op != "" || e.Key != "" {
 			return fmt.Errorf("%s event #%d has an op or a key: only object events carry them", e.Kind, e.Seq)

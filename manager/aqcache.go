@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,6 +19,8 @@ import (
 	"k8s.io/klog/v2"
 
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/events"
+	"ome.io/quota-manager/events/sources"
 )
 
 // EventUndecodable is the reason of the Warning Event the leader emits on
@@ -31,13 +34,45 @@ const EventUndecodable = "Undecodable"
 // the whole list, which would keep the cache from ever syncing. A skipped
 // object that the cache held before stays at its last readable version:
 // dropping it would delete the team's Kueue objects over a typo.
+//
+// Each list (the first, and a relist after a watch ended) is bracketed in
+// the event stream, as the webhook's Progress needs (state.State.Progress):
+// a QuotaListing published before the list is returned, and a marker
+// object (sources.ListEnd) as the list's last item, which the handler
+// publishes as QuotaListed. client-go's in-order queue (the
+// InOrderInformers feature, on by default) hands a list's deletions and
+// then its items, in order, to the handlers after anything queued before,
+// so the marker comes after all of them. The list is never streamed (a
+// watch-list), whose items come in no fixed order.
 func (m *Manager) aqInformer(dyn dynamic.Interface) cache.SharedIndexInformer {
 	res := dyn.Resource(v1beta1.SchemeGroupVersion.WithResource("acceleratorquotas"))
+	return m.newAQInformer(res.List, res.Watch, streamOf{m})
+}
+
+// streamOf publishes into m's stream, which New makes after the informers.
+type streamOf struct{ m *Manager }
+
+func (s streamOf) Publish(ctx context.Context, ev events.Event) (uint64, error) {
+	return s.m.stream.Publish(ctx, ev)
+}
+
+// newAQInformer is aqInformer on the given list and watch of
+// AcceleratorQuotas as unstructured objects, publishing the start of each
+// list to pub.
+func (m *Manager) newAQInformer(list func(context.Context, metav1.ListOptions) (*unstructured.UnstructuredList, error),
+	watchAQs func(context.Context, metav1.ListOptions) (watch.Interface, error), pub events.Publisher) cache.SharedIndexInformer {
 	var inf cache.SharedIndexInformer
 	held := func(name string) *v1beta1.AcceleratorQuota { return aqGetter(inf)(name) }
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			ul, err := res.List(ctx, opts)
+			if opts.Continue == "" {
+				// The first page: the list's objects follow in the
+				// order of names.
+				if _, err := pub.Publish(ctx, events.QuotasListing(time.Now())); err != nil {
+					return nil, err
+				}
+			}
+			ul, err := list(ctx, opts)
 			if err != nil {
 				return nil, err
 			}
@@ -50,10 +85,15 @@ func (m *Manager) aqInformer(dyn dynamic.Interface) cache.SharedIndexInformer {
 					out.Items = append(out.Items, *aq)
 				}
 			}
+			if out.Continue == "" {
+				// The last page: the marker, delivered after all the rest.
+				out.Items = append(out.Items, v1beta1.AcceleratorQuota{ObjectMeta: metav1.ObjectMeta{
+					Name: sources.ListEnd, ResourceVersion: out.ResourceVersion}})
+			}
 			return out, nil
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			w, err := res.Watch(ctx, opts)
+			w, err := watchAQs(ctx, opts)
 			if err != nil {
 				return nil, err
 			}
@@ -85,10 +125,17 @@ func (m *Manager) aqInformer(dyn dynamic.Interface) cache.SharedIndexInformer {
 			}), nil
 		},
 	}
-	inf = cache.NewSharedIndexInformerWithOptions(lw, &v1beta1.AcceleratorQuota{}, cache.SharedIndexInformerOptions{})
+	inf = cache.NewSharedIndexInformerWithOptions(listOnly{lw}, &v1beta1.AcceleratorQuota{}, cache.SharedIndexInformerOptions{})
 	_ = inf.SetTransform(dropManagedFields) // before Run: cannot fail
 	return inf
 }
+
+// listOnly is a ListWatch that client-go never lists through a watch
+// (a watch-list): its list brackets itself in the event stream.
+type listOnly struct{ *cache.ListWatch }
+
+// IsWatchListSemanticsUnSupported tells client-go's reflector to list.
+func (listOnly) IsWatchListSemanticsUnSupported() bool { return true }
 
 // decodeAQ reads u as the quota manager's types, as the typed client would.
 func decodeAQ(u *unstructured.Unstructured) (*v1beta1.AcceleratorQuota, error) {

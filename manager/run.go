@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
+	clientfeatures "k8s.io/client-go/features"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -152,6 +153,10 @@ func New(o *Options, cfg *rest.Config) (*Manager, error) {
 		return nil, err
 	}
 	m.schema = &schemaWatch{m: m, crds: crds}
+	if !clientfeatures.FeatureGates().Enabled(clientfeatures.InOrderInformers) {
+		// aqInformer's lists end with a marker that must come last.
+		return nil, fmt.Errorf("client-go's InOrderInformers feature is off (KUBE_FEATURE_%s=false): the quota manager's AcceleratorQuota informer needs it to know when a list is all in; unset that variable", clientfeatures.InOrderInformers)
+	}
 	m.inf = &informerSet{
 		kueue: kueueinformers.NewSharedInformerFactoryWithOptions(m.kueue, noResync, kueueinformers.WithTransform(slimKueue)),
 		aq:    m.aqInformer(dyn),

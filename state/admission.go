@@ -126,6 +126,9 @@ func (s *State) Admit(name string, spec *v1beta1.AcceleratorQuotaSpec) Admission
 	if a, refused := refuseDelete(name, spec, s.children(name)); refused {
 		return a
 	}
+	if a, refused := s.refuseUnderDeleting(name, spec); refused {
+		return a
+	}
 	before := stateView{s}
 	after := s.writeView(name, spec)
 	names := after.affected()
@@ -170,6 +173,27 @@ func refuseDelete(name string, spec *v1beta1.AcceleratorQuotaSpec, kids []string
 			name, listNames(kids))}, true
 	}
 	return Admission{}, false
+}
+
+// refuseUnderDeleting is the rule of nodes being deleted: a node whose
+// deletionTimestamp is set goes away once its finalizers are released,
+// with no review of that removal, so a write that puts a node under it (a
+// create, or a move) is refused; the node would be left ParentMissing.
+// Only the state knows it: the package's Admit, on a bare tree, does not.
+func (s *State) refuseUnderDeleting(name string, spec *v1beta1.AcceleratorQuotaSpec) (Admission, bool) {
+	if spec == nil {
+		return Admission{}, false
+	}
+	p := parentOf(name, spec)
+	pm := s.members[p]
+	if pm == nil || !pm.deleting || p == name {
+		return Admission{}, false
+	}
+	if m := s.members[name]; m != nil && m.shape.parent == p {
+		return Admission{}, false // already under it: the write puts nothing new there
+	}
+	return Admission{Message: fmt.Sprintf("%s: %s is being deleted (it has a deletionTimestamp and waits for its finalizers), "+
+		"so nothing can be put under it: name another parent in spec.parentRef, or wait until %s is gone and create it again first", name, p, p)}, true
 }
 
 // conclude turns the violations of the tree before and after a write (of

@@ -331,3 +331,46 @@ func TestCheckCopyWrite(t *testing.T) {
 		}
 	}
 }
+
+// TestNothingUnderANodeBeingDeleted: a node whose deletionTimestamp is set
+// (a finalizer holds it, as a foreground delete does) is gone as soon as
+// its finalizers are released, with no review of that removal. A write
+// that would put a node under it is refused, so that none is left
+// ParentMissing; writes of other nodes, and of the node itself, are judged
+// as before.
+func TestNothingUnderANodeBeingDeleted(t *testing.T) {
+	s := guideState(t)
+	held := &events.Quota{Name: "old-cohort", UID: "u-old", Generation: 2, Deleting: true,
+		Spec: *spec(v1beta1.RoleCohort, under("root"))}
+	applyAll(s, events.QuotaUpserted(t0, held))
+	team := spec(v1beta1.RoleClusterQueue, under("old-cohort"), budget("nvidia.com/gpu", "a100", "1"))
+	const msg = "old-cohort is being deleted (it has a deletionTimestamp and waits for its finalizers), " +
+		"so nothing can be put under it: name another parent in spec.parentRef, or wait until old-cohort is gone and create it again first"
+	tests := map[string]struct {
+		name string
+		spec *v1beta1.AcceleratorQuotaSpec
+		want string // "" admitted
+	}{
+		"a create under it": {name: "team-new", spec: team, want: "team-new: " + msg},
+		"a move under it": {name: "team-beta", spec: spec(v1beta1.RoleClusterQueue, under("old-cohort"), budget("nvidia.com/gpu", "a100", "8")),
+			want: "team-beta: " + msg},
+		"a create elsewhere":         {name: "team-new", spec: spec(v1beta1.RoleCohort, under("ml-research"))},
+		"a write of the node itself": {name: "old-cohort", spec: spec(v1beta1.RoleCohort, under("root"), budget("nvidia.com/gpu", "a100", "1"))},
+		"deleting it":                {name: "old-cohort"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			a := s.Admit(tc.name, tc.spec)
+			if a.Allowed != (tc.want == "") || a.Message != tc.want {
+				t.Errorf("Admit = %v %q, want admitted %v %q", a.Allowed, a.Message, tc.want == "", tc.want)
+			}
+		})
+	}
+	// Once its finalizers are released and it is gone, the parent is
+	// missing, as for any create under a node that does not exist.
+	gone := events.Deleted(t0, events.KindAcceleratorQuota, "old-cohort")
+	applyAll(s, gone)
+	if a := s.Admit("team-new", team); a.Allowed {
+		t.Errorf("a create under a deleted node was admitted")
+	}
+}

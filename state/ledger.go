@@ -15,10 +15,20 @@ import (
 // the verdict of a write on every combination of the reserved writes that
 // may still land. docs/webhook.md says why that is enough.
 
-// Progress is the highest resourceVersion of the AcceleratorQuota events
-// applied: the state holds every version of every AcceleratorQuota up to
-// it, as the informer delivers them in order.
+// Progress is a resourceVersion of AcceleratorQuotas up to which the state
+// holds every version of every AcceleratorQuota: the highest applied, as
+// a watch delivers them in order; while a list is delivered (in the order
+// of names, after a watch ended), the version before it, until the list
+// is all in (QuotaListed), and then the list's.
 func (s *State) Progress() uint64 { return s.progress }
+
+// Horizon is the highest resourceVersion of the AcceleratorQuota events
+// applied: what the state shows of a node, a reserved write settled
+// among it, may rest on any version up to it. It is Progress but while a
+// list is delivered. A replica that removes reservations it saw settle
+// raises the ledger's floor to its Horizon, so that every replica judges
+// only once it holds what they rested on.
+func (s *State) Horizon() uint64 { return s.horizon }
 
 // Settled reports whether the state shows that the reserved write landed,
 // or that it can no longer land. A CREATE has landed once the state holds
@@ -73,12 +83,14 @@ type zone struct{ facts, placed, ancestors map[string]bool }
 func (s *State) zoneOf(name string, spec *v1beta1.AcceleratorQuotaSpec) zone {
 	z := zone{facts: map[string]bool{name: true}, placed: map[string]bool{}, ancestors: map[string]bool{}}
 	m := s.members[name]
+	// Only the parents matter here: a reservation's spec is not parsed
+	// (its budgets) on every look, which each applied event repeats.
 	var old, next shape
 	if m != nil {
 		old = m.shape
 	}
 	if spec != nil {
-		next = shapeOf(name, spec)
+		next.parent = parentOf(name, spec)
 	}
 	for _, p := range []string{old.parent, next.parent} {
 		if p != "" {

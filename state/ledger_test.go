@@ -290,3 +290,101 @@ func TestStanding(t *testing.T) {
 		t.Error("an update with a base, or a create, is standing")
 	}
 }
+
+// TestListHoldsProgress: the objects of a list come in the order of their
+// names. Until the list is all in, Progress holds still while Horizon
+// follows the highest version applied; the end of the list sets Progress
+// to the list's version.
+func TestListHoldsProgress(t *testing.T) {
+	team := guideTree()["team-alpha"]
+	s := New()
+	applyAll(s, versioned("a", "ua", 3, team), versioned("b", "ub", 6, team))
+	applyAll(s, events.QuotasListing(t0), versioned("a", "ua", 25, team))
+	if s.Progress() != 6 || s.Horizon() != 25 {
+		t.Fatalf("within a list: progress %d, horizon %d; want 6 and 25", s.Progress(), s.Horizon())
+	}
+	// b's version 20 is not in yet: a reservation judged on b at 6 is not
+	// settled by a's newer version.
+	if s.Settled(&v1beta1.Reservation{Node: "b", Operation: "UPDATE", UID: "ub", Base: "12"}) {
+		t.Error("an update of b on a version the state has not seen counts as settled within a list")
+	}
+	applyAll(s, versioned("b", "ub", 20, team), events.QuotasListed(t0, 30))
+	if s.Progress() != 30 || s.Horizon() != 30 {
+		t.Fatalf("after the list: progress %d, horizon %d; want 30 and 30", s.Progress(), s.Horizon())
+	}
+	if !s.Settled(&v1beta1.Reservation{Node: "b", Operation: "UPDATE", UID: "ub", Base: "12"}) {
+		t.Error("an update of b that the list shows superseded is not settled")
+	}
+	// The watch goes on in order.
+	applyAll(s, versioned("a", "ua", 31, team))
+	if s.Progress() != 31 || s.Horizon() != 31 {
+		t.Errorf("after the list: progress %d, horizon %d; want 31", s.Progress(), s.Horizon())
+	}
+}
+
+// TestRestartAfterADeletionReachesTheFloor is the boundary of a stuck
+// floor: a replica whose newest AcceleratorQuota event was a deletion
+// raises the ledger's floor to that deletion's version, which no object
+// carries. A replica started afterwards lists what is left, whose
+// versions are all older; the list's own version is not, and the end of
+// the list carries it, so the new replica's Progress reaches the floor.
+func TestRestartAfterADeletionReachesTheFloor(t *testing.T) {
+	team := guideTree()["team-alpha"]
+	before := New()
+	gone := events.Deleted(t0, events.KindAcceleratorQuota, "b")
+	gone.Version = 10
+	applyAll(before, versioned("a", "ua", 5, team), versioned("b", "ub", 7, team), gone)
+	floor := before.Horizon()
+	if floor != 10 {
+		t.Fatalf("floor %d, want 10", floor)
+	}
+	restarted := New()
+	applyAll(restarted, events.QuotasListing(t0), versioned("a", "ua", 5, team), events.QuotasListed(t0, 12))
+	if restarted.Progress() < floor {
+		t.Errorf("after a restart, progress %d stays below the floor %d", restarted.Progress(), floor)
+	}
+}
+
+// TestTreeSnapshot: a snapshot taken in O(1) builds the tree as it was
+// when taken, whatever the reducer applies later, in this state or in a
+// clone of it.
+func TestTreeSnapshot(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 40))
+	team := guideTree()["team-alpha"]
+	step := func(s *State) {
+		name := string(rune('a' + rng.IntN(20)))
+		if rng.IntN(4) == 0 {
+			applyAll(s, events.Deleted(t0, events.KindAcceleratorQuota, name))
+			return
+		}
+		sp := *team
+		applyAll(s, quota(name, &sp))
+	}
+	s := New()
+	var snaps []TreeSnapshot
+	var want []Tree
+	for i := range 500 {
+		step(s)
+		if got := s.TreeSnapshot().Tree(); !maps.Equal(got, s.Tree()) {
+			t.Fatalf("after event %d: snapshot %v, tree %v", i, got, s.Tree())
+		}
+		if i%50 == 0 {
+			snaps, want = append(snaps, s.TreeSnapshot()), append(want, s.Tree())
+		}
+	}
+	c := s.Clone()
+	for range 200 {
+		step(s)
+		step(c)
+	}
+	for _, st := range []*State{s, c} {
+		if got := st.TreeSnapshot().Tree(); !maps.Equal(got, st.Tree()) {
+			t.Fatalf("after cloning: snapshot %v, tree %v", got, st.Tree())
+		}
+	}
+	for i, snap := range snaps {
+		if got := snap.Tree(); !maps.Equal(got, want[i]) {
+			t.Errorf("snapshot %d changed: %v, was %v", i, got, want[i])
+		}
+	}
+}

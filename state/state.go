@@ -57,9 +57,15 @@ type State struct {
 	// the machine allows.
 	cause Cause
 
-	// progress is the highest resourceVersion of the AcceleratorQuota
-	// events applied (see Progress).
-	progress uint64
+	// progress is the resourceVersion up to which the state holds every
+	// AcceleratorQuota event (see Progress); horizon the highest applied
+	// (see Horizon). They differ only while listing: between a
+	// QuotaListing and the QuotaListed that ends it, objects come in the
+	// order of their names and progress holds still.
+	progress, horizon uint64
+	listing           bool
+	// written is the tree as a base and the writes since (TreeSnapshot).
+	written treeLog
 
 	// leader is the replica that leads, as its Leadership events say
 	// (outcome.go).
@@ -79,6 +85,7 @@ type member struct {
 	gen      int64
 	uid      string // metadata.uid
 	version  uint64 // resourceVersion, as last seen
+	deleting bool   // metadata.deletionTimestamp is set: it waits for finalizers
 	spec     *v1beta1.AcceleratorQuotaSpec
 	shape    shape
 	place    Place
@@ -172,7 +179,10 @@ func (s *State) Apply(ev events.Event) []Transition {
 	s.transitions = nil
 	switch ev.Kind {
 	case events.KindAcceleratorQuota:
-		s.progress = max(s.progress, ev.Version)
+		s.horizon = max(s.horizon, ev.Version)
+		if !s.listing {
+			s.progress = max(s.progress, ev.Version)
+		}
 		if ev.Op == events.OpDelete {
 			s.deleteQuota(ev.Key)
 		} else {
@@ -214,6 +224,15 @@ func (s *State) Apply(ev events.Event) []Transition {
 		s.setMember(ev.Key, ev.Member)
 	case events.KindMembership:
 		s.setMembership(ev.Key, ev.Membership)
+	case events.KindQuotaListing:
+		s.listing = true
+	case events.KindQuotaListed:
+		// The list's objects, and the deletions it implies, are all in:
+		// the state holds the AcceleratorQuotas as they were at its
+		// version, and the watch goes on from there.
+		s.listing = false
+		s.progress = ev.Version
+		s.horizon = max(s.horizon, ev.Version)
 	case events.KindSynced:
 		s.synced = true
 		s.measure()
@@ -416,6 +435,66 @@ func (s *State) Tree() Tree {
 	return t
 }
 
+// treeLog is the tree as a base, never modified once made, and the specs
+// written since, in order, only ever appended to. A snapshot is a copy of
+// the two slice headers: O(1) under the reducer's lock, and the reducer's
+// later writes touch nothing it holds. The base is made anew once the
+// writes since outnumber the nodes, so that a write costs O(1) amortized
+// and a snapshot's replay O(tree).
+type treeLog struct {
+	base    Tree
+	changes []treeChange
+}
+
+type treeChange struct {
+	name string
+	spec *v1beta1.AcceleratorQuotaSpec // nil: deleted
+}
+
+func (l *treeLog) note(name string, spec *v1beta1.AcceleratorQuotaSpec, nodes int) {
+	l.changes = append(l.changes, treeChange{name, spec})
+	if len(l.changes) > max(64, nodes) {
+		l.base, l.changes = l.snapshot().Tree(), nil
+	}
+}
+
+func (l *treeLog) snapshot() TreeSnapshot {
+	return TreeSnapshot{base: l.base, changes: slices.Clip(l.changes)}
+}
+
+// clone shares the base and the writes so far; an append by either copy
+// then goes to a slice of its own.
+func (l treeLog) clone() treeLog {
+	return treeLog{base: l.base, changes: slices.Clip(l.changes)}
+}
+
+// TreeSnapshot is the state's tree at one point, taken in O(1) (State.
+// TreeSnapshot): the webhook takes it under the reducer's lock and
+// builds the tree (Tree) outside it.
+type TreeSnapshot struct {
+	base    Tree
+	changes []treeChange
+}
+
+// TreeSnapshot is the tree as it is now (Tree), in O(1): nothing the
+// reducer applies later changes it.
+func (s *State) TreeSnapshot() TreeSnapshot { return s.written.snapshot() }
+
+// Tree builds the snapshot's tree, in O(tree). The specs are the state's:
+// do not modify them.
+func (t TreeSnapshot) Tree() Tree {
+	out := make(Tree, len(t.base)+len(t.changes))
+	maps.Copy(out, t.base)
+	for _, c := range t.changes {
+		if c.spec == nil {
+			delete(out, c.name)
+		} else {
+			out[c.name] = c.spec
+		}
+	}
+	return out
+}
+
 // Marks are root's high-water marks, for Evaluate (on a management
 // plane, the sums of the members' marks).
 func (s *State) Marks() map[Pair]Amount {
@@ -516,6 +595,7 @@ func (s *State) Clone() *State {
 		ce := *v
 		c.entries[k] = &ce
 	}
+	c.written = s.written.clone()
 	c.reported = slices.Clone(s.reported)
 	c.failing = maps.Clone(s.failing)
 	c.usage = maps.Clone(s.usage) // usage slices are never modified in place

@@ -38,6 +38,7 @@ func (s *State) upsertQuota(q *events.Quota, version uint64) {
 		s.seedMembers(s.reported)
 	}
 	spec := &q.Spec // events are never modified once published: keep it
+	s.written.note(name, spec, len(s.members))
 	sh := shapeOf(name, spec)
 	m := s.members[name]
 	if m == nil || m.gen != q.Generation || !m.shape.equal(sh) {
@@ -46,7 +47,7 @@ func (s *State) upsertQuota(q *events.Quota, version uint64) {
 		s.changedNode(name)
 	}
 	if m != nil && m.shape.equal(sh) {
-		m.spec, m.gen, m.uid, m.version, m.stored = spec, q.Generation, q.UID, version, q.Conditions
+		m.spec, m.gen, m.uid, m.version, m.stored, m.deleting = spec, q.Generation, q.UID, version, q.Conditions, q.Deleting
 		return
 	}
 	created := m == nil
@@ -58,7 +59,7 @@ func (s *State) upsertQuota(q *events.Quota, version uint64) {
 		old = m.shape
 	}
 	s.relink(name, old, sh)
-	m.spec, m.gen, m.shape, m.uid, m.version, m.stored = spec, q.Generation, sh, q.UID, version, q.Conditions
+	m.spec, m.gen, m.shape, m.uid, m.version, m.stored, m.deleting = spec, q.Generation, sh, q.UID, version, q.Conditions, q.Deleting
 
 	s.queue(name)
 	s.queue(old.parent)
@@ -91,6 +92,7 @@ func (s *State) deleteQuota(name string) {
 	s.changedNode(name)
 	s.relink(name, m.shape, shape{})
 	delete(s.members, name)
+	s.written.note(name, nil, len(s.members))
 	move(s.machine, CauseTree, name, m.phase, PhaseDeleted, "", "")
 	s.queue(m.shape.parent)
 	for _, k := range s.kids[name] {

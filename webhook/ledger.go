@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -25,23 +27,22 @@ import (
 )
 
 // Bounds of the ledger: how often one review judges again after losing the
-// compare-and-swap to another admission, and the CRD's bound on the list.
+// compare-and-swap to another admission (each loss is another write's
+// success; the review's deadline bounds it too), and the CRD's bound on
+// the list.
 const (
-	maxAttempts     = 8
+	maxAttempts     = 64
 	maxReservations = 256
+	// maxLedgerBytes bounds the ledger's reservations, encoded, well
+	// below etcd's bound on one object (1.5 MiB by default): specs can
+	// carry thousands of perCluster shares.
+	maxLedgerBytes = 1 << 20
 )
 
 // patience is how long a review waits for related reservations to settle
 // before it judges with them uncertain. It is not a safety bound: an
 // unsettled reservation is counted either way.
 const patience = time.Second
-
-// reuse bounds how long after it was written a standing reservation admits
-// writes: each of them lands, if ever, within the API server's
-// --request-timeout, so every replica counts the reservation until the last
-// of them can no longer land as long as Expiry exceeds that timeout by
-// reuse.
-const reuse = 10 * time.Second
 
 // Ledger judges tree writes on the manager's state plus the reservations
 // of the AdmissionLedger, and reserves each admitted write there with a
@@ -60,6 +61,12 @@ type Ledger struct {
 	// server's --request-timeout, which ends every write that was admitted
 	// and has not landed.
 	Expiry time.Duration
+	// Reuse bounds how long after it was written a standing reservation
+	// admits writes (the webhook's timeout): each of them lands, if ever,
+	// within the API server's --request-timeout, so every replica counts
+	// the reservation until the last of them can no longer land as long
+	// as Expiry is at least that timeout plus Reuse (Options.Validate).
+	Reuse time.Duration
 	// Hold is how long a standing reservation is kept after the last write
 	// it admitted. It is not a safety bound either.
 	Hold time.Duration
@@ -71,18 +78,25 @@ type Ledger struct {
 
 	mu  sync.Mutex
 	cur *v1beta1.AdmissionLedger
+	// turn orders this replica's writes of the ledger (reserveInTurn).
+	turn sync.Mutex
 	// seen is when this replica first saw each reservation, by review uid.
 	seen map[string]time.Time
 	// fencedUntil: until then nothing is reserved, for fenceReason: the
-	// ledger was deleted with reservations in it.
+	// ledger was deleted with reservations in it, or replaced.
 	fencedUntil time.Time
 	fenceReason string
+	// gone are the uids of ledgers seen deleted or replaced: a late
+	// answer that carries one is not cached again.
+	gone map[types.UID]bool
+	// sizes are the encoded sizes of reservations, by review uid.
+	sizes map[string]int
 	// standing are this replica's standing reservations, newest last.
 	standing []*standing
 }
 
 // standing is one of this replica's standing reservations: while it is
-// fresh (written less than reuse ago), a later write of its object within
+// fresh (written less than Reuse ago), a later write of its object within
 // its spec (state.Within) is admitted without writing the ledger. It is
 // removed once no write has used it for Hold and every write it stood for
 // has settled: they are updates of one object, so once the one judged on
@@ -112,8 +126,15 @@ func (l *Ledger) Judge(ctx context.Context, w Write) (v Verdict, err error) {
 			"allowed", v.Allowed, "failed", err != nil, "outcome", outcome, "total", l.Now().Sub(start))
 	}()
 	led, err := l.read(ctx, false)
+	if err == nil {
+		err = l.storedBase(ctx, w)
+	}
 	fresh := false
 	for attempt := 0; err == nil && attempt < maxAttempts; attempt++ {
+		if ctx.Err() != nil {
+			outcome = "unavailable"
+			return Verdict{}, fmt.Errorf("the admission ledger %s changed %d times while this write was judged, until its time was up", l.Name, attempt)
+		}
 		var j judgement
 		if j, err = l.judgeOn(ctx, start, led, w); err != nil {
 			break
@@ -145,7 +166,16 @@ func (l *Ledger) Judge(ctx context.Context, w Write) (v Verdict, err error) {
 			outcome = "standing"
 		default:
 			var next *v1beta1.AdmissionLedger
-			if next, err = l.reserve(ctx, led, w, j); apierrors.IsConflict(err) {
+			if next, err = l.reserveInTurn(ctx, led, w, j); errors.Is(err, errStale) {
+				// A review of this replica reserved meanwhile: judge
+				// again on the ledger it wrote, with no call. It does
+				// not count as an attempt: each is another review's
+				// reservation, and the deadline bounds them.
+				attempt--
+				led, err = l.read(ctx, false)
+				continue
+			}
+			if apierrors.IsConflict(err) {
 				if l.Metrics != nil {
 					l.Metrics.WebhookLedger.WithLabelValues("conflict").Inc()
 				}
@@ -169,39 +199,145 @@ func (l *Ledger) Judge(ctx context.Context, w Write) (v Verdict, err error) {
 	return Verdict{}, err
 }
 
+// storedBase refuses a write judged on a version that the API server has
+// not stored: the review waits for its state to reach the base, and a
+// forged review could name one far ahead, to hold its slot until the
+// caller gives up. A base the state has seen passes at once; a later one
+// is checked against the newest version the API server has stored (a
+// consistent list of the ledger, in the same store's sequence), so that
+// the wait is bounded by what the API server could have sent.
+func (l *Ledger) storedBase(ctx context.Context, w Write) error {
+	base := parseVersion(w.Base)
+	if base == 0 {
+		return nil
+	}
+	var seen uint64
+	l.State.Observe(func(s *state.State) { seen = s.Horizon() })
+	if base <= seen {
+		return nil
+	}
+	list, err := l.Client.List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + l.Name})
+	if err != nil {
+		return fmt.Errorf("reading how far the API server has stored: %w", err)
+	}
+	if newest := parseVersion(list.ResourceVersion); newest > 0 && base > newest {
+		return fmt.Errorf("the review of %s names resourceVersion %d, which the API server has not stored (its newest is %d): the API server sends no such review", w.Name, base, newest)
+	}
+	return nil
+}
+
 // judgement is what one look at the state found.
 type judgement struct {
 	verdict Verdict
 	// settled are the reservations this replica's state shows settled,
-	// progress how far it had seen then: the floor once they are removed.
+	// progress the highest version it had applied then (its Horizon): the
+	// floor once they are removed.
 	settled  map[string]bool
 	progress uint64
 	// already: the ledger holds this review's reservation; lowering: the
 	// write lowers a team's budgets, which cannot make another write's
 	// verdict wrong, whatever else lands, and needs no reservation.
 	already, lowering bool
+	// snap is what the combinations of related reservations are judged
+	// on, when there are at most MaxUncertain.
+	snap *uncertainInputs
 }
 
 func (l *Ledger) judgeOn(ctx context.Context, start time.Time, led *v1beta1.AdmissionLedger, w Write) (judgement, error) {
 	need := max(parseVersion(led.Spec.Floor), parseVersion(w.Base))
 	recheck := start.Add(patience)
+	for first := true; ; first = false {
+		j, related, next, err := l.look(ctx, recheck, need, led, w)
+		if err != nil || j.lowering || len(related) == 0 {
+			return j, err
+		}
+		// Waiting helps only while a related reservation may still
+		// settle, and only a write not admitted on every outcome of the
+		// related reservations needs it: one admitted on all of them
+		// is answered at once, however long they take to land, or if
+		// they never do. The combinations, O(tree) each, are judged on
+		// the first look and on the last.
+		waiting := slices.ContainsFunc(related, settles) && l.Now().Before(recheck)
+		if first || !waiting {
+			var uncertain error
+			if j.verdict.Allowed {
+				uncertain = l.uncertain(w, related, j.snap)
+			}
+			if !waiting || (j.verdict.Allowed && uncertain == nil) {
+				if j.verdict.Allowed && l.Metrics != nil {
+					l.Metrics.WebhookUncertain.Inc()
+				}
+				return j, uncertain
+			}
+		}
+		if err := l.sleep(ctx, recheck, next); err != nil {
+			return j, err
+		}
+	}
+}
+
+// uncertain judges w on every combination of the related reservations
+// landing, on the snapshot, outside the reducer's lock; nil when each
+// admits it.
+func (l *Ledger) uncertain(w Write, related []v1beta1.Reservation, snap *uncertainInputs) error {
+	if len(related) > state.MaxUncertain || snap == nil {
+		return fmt.Errorf("%d writes near %s, admitted moments ago, have not been seen to land yet (%s)", len(related), w.Name, describe(related))
+	}
+	if a, ok := state.AdmitUncertain(snap.tree.Tree(), snap.marks, snap.flavors, snap.cfg, w.Name, w.Spec, related); !ok {
+		return fmt.Errorf("%s, if the writes admitted moments ago and not yet seen to land (%s) land", a.Message, describe(related))
+	}
+	return nil
+}
+
+// uncertainInputs are what AdmitUncertain reads of the state, taken
+// under the reducer's lock in O(1) but for the small maps.
+type uncertainInputs struct {
+	tree    state.TreeSnapshot
+	marks   map[state.Pair]state.Amount
+	flavors map[string]bool
+	cfg     events.Config
+}
+
+// sleep waits for next (the next applied event), recheck or ctx's end.
+func (l *Ledger) sleep(ctx context.Context, recheck time.Time, next <-chan struct{}) error {
+	var timer <-chan time.Time
+	if left := recheck.Sub(l.Now()); left > 0 {
+		timer = time.After(left)
+	}
+	select {
+	case <-next:
+	case <-timer:
+	case <-ctx.Done():
+		return errors.New("this replica's view of the tree has not caught up with the writes admitted before this one")
+	}
+	return nil
+}
+
+// look takes one look at the state, once it has reached need: the verdict
+// on the state alone, and the reservations of led that can change it.
+func (l *Ledger) look(ctx context.Context, recheck time.Time, need uint64, led *v1beta1.AdmissionLedger, w Write) (judgement, []v1beta1.Reservation, <-chan struct{}, error) {
 	var j judgement
 	var related []v1beta1.Reservation
-	var tree state.Tree
-	var marks map[state.Pair]state.Amount
-	var flavors map[string]bool
-	var cfg events.Config
-	err := l.await(ctx, recheck, func(s *state.State) bool {
+	next, err := l.await(ctx, recheck, func(s *state.State) bool {
 		if s.Progress() < need {
 			return false
 		}
-		j = judgement{settled: map[string]bool{}, progress: s.Progress()}
+		j = judgement{settled: map[string]bool{}, progress: s.Horizon()}
 		if w.Old != nil {
 			var a state.Admission
 			if a, j.lowering = s.AdmitLowering(w.Name, w.Old, w.Spec); j.lowering {
 				j.verdict = verdictOf(a)
 				return true
 			}
+		}
+		if w.Spec == nil && len(w.Name) > v1beta1.MaxNameLength {
+			// A node whose name the ledger cannot hold (stored while the
+			// CRD lacked its rule on names) has no children and can have
+			// none: a parentRef holds no longer name. Its deletion only
+			// lowers its parent's children's total, as a lowering does,
+			// and needs no reservation either.
+			j.verdict, j.lowering = verdictOf(s.Admit(w.Name, nil)), true
+			return true
 		}
 		var pending []v1beta1.Reservation
 		for _, r := range led.Spec.Reservations {
@@ -222,29 +358,13 @@ func (l *Ledger) judgeOn(ctx context.Context, start time.Time, led *v1beta1.Admi
 			}
 		}
 		related = s.Related(w.Name, w.Spec, pending)
-		if slices.ContainsFunc(related, settles) && l.Now().Before(recheck) {
-			return false
-		}
 		j.verdict = verdictOf(s.Admit(w.Name, w.Spec))
 		if j.verdict.Allowed && len(related) > 0 && len(related) <= state.MaxUncertain {
-			tree, marks, flavors, cfg = s.Tree(), s.Marks(), s.FlavorNames(), s.Config()
+			j.snap = &uncertainInputs{s.TreeSnapshot(), s.Marks(), s.FlavorNames(), s.Config()}
 		}
 		return true
 	})
-	if err != nil || !j.verdict.Allowed || j.lowering || len(related) == 0 {
-		return j, err
-	}
-	if l.Metrics != nil {
-		l.Metrics.WebhookUncertain.Inc()
-	}
-	if len(related) > state.MaxUncertain {
-		return j, fmt.Errorf("%d writes near %s, admitted moments ago, have not been seen to land yet (%s)", len(related), w.Name, describe(related))
-	}
-	// The snapshot is judged outside the reducer's lock.
-	if a, ok := state.AdmitUncertain(tree, marks, flavors, cfg, w.Name, w.Spec, related); !ok {
-		return j, fmt.Errorf("%s, if the writes admitted moments ago and not yet seen to land (%s) land", a.Message, describe(related))
-	}
-	return j, nil
+	return j, related, next, err
 }
 
 // settles: the reservation is not a standing one, which settles only when
@@ -293,6 +413,9 @@ func (l *Ledger) reserve(ctx context.Context, led *v1beta1.AdmissionLedger, w Wr
 	}
 	next.Spec.Reservations = append(next.Spec.Reservations, r)
 	next.Spec.ReservationCount = int32(len(next.Spec.Reservations))
+	if n := l.bytesOf(next.Spec.Reservations); n > maxLedgerBytes {
+		return nil, fmt.Errorf("the admission ledger %s would hold %d bytes of reservations not yet seen to land, more than its bound of %d bytes (large specs: many perCluster shares)", l.Name, n, maxLedgerBytes)
+	}
 	out, err := l.Client.Update(ctx, next, metav1.UpdateOptions{FieldManager: FieldManager})
 	if err != nil || !stand {
 		return out, err
@@ -302,6 +425,31 @@ func (l *Ledger) reserve(ctx context.Context, led *v1beta1.AdmissionLedger, w Wr
 	l.standing = append(l.standing, &standing{review: r.Review, node: w.Name, uid: w.ObjectUID, since: r.Since, spec: r.Spec,
 		written: written, used: written, last: written1(w)})
 	return out, nil
+}
+
+// errStale: the ledger changed since the review read it.
+var errStale = errors.New("the admission ledger changed")
+
+// reserveInTurn is reserve, one review of this replica at a time: a
+// review judged on a ledger that another review of this replica has
+// since written is judged again on the newer one, with no call, instead
+// of losing the compare-and-swap at the API server. So a burst of writes
+// on one replica costs one write of the ledger each, and reviews of
+// different replicas still race through the compare-and-swap.
+func (l *Ledger) reserveInTurn(ctx context.Context, led *v1beta1.AdmissionLedger, w Write, j judgement) (*v1beta1.AdmissionLedger, error) {
+	l.turn.Lock()
+	defer l.turn.Unlock()
+	l.mu.Lock()
+	cur := l.cur
+	l.mu.Unlock()
+	if cur != nil && cur.UID == led.UID && parseVersion(cur.ResourceVersion) > parseVersion(led.ResourceVersion) {
+		return nil, errStale
+	}
+	next, err := l.reserve(ctx, led, w, j)
+	if err == nil {
+		l.keep(next)
+	}
+	return next, err
 }
 
 // pruned is a copy of led without the reservations settled names, whose
@@ -321,6 +469,30 @@ func (l *Ledger) pruned(led *v1beta1.AdmissionLedger, settled map[string]bool, p
 	return next
 }
 
+// bytesOf is the encoded size of rs, each reservation encoded once and
+// its size kept while the cached ledger lists it.
+func (l *Ledger) bytesOf(rs []v1beta1.Reservation) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.sizes == nil {
+		l.sizes = map[string]int{}
+	}
+	total := 0
+	for i := range rs {
+		n, ok := l.sizes[rs[i].Review]
+		if !ok {
+			b, err := json.Marshal(&rs[i])
+			if err != nil {
+				return maxLedgerBytes + 1
+			}
+			n = len(b) + 1
+			l.sizes[rs[i].Review] = n
+		}
+		total += n
+	}
+	return total
+}
+
 // written1 is what a write under a standing reservation leaves to settle:
 // an UPDATE judged on its base.
 func written1(w Write) v1beta1.Reservation {
@@ -335,7 +507,7 @@ func (l *Ledger) stand(led *v1beta1.AdmissionLedger, w Write) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	st := l.standingFor(w)
-	if st == nil || now.Before(l.fencedUntil) || now.Sub(st.written) >= reuse ||
+	if st == nil || now.Before(l.fencedUntil) || now.Sub(st.written) >= l.Reuse ||
 		!slices.ContainsFunc(led.Spec.Reservations, func(r v1beta1.Reservation) bool { return r.Review == st.review }) {
 		return false
 	}
@@ -384,7 +556,7 @@ func (l *Ledger) release(ctx context.Context) error {
 	var progress uint64
 	if err == nil {
 		l.State.Observe(func(s *state.State) {
-			progress = s.Progress()
+			progress = s.Horizon()
 			for review, last := range idle {
 				i := slices.IndexFunc(led.Spec.Reservations, func(r v1beta1.Reservation) bool { return r.Review == review })
 				if i < 0 || l.expired(&led.Spec.Reservations[i]) {
@@ -423,14 +595,15 @@ func (l *Ledger) expired(r *v1beta1.Reservation) bool {
 }
 
 // await calls done under the state's lock after each event until it
-// reports true, and once more at recheck. It ends with an error that says
+// reports true, and once more at recheck, and returns the channel closed
+// by the event after the look that did. It ends with an error that says
 // to retry when ctx ends first.
-func (l *Ledger) await(ctx context.Context, recheck time.Time, done func(*state.State) bool) error {
+func (l *Ledger) await(ctx context.Context, recheck time.Time, done func(*state.State) bool) (<-chan struct{}, error) {
 	for {
 		var ok bool
 		next := l.State.Observe(func(s *state.State) { ok = done(s) })
 		if ok {
-			return nil
+			return next, nil
 		}
 		var timer <-chan time.Time
 		if left := recheck.Sub(l.Now()); left > 0 {
@@ -442,7 +615,7 @@ func (l *Ledger) await(ctx context.Context, recheck time.Time, done func(*state.
 		case <-ctx.Done():
 		}
 		if ctx.Err() != nil {
-			return errors.New("this replica's view of the tree has not caught up with the writes admitted before this one")
+			return nil, errors.New("this replica's view of the tree has not caught up with the writes admitted before this one")
 		}
 	}
 }
@@ -473,12 +646,23 @@ func (l *Ledger) read(ctx context.Context, force bool) (*v1beta1.AdmissionLedger
 
 // keep caches led unless a newer one is cached (resourceVersions compared
 // as numbers: a stale cache costs a conflict, never a wrong admission).
+// A ledger with another uid than the cached one replaced it: the cached
+// one was deleted, whether or not the watch has said so yet (this
+// replica's own read may have created the new one, or a relist hands it
+// over as an update), and its reservations may still land, so nothing is
+// reserved until they would have expired (fence).
 func (l *Ledger) keep(led *v1beta1.AdmissionLedger) {
 	now := l.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.gone[led.UID] {
+		return
+	}
 	if l.cur != nil && l.cur.UID == led.UID && parseVersion(led.ResourceVersion) <= parseVersion(l.cur.ResourceVersion) {
 		return
+	}
+	if l.cur != nil && l.cur.UID != led.UID {
+		l.fence(l.cur.UID, fmt.Sprintf("the admission ledger %s was deleted and created anew, and the reservations of the old one may still land", l.Name))
 	}
 	l.cur = led
 	live := make(map[string]time.Time, len(led.Spec.Reservations))
@@ -488,6 +672,11 @@ func (l *Ledger) keep(led *v1beta1.AdmissionLedger) {
 			first = now
 		}
 		live[r.Review] = first
+	}
+	for review := range l.sizes {
+		if _, ok := live[review]; !ok {
+			delete(l.sizes, review)
+		}
 	}
 	l.seen = live
 }
@@ -500,11 +689,36 @@ func (l *Ledger) forget(obj any) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.cur = nil
-	if led, ok := obj.(*v1beta1.AdmissionLedger); !ok || len(led.Spec.Reservations) > 0 {
-		l.fencedUntil = l.Now().Add(l.Expiry)
-		l.fenceReason = fmt.Sprintf("the admission ledger %s was deleted with reservations in it, which may still land", l.Name)
+	led, ok := obj.(*v1beta1.AdmissionLedger)
+	if l.cur != nil && (!ok || led.UID != l.cur.UID) {
+		// The cached one is gone too, or was never the one deleted: its
+		// reservations are lost to this replica's judgements.
+		l.fence(l.cur.UID, fmt.Sprintf("the admission ledger %s was deleted and created anew, and the reservations of the old one may still land", l.Name))
 	}
+	if ok {
+		l.markGone(led.UID)
+	}
+	l.cur = nil
+	if !ok || len(led.Spec.Reservations) > 0 {
+		l.fence(led.UID, fmt.Sprintf("the admission ledger %s was deleted with reservations in it, which may still land", l.Name))
+	}
+}
+
+// fence reserves nothing for one expiry from now, for why, and forgets
+// the ledger uid for good. The caller holds l.mu.
+func (l *Ledger) fence(uid types.UID, why string) {
+	l.markGone(uid)
+	l.fencedUntil, l.fenceReason = l.Now().Add(l.Expiry), why
+}
+
+func (l *Ledger) markGone(uid types.UID) {
+	if uid == "" {
+		return
+	}
+	if l.gone == nil {
+		l.gone = map[types.UID]bool{}
+	}
+	l.gone[uid] = true
 }
 
 // Run keeps the cached ledger current with a watch on the one object, so

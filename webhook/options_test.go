@@ -51,9 +51,19 @@ func TestOptionsValidate(t *testing.T) {
 		"bad host":                      {args: []string{"--webhook-cert-hosts=127.0.0.1,not a host"}, errHas: `--webhook-cert-hosts: "not a host" is neither an IP address nor a DNS name`},
 		"IPv6 host":                     {args: []string{"--webhook-cert-hosts=::1"}},
 		"bad ledger":                    {args: []string{"--webhook-ledger=Ledger"}, errHas: `--webhook-ledger: "Ledger" is not an object name`},
-		"short expiry":                  {args: []string{"--webhook-reservation-expiry=10s"}, errHas: "must exceed the API server's --request-timeout"},
-		"no review in flight":           {args: []string{"--webhook-max-in-flight=0"}, errHas: "--webhook-max-in-flight=0"},
-		"missing client CA":             {args: []string{"--webhook-client-ca=/nonexistent/ca.crt"}, errHas: "--webhook-client-ca: open /nonexistent/ca.crt"},
+		"short expiry":                  {args: []string{"--webhook-reservation-expiry=10s"}, errHas: "--webhook-reservation-expiry=10s is shorter than 1m10s"},
+		// Safety rests on the expiry outliving every admitted write: the
+		// API server's request timeout plus the webhook's timeout.
+		"expiry below the timeouts": {args: []string{"--webhook-reservation-expiry=69s"},
+			errHas: "--webhook-reservation-expiry=1m9s is shorter than 1m10s, the least that keeps admission safe: the API server's request timeout (--apiserver-request-timeout=1m0s) plus the webhook's timeout (--webhook-timeout=10s)"},
+		"expiry at the timeouts":   {args: []string{"--webhook-reservation-expiry=70s"}},
+		"a longer request timeout": {args: []string{"--apiserver-request-timeout=2m"}, errHas: "--webhook-reservation-expiry=1m15s is shorter than 2m10s"},
+		"a longer webhook timeout": {args: []string{"--webhook-timeout=30s"}, errHas: "--webhook-reservation-expiry=1m15s is shorter than 1m30s"},
+		"both raised":              {args: []string{"--apiserver-request-timeout=2m", "--webhook-timeout=30s", "--webhook-reservation-expiry=150s"}},
+		"webhook timeout too long": {args: []string{"--webhook-timeout=31s", "--webhook-reservation-expiry=5m"}, errHas: "--webhook-timeout=31s: the API server waits at most 30s"},
+		"no request timeout":       {args: []string{"--apiserver-request-timeout=0s"}, errHas: "--apiserver-request-timeout=0s: it must be positive"},
+		"no review in flight":      {args: []string{"--webhook-max-in-flight=0"}, errHas: "--webhook-max-in-flight=0"},
+		"missing client CA":        {args: []string{"--webhook-client-ca=/nonexistent/ca.crt"}, errHas: "--webhook-client-ca: open /nonexistent/ca.crt"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

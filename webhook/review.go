@@ -201,6 +201,10 @@ func (r *Reviewer) judge(ctx context.Context, req *admissionv1.AdmissionRequest)
 		if obj.Metadata.Name != "" && obj.Metadata.Name != w.Name {
 			return malformed("request.name is %q but the object is named %q", clip(w.Name), clip(obj.Metadata.Name))
 		}
+		if len(w.Name) > v1beta1.MaxNameLength {
+			return malformed("metadata.name is %d characters long, more than %d, the most the quota manager's CRD allows (a parentRef and the admission ledger hold no more): choose a shorter name",
+				len(w.Name), v1beta1.MaxNameLength)
+		}
 	}
 	if why := r.copyWrite(req, w.Name, old, obj); why != "" {
 		step := releaseStep(old, obj)

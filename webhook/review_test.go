@@ -715,3 +715,29 @@ func TestReviewGuardsCopiesWithoutRelease(t *testing.T) {
 		}
 	}
 }
+
+// TestReviewRefusesNamesTooLong: the CRD takes names of at most 63
+// characters, as a parentRef and the admission ledger do. A create or an
+// update of a longer name (a forged review, or a CRD without that rule)
+// is refused with the limit, never judged, and so never reserved.
+func TestReviewRefusesNamesTooLong(t *testing.T) {
+	long := "team-" + strings.Repeat("x", 59)
+	r := &Reviewer{Synced: func() bool { return true }, Judge: func(context.Context, Write) (Verdict, error) {
+		t.Fatal("the Judge was called")
+		return Verdict{}, nil
+	}}
+	team := aqtest.Team(long, "ml-research").Budget(gpu, "a100", "1").Obj()
+	raised := aqtest.Team(long, "ml-research").Budget(gpu, "a100", "2").Obj()
+	for name, body := range map[string][]byte{
+		"create": reviewOf(t, admissionv1.Create, long, stored(team), nil, false),
+		"update": reviewOf(t, admissionv1.Update, long, stored(raised), stored(team), false),
+	} {
+		t.Run(name, func(t *testing.T) {
+			resp := r.Review(context.Background(), body).Review.Response
+			want := "metadata.name is 64 characters long, more than 63, the most the quota manager's CRD allows (a parentRef and the admission ledger hold no more): choose a shorter name"
+			if resp.Allowed || resp.Result.Code != 400 || !strings.Contains(resp.Result.Message, want) {
+				t.Errorf("got %+v, want a 400 saying %q", resp.Result, want)
+			}
+		})
+	}
+}

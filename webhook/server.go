@@ -84,7 +84,7 @@ func New(opts *Options, cfg *rest.Config, st StateReader, m *metrics.Metrics) (*
 	}
 	l := &Ledger{Client: quotas.OmeV1beta1().AdmissionLedgers(), Name: opts.Ledger, State: st, Identity: opts.Identity,
 		Watch:  cache.NewListWatchFromClient(quotas.OmeV1beta1().RESTClient(), "admissionledgers", "", fields.OneTermEqualSelector("metadata.name", opts.Ledger)),
-		Expiry: opts.ReservationExpiry, Hold: opts.StandingHold, Now: clockOf(), Metrics: m}
+		Expiry: opts.ReservationExpiry, Reuse: opts.Timeout, Hold: opts.StandingHold, Now: clockOf(), Metrics: m}
 	reviewer := &Reviewer{Judge: l.Judge, Synced: st.Synced, NotReady: st.NotReady, OnVerdict: st.OnVerdict, Planes: opts.ProjectionWriters,
 		MayRelease: mayRelease(kube)}
 	return &Server{

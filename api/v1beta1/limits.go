@@ -26,4 +26,8 @@ const (
 	// MaxParentNameLength is +kubebuilder:validation:MaxLength=63 on
 	// ParentReference.Name.
 	MaxParentNameLength = 63
+	// MaxNameLength is the x-kubernetes-validations rule on
+	// AcceleratorQuota's metadata.name, and the MaxLength=63 of
+	// Reservation.Node in the AdmissionLedger.
+	MaxNameLength = 63
 )

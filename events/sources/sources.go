@@ -36,11 +36,53 @@ func New(ctx context.Context, pub events.Publisher, now func() time.Time, onErro
 	return &Handlers{ctx: ctx, pub: pub, now: now, onError: onError}
 }
 
+// ListEnd names the marker object that the manager's AcceleratorQuota
+// list appends as its last item, with the list's resourceVersion: no
+// AcceleratorQuota can be named so. Delivered after every object of the
+// list, it becomes a QuotaListed event.
+const ListEnd = "@list-end"
+
 // Quotas handles AcceleratorQuota notifications.
 // Each version of one is published, a status write's too, stamped with
 // its resourceVersion: the webhook reads from the state how far it has
-// seen (state.State.Progress).
+// seen (state.State.Progress). The list marker (ListEnd) is published as
+// a QuotaListed event.
 func (h *Handlers) Quotas() cache.ResourceEventHandler {
+	return quotaHandler{h.quotas()}
+}
+
+// quotaHandler turns the list marker into a QuotaListed event and hands
+// everything else to the AcceleratorQuota handler functions.
+type quotaHandler struct{ *funcs }
+
+func (q quotaHandler) listEnd(obj any) bool {
+	aq, ok := obj.(*v1beta1.AcceleratorQuota)
+	if !ok || aq == nil || aq.Name != ListEnd {
+		return false
+	}
+	q.h.publish(events.QuotasListed(q.h.now(), ResourceVersion(aq.ResourceVersion)))
+	return true
+}
+
+func (q quotaHandler) OnAdd(obj any, initial bool) {
+	if !q.listEnd(obj) {
+		q.funcs.OnAdd(obj, initial)
+	}
+}
+
+func (q quotaHandler) OnUpdate(oldObj, newObj any) {
+	if !q.listEnd(newObj) {
+		q.funcs.OnUpdate(oldObj, newObj)
+	}
+}
+
+func (q quotaHandler) OnDelete(obj any) {
+	if q.name(obj) != ListEnd { // every list holds it: never deleted
+		q.funcs.OnDelete(obj)
+	}
+}
+
+func (h *Handlers) quotas() *funcs {
 	f := handler(h, events.KindAcceleratorQuota, QuotaOf, events.QuotaUpserted)
 	f.version = func(obj any) uint64 {
 		switch o := obj.(type) {
@@ -190,9 +232,10 @@ func (h *Handlers) publish(ev events.Event) {
 }
 
 // QuotaOf is the compact form of an AcceleratorQuota: name, generation,
-// spec, status.capacity and the stamps of status.conditions, deep-copied.
+// spec, status.capacity and the stamps of status.conditions, deep-copied,
+// and whether it is being deleted (a deletionTimestamp).
 func QuotaOf(aq *v1beta1.AcceleratorQuota) *events.Quota {
-	q := &events.Quota{Name: aq.Name, UID: string(aq.UID), Generation: aq.Generation}
+	q := &events.Quota{Name: aq.Name, UID: string(aq.UID), Generation: aq.Generation, Deleting: aq.DeletionTimestamp != nil}
 	aq.Spec.DeepCopyInto(&q.Spec)
 	for _, c := range aq.Status.Capacity {
 		q.Capacity = append(q.Capacity, *c.DeepCopy())

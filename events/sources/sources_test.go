@@ -193,6 +193,13 @@ func TestQuotaHandler(t *testing.T) {
 	if got := QuotaOf(root).Capacity; len(got) != 1 || got[0].HighWaterMark.String() != "32" {
 		t.Errorf("root's capacity not carried: %+v", got)
 	}
+	// A deletion held by a finalizer travels: admission refuses to put a
+	// node under it.
+	held := aq.DeepCopy()
+	held.DeletionTimestamp = &since
+	if !QuotaOf(held).Deleting || QuotaOf(aq).Deleting {
+		t.Errorf("deletionTimestamp not carried as deleting")
+	}
 }
 
 func TestFlavorAndQueueHandlers(t *testing.T) {
@@ -340,5 +347,28 @@ func TestPublishSynced(t *testing.T) {
 	cancel()
 	if err := PublishSynced(ctx, rec, time.Now, &registration{}); err == nil {
 		t.Error("returned nil though its context ended before the handlers synced")
+	}
+}
+
+// TestListEndMarker: the marker a list of AcceleratorQuotas ends with is
+// published as the end of the list, at the list's version, and never as
+// an AcceleratorQuota.
+func TestListEndMarker(t *testing.T) {
+	h, rec, errs := newHandlers()
+	quotas := h.Quotas()
+	end := &v1beta1.AcceleratorQuota{ObjectMeta: metav1.ObjectMeta{Name: ListEnd, ResourceVersion: "30"}}
+	quotas.OnAdd(end, true)
+	again := end.DeepCopy()
+	again.ResourceVersion = "41"
+	quotas.OnUpdate(end, again)
+	quotas.OnDelete(cache.DeletedFinalStateUnknown{Key: ListEnd, Obj: again})
+	if diff := cmp.Diff([]string{"#0 QuotaListed", "#0 QuotaListed"}, rec.summary()); diff != "" {
+		t.Fatalf("events (-want +got):\n%s", diff)
+	}
+	if rec.events[0].Version != 30 || rec.events[1].Version != 41 {
+		t.Errorf("versions %d and %d, want 30 and 41", rec.events[0].Version, rec.events[1].Version)
+	}
+	if len(*errs) != 0 {
+		t.Errorf("unexpected errors: %v", *errs)
 	}
 }

@@ -104,6 +104,7 @@ var installArgs = []string{
 	"--leader-election-retry-period=2s",
 	"--webhook=true",
 	"--webhook-port=9443",
+	"--webhook-timeout=10s",
 	"--webhook-cert-secret=ome/ome-quota-manager-webhook-cert",
 	"--webhook-config-name=ome-quota-manager.ome.io",
 	"--webhook-service=ome/ome-quota-manager-webhook",
@@ -180,7 +181,7 @@ func TestGuideValues(t *testing.T) {
 		},
 		"webhook-wedge recovery: webhook disabled": {
 			files: webhookDisabled,
-			args: with(map[string]string{"--webhook": "false", "--webhook-port": "", "--webhook-cert-secret": "",
+			args: with(map[string]string{"--webhook": "false", "--webhook-port": "", "--webhook-timeout": "", "--webhook-cert-secret": "",
 				"--webhook-config-name": "", "--webhook-service": "", "--webhook-ledger": ""}),
 			check: func(t *testing.T, _ *manager.Options, w *webhook.Options) {
 				require.False(t, w.Enabled)

@@ -140,7 +140,9 @@ func TestForgedRequests(t *testing.T) {
 	installConfig(t, port)
 	logDir := t.TempDir()
 	const expiry = 30 * time.Second
-	r := startReplica(t, "forged", port, "--event-log="+logDir, "--webhook-reservation-expiry=30s")
+	// The forged reservations never land: a short expiry only makes the
+	// test shorter, and the flags must allow it (Options.Validate).
+	r := startReplica(t, "forged", port, "--event-log="+logDir, "--webhook-reservation-expiry=30s", "--apiserver-request-timeout=20s")
 	aqs, err := quotaclient.AcceleratorQuotas(cluster.Config)
 	require.NoError(t, err)
 	t.Cleanup(func() { deleteByPrefix(t, aqs, "forge") })

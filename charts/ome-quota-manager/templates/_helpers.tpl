@@ -89,6 +89,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 - --webhook={{ $q.webhook.enabled }}
 {{- if $q.webhook.enabled }}
 - --webhook-port={{ int $q.webhook.port }}
+- --webhook-timeout={{ int $q.webhook.timeoutSeconds }}s
 - --webhook-cert-secret={{ .Release.Namespace }}/{{ include "oqm.webhookSecret" . }}
 - --webhook-config-name={{ include "oqm.webhookConfig" . }}
 - --webhook-service={{ .Release.Namespace }}/{{ include "oqm.webhookService" . }}

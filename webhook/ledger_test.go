@@ -1,0 +1,408 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	typed "ome.io/quota-manager/api/client/clientset/versioned/typed/api/v1beta1"
+	"ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/events"
+	"ome.io/quota-manager/state"
+)
+
+// fakeLedgers is one AdmissionLedger kept as the API server keeps it: a
+// compare-and-swap on its resourceVersion, and the CRD's limits on what it
+// lists (a node's name of at most 63 characters, at most 256
+// reservations). Only Get, Create and Update are served.
+type fakeLedgers struct {
+	typed.AdmissionLedgerInterface
+	mu      sync.Mutex
+	led     *v1beta1.AdmissionLedger
+	rv      int
+	updates int
+	// latency is how long each call takes before it is served, as on a
+	// real API server.
+	latency time.Duration
+}
+
+// etcdLimit is etcd's default bound on one request.
+const etcdLimit = 3 << 19
+
+var ledgerResource = schema.GroupResource{Group: "ome.io", Resource: "admissionledgers"}
+
+func (f *fakeLedgers) Get(_ context.Context, name string, _ metav1.GetOptions) (*v1beta1.AdmissionLedger, error) {
+	time.Sleep(f.latency)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.led == nil {
+		return nil, apierrors.NewNotFound(ledgerResource, name)
+	}
+	return f.led.DeepCopy(), nil
+}
+
+func (f *fakeLedgers) Create(_ context.Context, led *v1beta1.AdmissionLedger, _ metav1.CreateOptions) (*v1beta1.AdmissionLedger, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.led != nil {
+		return nil, apierrors.NewAlreadyExists(ledgerResource, led.Name)
+	}
+	f.rv++
+	f.led = led.DeepCopy()
+	f.led.UID, f.led.ResourceVersion = types.UID(fmt.Sprintf("ledger-at-%d", f.rv)), strconv.Itoa(f.rv)
+	return f.led.DeepCopy(), nil
+}
+
+func (f *fakeLedgers) Update(_ context.Context, led *v1beta1.AdmissionLedger, _ metav1.UpdateOptions) (*v1beta1.AdmissionLedger, error) {
+	time.Sleep(f.latency)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.led == nil {
+		return nil, apierrors.NewNotFound(ledgerResource, led.Name)
+	}
+	if led.ResourceVersion != f.led.ResourceVersion {
+		return nil, apierrors.NewConflict(ledgerResource, led.Name, fmt.Errorf("the object has been modified"))
+	}
+	var errs field.ErrorList
+	if len(led.Spec.Reservations) > maxReservations {
+		errs = append(errs, field.TooMany(field.NewPath("spec", "reservations"), len(led.Spec.Reservations), maxReservations))
+	}
+	for i, r := range led.Spec.Reservations {
+		if len(r.Node) > 63 {
+			errs = append(errs, field.TooLong(field.NewPath("spec", "reservations").Index(i).Child("node"), r.Node, 63))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, apierrors.NewInvalid(schema.GroupKind{Group: "ome.io", Kind: "AdmissionLedger"}, led.Name, errs)
+	}
+	if b, _ := json.Marshal(led); len(b) > etcdLimit {
+		return nil, apierrors.NewRequestEntityTooLargeError("etcdserver: request is too large")
+	}
+	f.rv++
+	f.updates++
+	f.led = led.DeepCopy()
+	f.led.ResourceVersion = strconv.Itoa(f.rv)
+	return f.led.DeepCopy(), nil
+}
+
+// fakeState is the manager's state behind the reducer's lock, fed by
+// apply.
+type fakeState struct {
+	mu      sync.Mutex
+	s       *state.State
+	applied chan struct{}
+}
+
+func newFakeState(evs ...events.Event) *fakeState {
+	f := &fakeState{s: state.New(), applied: make(chan struct{})}
+	f.apply(evs...)
+	return f
+}
+
+func (f *fakeState) apply(evs ...events.Event) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, ev := range evs {
+		ev.Seq = f.s.LastSeq() + 1
+		f.s.Apply(ev)
+	}
+	close(f.applied)
+	f.applied = make(chan struct{})
+}
+
+func (f *fakeState) Observe(fn func(*state.State)) <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn(f.s)
+	return f.applied
+}
+
+func (f *fakeState) Synced() bool                                       { return true }
+func (f *fakeState) NotReady() error                                    { return nil }
+func (f *fakeState) OnVerdict(context.Context, string, *events.Verdict) {}
+
+var at0 = time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+
+// quotaAt is an AcceleratorQuota event of spec at resourceVersion rv.
+func quotaAt(name, uid string, rv uint64, spec *v1beta1.AcceleratorQuotaSpec) events.Event {
+	ev := events.QuotaUpserted(at0, &events.Quota{Name: name, UID: uid, Generation: 1, Spec: *spec})
+	ev.Version = rv
+	return ev
+}
+
+// testLedger is a Ledger of replica "r1" on st and an empty fake ledger.
+func testLedger(st StateReader) (*Ledger, *fakeLedgers) {
+	f := &fakeLedgers{}
+	o := DefaultOptions()
+	return &Ledger{Client: f, Name: "ome-quota-manager", State: st, Identity: "r1",
+		Expiry: o.ReservationExpiry, Reuse: o.Timeout, Hold: o.StandingHold, Now: time.Now}, f
+}
+
+// guideEvents are the guide's tree with flavor a100, at resourceVersions
+// 1 to 4.
+func guideEvents() []events.Event {
+	evs := []events.Event{
+		events.FlavorUpserted(at0, &events.Flavor{Name: "a100", NodeLabels: map[string]string{"gpu": "a100"}}),
+		events.Synced(at0),
+	}
+	in := guideInputs()
+	for i, name := range []string{"root", "ml-research", "team-alpha", "team-beta"} {
+		evs = append(evs, quotaAt(name, "u-"+name, uint64(i+1), in.Tree[name]))
+	}
+	return evs
+}
+
+func TestLongNamesNeedNoLedgerField(t *testing.T) {
+	long := "team-" + strings.Repeat("x", 59) // 64 characters
+	spec := &v1beta1.AcceleratorQuotaSpec{Role: v1beta1.RoleClusterQueue, ParentRef: &v1beta1.ParentReference{Name: "ml-research"}}
+	st := newFakeState(append(guideEvents(), quotaAt(long, "u-long", 5, spec))...)
+	l, f := testLedger(st)
+	// A node whose name the ledger cannot hold (stored while the CRD
+	// lacked its rule on names) can still be deleted: nothing can name it
+	// as a parent, so its deletion only lowers its parent's total, and it
+	// needs no reservation.
+	v, err := l.Judge(context.Background(), Write{Name: long, Op: admissionv1.Delete, ObjectUID: "u-long", Base: "5", UID: "review-1"})
+	if err != nil || !v.Allowed {
+		t.Fatalf("deleting %s: %+v, %v", long, v, err)
+	}
+	if f.updates != 0 {
+		t.Errorf("deleting %s wrote the ledger %d times", long, f.updates)
+	}
+}
+
+// aTeam is a team under ml-research with n GPUs of a100.
+func aTeam(n string) *v1beta1.AcceleratorQuotaSpec {
+	return &v1beta1.AcceleratorQuotaSpec{Role: v1beta1.RoleClusterQueue, ParentRef: &v1beta1.ParentReference{Name: "ml-research"},
+		Budgets: []v1beta1.Budget{{ResourceName: gpu, ResourceFlavor: "a100", Nominal: resource.MustParse(n)}}}
+}
+
+// replacedLedger is a replica r1 whose state holds ml-research (24 GPUs)
+// with team-alpha (16), and whose cached ledger lists another replica's
+// admitted, unsettled create of team-x (8 GPUs): a create of team-y with
+// 8 more fits the state alone, and not once team-x lands.
+func replacedLedger(t *testing.T) (*Ledger, *fakeLedgers) {
+	t.Helper()
+	in := guideInputs()
+	st := newFakeState(
+		events.FlavorUpserted(at0, &events.Flavor{Name: "a100", NodeLabels: map[string]string{"gpu": "a100"}}),
+		events.Synced(at0),
+		quotaAt("root", "u-root", 1, in.Tree["root"]),
+		quotaAt("ml-research", "u-ml", 2, in.Tree["ml-research"]),
+		quotaAt("team-alpha", "u-alpha", 3, in.Tree["team-alpha"]),
+	)
+	l, f := testLedger(st)
+	f.led = &v1beta1.AdmissionLedger{ObjectMeta: metav1.ObjectMeta{Name: l.Name, UID: "ledger-1", ResourceVersion: "1"},
+		Spec: v1beta1.AdmissionLedgerSpec{ReservationCount: 1, Reservations: []v1beta1.Reservation{
+			{Review: "review-x", Node: "team-x", Operation: "CREATE", UID: "u-x", Spec: aTeam("8"), Replica: "r2"}}}}
+	f.rv = 1
+	if _, err := l.read(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := l.Judge(context.Background(), Write{Name: "team-y", Op: admissionv1.Create, ObjectUID: "u-y", UID: "review-y0", Spec: aTeam("8")}); err == nil {
+		t.Fatalf("team-y admitted beside team-x's reservation: %+v", v)
+	}
+	return l, f
+}
+
+// TestReplacedLedgerFences: the ledger deleted with reservations in it
+// and created anew. A replica that never saw the deletion through its
+// watch still learns of it, from the new ledger's uid, whichever way the
+// new ledger reaches it, and reserves nothing until the old reservations
+// would have expired: they may still land.
+func TestReplacedLedgerFences(t *testing.T) {
+	teamY := Write{Name: "team-y", Op: admissionv1.Create, ObjectUID: "u-y", UID: "review-y", Spec: aTeam("8")}
+	t.Run("created anew by this replica's own read", func(t *testing.T) {
+		l, f := replacedLedger(t)
+		f.mu.Lock()
+		f.led = nil // deleted; the watch has not said so yet
+		f.mu.Unlock()
+		// A write the rules deny makes the replica read the ledger
+		// afresh, which creates it anew.
+		orphan := Write{Name: "team-z", Op: admissionv1.Create, ObjectUID: "u-z", UID: "review-z",
+			Spec: &v1beta1.AcceleratorQuotaSpec{Role: v1beta1.RoleClusterQueue, ParentRef: &v1beta1.ParentReference{Name: "nowhere"}}}
+		if v, err := l.Judge(context.Background(), orphan); err != nil || v.Allowed {
+			t.Fatalf("a team under a missing parent: %+v, %v", v, err)
+		}
+		if f.led == nil {
+			t.Fatal("the ledger was not created anew")
+		}
+		v, err := l.Judge(context.Background(), teamY)
+		if err == nil || !strings.Contains(err.Error(), "retry") {
+			t.Errorf("team-y judged on the new ledger alone: %+v, %v; want a refusal that says to retry", v, err)
+		}
+	})
+	t.Run("seen by the watch as an update with a new uid", func(t *testing.T) {
+		l, f := replacedLedger(t)
+		// Deleted and created anew across a relist: the informer hands
+		// it over as an update of the same key.
+		f.mu.Lock()
+		f.led = &v1beta1.AdmissionLedger{ObjectMeta: metav1.ObjectMeta{Name: l.Name, UID: "ledger-2", ResourceVersion: "9"}}
+		f.rv = 9
+		l.keep(f.led.DeepCopy())
+		f.mu.Unlock()
+		v, err := l.Judge(context.Background(), teamY)
+		if err == nil || !strings.Contains(err.Error(), "retry") {
+			t.Errorf("team-y judged on the new ledger alone: %+v, %v; want a refusal that says to retry", v, err)
+		}
+	})
+}
+
+// List serves the one ledger; its list's resourceVersion is the newest
+// the fake has stored, as a consistent list's is.
+func (f *fakeLedgers) List(_ context.Context, _ metav1.ListOptions) (*v1beta1.AdmissionLedgerList, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := &v1beta1.AdmissionLedgerList{ListMeta: metav1.ListMeta{ResourceVersion: strconv.Itoa(f.rv)}}
+	if f.led != nil {
+		out.Items = append(out.Items, *f.led.DeepCopy())
+	}
+	return out, nil
+}
+
+// TestFutureBaseRefusedAtOnce: a review names the version its update or
+// delete was judged on, and the webhook waits until its state has seen
+// it. A forged review that names a version the API server has not stored
+// yet is refused at once, not held until the caller gives up: its wait is
+// bounded by what the API server could have sent.
+func TestFutureBaseRefusedAtOnce(t *testing.T) {
+	st := newFakeState(guideEvents()...)
+	l, f := testLedger(st)
+	f.rv = 40 // the API server has stored up to 40
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	forged := Write{Name: "team-beta", Op: admissionv1.Update, ObjectUID: "u-team-beta", Base: "1000000", UID: "forged-1",
+		Old: guideInputs().Tree["team-beta"], Spec: aTeam("9")}
+	_, err := l.Judge(ctx, forged)
+	if err == nil || !strings.Contains(err.Error(), "resourceVersion 1000000") || ctx.Err() != nil {
+		t.Errorf("a review judged on a version not stored yet: %v (context: %v); want a refusal naming the version, at once", err, ctx.Err())
+	}
+}
+
+// TestNoWaitWhenEveryOutcomeAdmits: an admitted create that never lands
+// (forged, or refused later by another webhook) stays in the ledger until
+// it expires. A write related to it, admitted whether it lands or not, is
+// answered at once, not after waiting for it to settle. The replica's
+// clock stands still here: a review that waited for it would wait until
+// its caller gave up.
+func TestNoWaitWhenEveryOutcomeAdmits(t *testing.T) {
+	l, _ := replacedLedger(t) // team-x's create of 8, pending for ever
+	stopped := time.Now()
+	l.Now = func() time.Time { return stopped }
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	small := Write{Name: "team-y", Op: admissionv1.Create, ObjectUID: "u-y", UID: "review-y1", Spec: aTeam("0")}
+	if v, err := l.Judge(ctx, small); err != nil || !v.Allowed || ctx.Err() != nil {
+		t.Errorf("a create that fits beside team-x: %+v, %v (context: %v); want admitted at once", v, err, ctx.Err())
+	}
+}
+
+// TestLedgerBytesBounded: a few admitted writes whose specs carry many
+// perCluster shares (forged, or genuine) could grow the ledger past
+// etcd's bound on one object, after which no reservation could be
+// written. The ledger's size is bounded below that, with a refusal that
+// says so.
+func TestLedgerBytesBounded(t *testing.T) {
+	big := func(n, parent string) *v1beta1.AcceleratorQuotaSpec {
+		sp := &v1beta1.AcceleratorQuotaSpec{Role: v1beta1.RoleClusterQueue, ParentRef: &v1beta1.ParentReference{Name: parent}}
+		for b := range v1beta1.MaxBudgets {
+			bu := v1beta1.Budget{ResourceName: fmt.Sprintf("example.com/r%02d", b), ResourceFlavor: "a100", Nominal: resource.MustParse("0")}
+			for c := range v1beta1.MaxPerCluster {
+				bu.PerCluster = append(bu.PerCluster, v1beta1.ClusterShare{Cluster: fmt.Sprintf("cluster-%03d-%s", c, n), Nominal: resource.MustParse("0")})
+			}
+			sp.Budgets = append(sp.Budgets, bu)
+		}
+		return sp
+	}
+	evs := guideEvents()
+	for i := range 40 {
+		co := fmt.Sprintf("co-%02d", i)
+		evs = append(evs, quotaAt(co, "u-"+co, uint64(10+i), &v1beta1.AcceleratorQuotaSpec{Role: v1beta1.RoleCohort, ParentRef: &v1beta1.ParentReference{Name: "root"}}))
+	}
+	st := newFakeState(evs...)
+	l, _ := testLedger(st)
+	ctx := context.Background()
+	var err error
+	for i := range 40 {
+		name := fmt.Sprintf("big-%02d", i)
+		var v Verdict
+		if v, err = l.Judge(ctx, Write{Name: name, Op: admissionv1.Create, ObjectUID: "u-" + name, UID: types.UID("review-" + name), Spec: big(name, fmt.Sprintf("co-%02d", i))}); err != nil {
+			break
+		}
+		if !v.Allowed {
+			t.Fatalf("%s denied: %s", name, v.Message)
+		}
+	}
+	if err == nil || !strings.Contains(err.Error(), "bytes") || apierrors.IsRequestEntityTooLargeError(err) {
+		t.Fatalf("the ledger grew without its own bound: %v", err)
+	}
+	// A small write fits in what is left, or is refused with the same
+	// reason, never with etcd's.
+	_, err = l.Judge(ctx, Write{Name: "small", Op: admissionv1.Create, ObjectUID: "u-small", UID: "review-small", Spec: aTeam("0")})
+	if err != nil && !strings.Contains(err.Error(), "bytes") {
+		t.Errorf("a small write beside a full ledger: %v", err)
+	}
+}
+
+// TestBurstOfUnrelatedCreates: 50 clients create 50 teams at once, each
+// under a Cohort of its own: every reservation is a
+// compare-and-swap of the one ledger, on two replicas, and all must be
+// admitted, none
+// refused with "retry" for having lost the race too often.
+func TestBurstOfUnrelatedCreates(t *testing.T) {
+	const n = 50
+	evs := guideEvents()
+	for i := range n {
+		co := fmt.Sprintf("co-%02d", i)
+		evs = append(evs, quotaAt(co, "u-"+co, uint64(10+i), &v1beta1.AcceleratorQuotaSpec{Role: v1beta1.RoleCohort, ParentRef: &v1beta1.ParentReference{Name: "root"}}))
+	}
+	st := newFakeState(evs...)
+	l, f := testLedger(st)
+	f.latency = 2 * time.Millisecond
+	// A second replica on the same ledger and the same view.
+	l2, _ := testLedger(st)
+	l2.Client, l2.Identity = f, "r2"
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, r := range []*Ledger{l, l2} {
+		if _, err := r.read(ctx, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			name := fmt.Sprintf("team-%02d", i)
+			spec := aTeam("0")
+			spec.ParentRef.Name = fmt.Sprintf("co-%02d", i)
+			v, err := []*Ledger{l, l2}[i%2].Judge(ctx, Write{Name: name, Op: admissionv1.Create, ObjectUID: "u-" + name, UID: types.UID("review-" + name), Spec: spec})
+			if err == nil && !v.Allowed {
+				err = fmt.Errorf("%s denied: %s", name, v.Message)
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if got := len(f.led.Spec.Reservations); got != n {
+		t.Errorf("%d reservations, want %d", got, n)
+	}
+}
