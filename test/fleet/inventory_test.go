@@ -522,7 +522,7 @@ func TestFleetFromKubeconfigSecrets(t *testing.T) {
 	if err != nil {
 		t.Fatalf("replay --history on east's log: %v\n%s", err, history)
 	}
-	if !regexp.MustCompile(`admin DELETE admitted by east-0, landed as #\d+ \[deleted\]`).Match(history) {
+	if !regexp.MustCompile(`admin\s+DELETE admitted by east-0, landed as #\d+ \[deleted\]`).Match(history) {
 		t.Errorf("east's log does not name admin as the author of fleet-p's release:\n%s", history)
 	}
 }
