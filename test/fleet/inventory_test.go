@@ -371,8 +371,11 @@ func stale(t *testing.T, plane, c typed.AcceleratorQuotaInterface, prefix string
 	return ""
 }
 
-// versions are the resourceVersions of the cluster's AcceleratorQuotas
-// named prefix*, by name.
+// versions are, for the cluster's AcceleratorQuotas named prefix*, by
+// name, what a write by the plane would change: the spec's generation,
+// the labels and the annotations. The status, which the member's own
+// manager writes (and may still be writing after an earlier step), is
+// left out, so resourceVersions are not compared.
 func versions(t *testing.T, c typed.AcceleratorQuotaInterface, prefix string) []string {
 	t.Helper()
 	list, err := c.List(context.Background(), metav1.ListOptions{})
@@ -382,7 +385,7 @@ func versions(t *testing.T, c typed.AcceleratorQuotaInterface, prefix string) []
 	var out []string
 	for _, aq := range list.Items {
 		if strings.HasPrefix(aq.Name, prefix) {
-			out = append(out, aq.Name+"@"+aq.ResourceVersion)
+			out = append(out, fmt.Sprintf("%s@%d%v%v", aq.Name, aq.Generation, aq.Labels, aq.Annotations))
 		}
 	}
 	slices.Sort(out)
