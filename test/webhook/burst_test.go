@@ -7,7 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -66,18 +65,17 @@ func TestFiftyClientsAtOnce(t *testing.T) {
 	_, err = aqs.Create(ctx, aqtest.Cohort("burst-full", "root").Budget(gpu, "a100", "100").Obj(), metav1.CreateOptions{})
 	require.NoError(t, err)
 
-	// untilAdmitted sends w again while the webhook says to retry,
-	// counting those refusals in refused.
+	// untilAdmitted sends w again while the webhook says to retry
+	// (retried), counting those refusals in refused.
 	var refused atomic.Int64
 	untilAdmitted := func(w func() error) error {
-		for deadline := time.Now().Add(90 * time.Second); ; {
+		return retried(ctx, func(context.Context) error {
 			err := w()
-			if err == nil || !isRetry(err) || time.Now().After(deadline) {
-				return err
+			if isRetry(err) {
+				refused.Add(1)
 			}
-			refused.Add(1)
-			time.Sleep(100 * time.Millisecond)
-		}
+			return err
+		})
 	}
 	for i, err := range all(func(i int) error {
 		return untilAdmitted(func() error {

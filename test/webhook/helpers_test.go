@@ -22,6 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/util/cert"
 
+	"ome.io/quota-manager/api/client/clientset/versioned"
+	"ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/test/localcluster"
 	"ome.io/quota-manager/test/testutil"
 	"ome.io/quota-manager/webhook"
@@ -324,4 +326,21 @@ func (p *poster) post(ctx context.Context, path string, body []byte, timeout tim
 // aqJSON is an AcceleratorQuota as the API server sends it in a review.
 func aqJSON(name, uid, rv, spec string) string {
 	return fmt.Sprintf(`{"apiVersion":"ome.io/v1beta1","kind":"AcceleratorQuota","metadata":{"name":%q,"uid":%q,"resourceVersion":%q},"spec":%s}`, name, uid, rv, spec)
+}
+
+// reservationsOf are the reservations of node in the admission ledger as
+// the API server stores it now.
+func reservationsOf(t *testing.T, node string) []v1beta1.Reservation {
+	t.Helper()
+	cs, err := versioned.NewForConfig(cluster.Config)
+	require.NoError(t, err)
+	led, err := cs.OmeV1beta1().AdmissionLedgers().Get(context.Background(), "ome-quota-manager", metav1.GetOptions{})
+	require.NoError(t, err)
+	var out []v1beta1.Reservation
+	for _, r := range led.Spec.Reservations {
+		if r.Node == node {
+			out = append(out, r)
+		}
+	}
+	return out
 }

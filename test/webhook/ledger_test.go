@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	quotaclient "ome.io/quota-manager/api/client"
-	"ome.io/quota-manager/api/client/clientset/versioned"
 	"ome.io/quota-manager/api/v1beta1/aqtest"
 	"ome.io/quota-manager/webhook"
 )
@@ -134,17 +133,11 @@ func TestCreateAndDeleteAtOnce(t *testing.T) {
 
 	// Each probe, a Cohort created under root, is a reservation of this
 	// replica's, which removes every reservation its view shows settled.
-	cs, err := versioned.NewForConfig(cluster.Config)
-	require.NoError(t, err)
 	var left []string
 	for i := range 40 {
-		led, err := cs.OmeV1beta1().AdmissionLedgers().Get(ctx, "ome-quota-manager", metav1.GetOptions{})
-		require.NoError(t, err)
 		left = left[:0]
-		for _, res := range led.Spec.Reservations {
-			if res.Node == "loop-t" {
-				left = append(left, res.Operation+" "+res.UID)
-			}
+		for _, res := range reservationsOf(t, "loop-t") {
+			left = append(left, res.Operation+" "+res.UID)
 		}
 		if len(left) == 0 {
 			return
