@@ -13,10 +13,9 @@ export CGO_ENABLED=0
 case " ${GOFLAGS:-} " in *" -trimpath "*) ;; *) export GOFLAGS="-trimpath${GOFLAGS:+ $GOFLAGS}" ;; esac
 bin=$("$root/hack/tools.sh") || exit 1
 export OME_TOOLS_DIR=$bin
-# prometheus and promtool (tools/prometheus, their own cache key): the alert
-# rules' tests and the observability e2e test use them.
-prom=$("$root/hack/tools.sh" prometheus) || exit 1
-export OME_PROMETHEUS_DIR=$prom
+# helm (test/helm, test/fleet), prometheus and promtool (the alert rules'
+# tests, test/observability, test/fleet) are built with the rest.
+export OME_PROMETHEUS_DIR=$bin OME_HELM=$bin/helm
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ome-test.XXXXXX")
 cleanup() { rm -rf "$tmp"; }
@@ -25,18 +24,9 @@ export TMPDIR=$tmp
 
 cd "$root"
 if [ $# -eq 0 ] || [ "$*" = "./..." ]; then
-  # helm (test/helm and test/fleet run it) is built once, up front, while
-  # the unit tests run: two packages that found it missing at once would
-  # both build it.
-  "$root/hack/tools.sh" helm >"$tmp/helm.out" 2>&1 &
-  helm_pid=$!
   # Unit tests, in parallel.
   go test -count=1 -timeout 20m $(go list ./... | grep -v '/test/')
   rc=$?
-  if ! wait "$helm_pid"; then
-    cat "$tmp/helm.out"
-    rc=1
-  fi
   # The packages that start control planes, two at a time: most of their
   # time is spent waiting (for an API server, Kueue, an informer, a
   # lease), which the other package fills. Each starts its own control

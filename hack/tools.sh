@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
-# Builds the local control plane's binaries (kube-apiserver, kubectl, etcd, and
-# Kueue's manager) from the pinned modules under tools/, once, into the user
-# cache directory keyed by the pinned versions. Later runs reuse them.
-# Prints the folder that holds them on its last line of standard output.
+# Builds the binaries the tests and demos run (etcd, kube-apiserver, kubectl,
+# Kueue's manager, helm, prometheus and promtool) from the pinned modules
+# under tools/, once, into the user cache directory keyed by the pinned
+# versions. Later runs reuse them. Prints the folder that holds them on its
+# last line of standard output.
 #
-# `hack/tools.sh helm` builds only the helm v4 binary (tools/helm), into a
-# folder of its own keyed by that module alone, and prints that folder. The
-# chart's tests ask for it; nothing else needs it.
+# tools/kube holds every binary but etcd in one module, and requires the same
+# version of each module the project also compiles (go.mod at the root): one
+# `go build` then compiles each shared package once, and the project's own
+# compile finds the Kubernetes, Kueue and helm libraries already in the Go
+# build cache. A test (TestToolVersionsMatch in ./hack) keeps them in step.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 # Bump layout when this script changes what it puts in the folder.
-layout=1
+layout=2
 cache=${OME_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ome-quota-manager}
 
 # build MODULE_DIR LDFLAGS TAGS NAME=PACKAGE...: the binaries missing from
@@ -44,58 +47,26 @@ build() {
   echo "   ${what// /, } built in $((SECONDS - start))s" >&2
 }
 
-if [ "${1:-}" = helm ]; then
-  # Its own key and its own parent folder ($cache/helm), so neither this
-  # binary nor its version ever changes the control plane's key below.
-  helm_version=$(cd "$root/tools/helm" && go list -m -f '{{.Version}}' helm.sh/helm/v4)
-  hkey=$( { go env GOVERSION GOOS GOARCH; echo "$layout $helm_version"; cat "$root"/tools/helm/go.mod "$root"/tools/helm/go.sum; } | sha256sum | cut -c1-16)
-  dir="$cache/helm/$hkey"
-  mkdir -p "$dir"
-  build helm "-s -w -X helm.sh/helm/v4/internal/version.version=$helm_version" "" helm=helm.sh/helm/v4/cmd/helm
-  if [ -f "$dir.tmp/helm" ]; then mv "$dir.tmp/helm" "$dir/helm"; fi
-  rmdir "$dir.tmp" 2>/dev/null || true
-  find "$cache/helm" -mindepth 1 -maxdepth 1 -type d ! -name "$hkey" ! -name "$hkey.tmp" -exec rm -rf {} + 2>/dev/null || true
-  echo "$dir"
-  exit 0
-fi
-
-if [ "${1:-}" = prometheus ]; then
-  # The Prometheus server and promtool (tools/prometheus, a module of its own
-  # because it pulls a newer k8s.io than the project's). Keyed by that module
-  # alone, in its own parent folder ($cache/prometheus), like helm above.
-  prom_version=$(cd "$root/tools/prometheus" && go list -m -f '{{.Version}}' github.com/prometheus/prometheus)
-  # Only static scrape targets are used, so every service discovery plugin
-  # (cloud SDKs, most of the module's weight) is left out of both binaries.
-  prom_tags=remove_all_sd
-  pkey=$( { go env GOVERSION GOOS GOARCH; echo "$layout $prom_version $prom_tags"; cat "$root"/tools/prometheus/go.mod "$root"/tools/prometheus/go.sum; } | sha256sum | cut -c1-16)
-  dir="$cache/prometheus/$pkey"
-  mkdir -p "$dir"
-  prom_ldflags="-s -w -X github.com/prometheus/common/version.Version=$prom_version"
-  build prometheus "$prom_ldflags" "$prom_tags" promtool=github.com/prometheus/prometheus/cmd/promtool \
-    prometheus=github.com/prometheus/prometheus/cmd/prometheus
-  for b in promtool prometheus; do
-    if [ -f "$dir.tmp/$b" ]; then mv "$dir.tmp/$b" "$dir/$b"; fi
-  done
-  rmdir "$dir.tmp" 2>/dev/null || true
-  find "$cache/prometheus" -mindepth 1 -maxdepth 1 -type d ! -name "$pkey" ! -name "$pkey.tmp" -exec rm -rf {} + 2>/dev/null || true
-  echo "$dir"
-  exit 0
-fi
-
-# The control plane's key covers its two modules only (tools/helm and
-# tools/prometheus have their own keys above): tools/etcd, and tools/kube,
-# which holds kube-apiserver, kubectl and Kueue's manager in one module, so
-# that the Kubernetes libraries they share are of one version and compiled
-# once.
+# The key covers the two modules: tools/etcd (etcd's server needs newer gRPC
+# and OpenTelemetry than kube-apiserver is built with, so it is a module of its
+# own), and tools/kube.
 key=$( { go env GOVERSION GOOS GOARCH; echo "$layout"; cat "$root"/tools/{etcd,kube}/go.mod "$root"/tools/{etcd,kube}/go.sum "$root"/tools/etcd/main.go; } | sha256sum | cut -c1-16)
 dir="$cache/bin/$key"
 mkdir -p "$cache/bin"
 
 kube_version=v1.35.4
+helm_version=$(cd "$root/tools/kube" && go list -m -f '{{.Version}}' helm.sh/helm/v4)
+# Prometheus's module v0.3MM.P is its release 3.MM.P.
+prom_version=$(cd "$root/tools/kube" && go list -m -f '{{.Version}}' github.com/prometheus/prometheus |
+  awk -F. '{printf "3.%d.%s", $2 - 300, $3}')
 # The version stamps of kube-apiserver and kubectl; Kueue's manager, linked
 # in the same build, gets them too (its client's user agent then names
-# v1.35.4, the version of the client libraries it is built with).
+# v1.35.4, the version of the client libraries it is built with). helm and
+# prometheus get their own; a -X for a package a binary does not link is
+# ignored.
 kube_ldflags="-s -w \
+ -X helm.sh/helm/v4/internal/version.version=$helm_version \
+ -X github.com/prometheus/common/version.Version=$prom_version \
  -X k8s.io/component-base/version.gitVersion=$kube_version \
  -X k8s.io/component-base/version.gitMajor=1 \
  -X k8s.io/component-base/version.gitMinor=35 \
@@ -108,12 +79,17 @@ mkdir -p "$dir"
 build etcd "-s -w" "" etcd=ome.io/quota-manager/tools/etcd &
 etcd_pid=$!
 kube_rc=0
-build kube "$kube_ldflags" "" kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver \
-  kubectl=k8s.io/kubernetes/cmd/kubectl kueue=sigs.k8s.io/kueue/cmd/kueue || kube_rc=$?
+# Prometheus uses only static scrape targets here, so its service discovery
+# plugins (cloud SDKs, most of its weight) are left out by the
+# remove_all_sd tag, which no other module here reads.
+build kube "$kube_ldflags" remove_all_sd kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver \
+  kubectl=k8s.io/kubernetes/cmd/kubectl kueue=sigs.k8s.io/kueue/cmd/kueue \
+  helm=helm.sh/helm/v4/cmd/helm prometheus=github.com/prometheus/prometheus/cmd/prometheus \
+  promtool=github.com/prometheus/prometheus/cmd/promtool || kube_rc=$?
 etcd_rc=0
 wait "$etcd_pid" || etcd_rc=$?
 if [ "$kube_rc" -ne 0 ] || [ "$etcd_rc" -ne 0 ]; then exit 1; fi
-for b in etcd kubectl kueue kube-apiserver; do
+for b in etcd kubectl kueue kube-apiserver helm prometheus promtool; do
   if [ -f "$dir.tmp/$b" ]; then mv "$dir.tmp/$b" "$dir/$b"; fi
 done
 rmdir "$dir.tmp" 2>/dev/null || true
@@ -127,6 +103,8 @@ if [ ! -d "$dir/kueue-crds" ]; then
   chmod -R u+w "$dir/kueue-crds.tmp" "$dir/kueue-webhooks.yaml"
   mv "$dir/kueue-crds.tmp" "$dir/kueue-crds"
 fi
-# Drop folders of older keys, so a version change does not pile up binaries.
+# Drop folders of older keys, so a version change does not pile up binaries,
+# and those of the layout before helm and prometheus joined tools/kube.
+rm -rf "$cache/helm" "$cache/prometheus"
 find "$cache/bin" -mindepth 1 -maxdepth 1 -type d ! -name "$key" ! -name "$key.tmp" -exec rm -rf {} + 2>/dev/null || true
 echo "$dir"

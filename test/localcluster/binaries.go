@@ -37,7 +37,8 @@ func RepoRoot() (string, error) {
 }
 
 // EnsureBinaries returns the folder holding etcd, kube-apiserver, kubectl,
-// kueue and Kueue's manifests, building them first when they are not cached.
+// kueue, helm, prometheus, promtool and Kueue's manifests, building them
+// first when they are not cached.
 // The build's progress goes to standard error.
 func EnsureBinaries(ctx context.Context) (string, error) {
 	if dir := os.Getenv(ToolsDirEnv); dir != "" {
@@ -56,14 +57,14 @@ func EnsureBinaries(ctx context.Context) (string, error) {
 	return last, nil
 }
 
-// runTools runs hack/tools.sh with args, its progress on standard error,
-// and returns the last line it printed: the folder that holds what it built.
-func runTools(ctx context.Context, args ...string) (string, error) {
+// runTools runs hack/tools.sh, its progress on standard error, and returns
+// the last line it printed: the folder that holds what it built.
+func runTools(ctx context.Context) (string, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return "", err
 	}
-	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "tools.sh"), args...)
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "tools.sh"))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
@@ -79,7 +80,7 @@ func runTools(ctx context.Context, args ...string) (string, error) {
 }
 
 func checkBinaries(dir string) error {
-	for _, name := range []string{"etcd", "kube-apiserver", "kubectl", "kueue", "kueue-crds", "kueue-webhooks.yaml"} {
+	for _, name := range []string{"etcd", "kube-apiserver", "kubectl", "kueue", "helm", "prometheus", "promtool", "kueue-crds", "kueue-webhooks.yaml"} {
 		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
 			return fmt.Errorf("missing %s: run hack/tools.sh (or make tools) to build it", name)
 		}

@@ -11,9 +11,9 @@ import (
 // helm binary, which skips the build step.
 const HelmEnv = "OME_HELM"
 
-// EnsureHelm returns the path of the helm v4 binary built from tools/helm,
-// building it first (`hack/tools.sh helm`, a few minutes cold) when it is
-// not cached. The build's progress goes to standard error.
+// EnsureHelm returns the path of the helm v4 binary built from tools/kube
+// with the other tools (EnsureBinaries), building them first when they are
+// not cached.
 func EnsureHelm(ctx context.Context) (string, error) {
 	if p := os.Getenv(HelmEnv); p != "" {
 		if _, err := os.Stat(p); err != nil {
@@ -21,13 +21,9 @@ func EnsureHelm(ctx context.Context) (string, error) {
 		}
 		return p, nil
 	}
-	last, err := runTools(ctx, "helm")
+	dir, err := EnsureBinaries(ctx)
 	if err != nil {
-		return "", fmt.Errorf("building helm (hack/tools.sh helm) failed: %w; its output above says why", err)
+		return "", err
 	}
-	p := filepath.Join(last, "helm")
-	if _, err := os.Stat(p); err != nil {
-		return "", fmt.Errorf("hack/tools.sh helm printed %q: %w", last, err)
-	}
-	return p, nil
+	return filepath.Join(dir, "helm"), nil
 }

@@ -18,21 +18,16 @@ import (
 const PrometheusEnv = "OME_PROMETHEUS_DIR"
 
 // EnsurePrometheus returns the folder that holds the prometheus and
-// promtool binaries built from tools/prometheus, building them first
-// (`hack/tools.sh prometheus`, several minutes cold) when they are not
-// cached. The build's progress goes to standard error.
+// promtool binaries built from tools/kube with the other tools
+// (EnsureBinaries), building them first when they are not cached.
 func EnsurePrometheus(ctx context.Context) (string, error) {
 	dir := os.Getenv(PrometheusEnv)
 	if dir == "" {
-		last, err := runTools(ctx, "prometheus")
-		if err != nil {
-			return "", fmt.Errorf("building prometheus and promtool (hack/tools.sh prometheus) failed: %w; its output above says why", err)
-		}
-		dir = last
+		return EnsureBinaries(ctx)
 	}
 	for _, b := range []string{"prometheus", "promtool"} {
 		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
-			return "", fmt.Errorf("%s: missing %s: run hack/tools.sh prometheus to build it", dir, b)
+			return "", fmt.Errorf("%s=%s: missing %s: run hack/tools.sh (or make tools) to build it", PrometheusEnv, dir, b)
 		}
 	}
 	return dir, nil
