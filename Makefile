@@ -8,10 +8,10 @@ PKGS := ./...
 
 all: lint test
 
-## tools: build (or find in the cache) etcd, kube-apiserver, kubectl and Kueue,
-## and (their own cache key) prometheus and promtool, side by side.
+## tools: build (or find in the cache) etcd, kube-apiserver, kubectl, Kueue,
+## helm, prometheus and promtool.
 tools:
-	@hack/tools.sh >/dev/null & cp=$$!; hack/tools.sh prometheus >/dev/null; rc=$$?; wait $$cp && exit $$rc
+	@hack/tools.sh >/dev/null
 
 # lint and test compile as `make image` and `make plugin` do (no cgo,
 # -trimpath; hack/test.sh sets the same), so that one compile of each
@@ -20,11 +20,12 @@ tools:
 lint test: export CGO_ENABLED := 0
 lint test: export GOFLAGS := -trimpath $(GOFLAGS)
 
-## test: lint and the tools side by side (on a cold machine each waits on
-## downloads and links that the other fills), then unit, integration and
-## e2e tests on a real local control plane.
+## test: the tools, then lint (its compile finds the libraries it shares
+## with the tools in the Go build cache, at the same versions), then unit,
+## integration and e2e tests on a real local control plane.
 test:
-	@$(MAKE) --no-print-directory -j2 lint tools
+	@$(MAKE) --no-print-directory tools
+	@$(MAKE) --no-print-directory lint
 	@hack/test.sh
 
 ## demo: the local control plane with Kueue and the guide's cluster; Ctrl-C stops it.
