@@ -208,3 +208,84 @@ func AdmitUncertain(tree Tree, marks map[Pair]Amount, flavors map[string]bool, c
 	}
 	return Admission{Allowed: true}, true
 }
+
+// AdmitDominated judges writing spec to name on tree (with marks, flavors
+// and cfg) on one combination of the reserved writes that may land, the
+// one that bounds the others, when there is such a combination: it reports
+// false, having judged nothing, when a reservation is not of the kind
+// below, and the refusal when the write is refused there. Then it holds for
+// any number of reservations, where AdmitUncertain, which tries every
+// combination, is bounded by MaxUncertain.
+//
+// Each reservation must be on a team (not root, not the written node, and
+// no other reservation on the same team) and do no more than raise the
+// team's budgets, add the team or take it away. A raise keeps a team the
+// tree holds in the same seat (SameSeat), with every budget of the tree's
+// within the reservation's (Within: the pair kept, the nominal no
+// smaller); a standing reservation's writes all are within its spec. A
+// create adds a team the tree does not hold, a delete takes one it holds;
+// for those, no node of the tree and not the write names the team as its
+// parent. The bounding combination has every raise and create landed and
+// no delete.
+//
+// Why a write admitted there is admitted on every combination: what the
+// rules read of a team itself (its budgets, flavors, split, place and its
+// parent's role) is the same before and after the write, which is of
+// another node, so whichever spec the team has, its own violations add
+// no refusal; and where the team is absent it has none. Across nodes, a
+// team's budgets are read only by ContainmentViolated on its parent,
+// through the children's total, and its presence only by its parent's
+// list of children (a delete of the parent is refused while it has any),
+// no other node naming it. Per Cohort and pair, the overrun before the
+// write is the children's total less the budget, largest on the bounding
+// combination; the write changes it by an amount d of its own (its change
+// to that total and to that budget), the same on every combination. The
+// write is refused on that key when the overrun after it is above 0 and
+// new or larger: when d > 0 and the overrun after it is above 0, which,
+// holding on a combination, holds on the bounding one. And a parent that
+// has a child on some combination has it on the bounding one.
+func AdmitDominated(tree Tree, marks map[Pair]Amount, flavors map[string]bool, cfg events.Config,
+	name string, spec *v1beta1.AcceleratorQuotaSpec, pending []v1beta1.Reservation) (Admission, bool) {
+	if len(pending) == 0 {
+		return Admission{}, false
+	}
+	bound := maps.Clone(tree)
+	if bound == nil {
+		bound = Tree{}
+	}
+	var parents map[string]bool // the names some node of tree, or the write, names as its parent
+	named := func(n string) bool {
+		if parents == nil {
+			parents = make(map[string]bool, len(tree)+1)
+			for c, sp := range tree {
+				if p := parentOf(c, sp); p != c {
+					parents[p] = true
+				}
+			}
+			if spec != nil {
+				parents[parentOf(name, spec)] = true
+			}
+		}
+		return parents[n]
+	}
+	seen := make(map[string]bool, len(pending))
+	for _, r := range pending {
+		if r.Node == name || r.Node == v1beta1.RootName || seen[r.Node] {
+			return Admission{}, false
+		}
+		seen[r.Node] = true
+		cur := tree[r.Node]
+		switch {
+		case cur != nil && r.Spec != nil && SameSeat(r.Node, cur, r.Spec) && Within(r.Node, r.Spec, cur):
+			bound[r.Node] = r.Spec
+		case cur == nil && r.Spec != nil && r.Operation == "CREATE" && r.Spec.Role == v1beta1.RoleClusterQueue && !named(r.Node):
+			bound[r.Node] = r.Spec
+		case cur != nil && r.Spec == nil && cur.Role == v1beta1.RoleClusterQueue && !named(r.Node):
+			// A delete: the team stays on the bounding combination.
+		default:
+			return Admission{}, false
+		}
+	}
+	a := Admit(bound, marks, flavors, cfg, name, spec)
+	return a, a.Allowed
+}

@@ -1,9 +1,11 @@
 package state
 
 import (
+	"fmt"
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -386,5 +388,268 @@ func TestTreeSnapshot(t *testing.T) {
 		if got := snap.Tree(); !maps.Equal(got, want[i]) {
 			t.Errorf("snapshot %d changed: %v, was %v", i, got, want[i])
 		}
+	}
+}
+
+// TestDominatedBoundsEveryOutcome is the argument behind AdmitDominated,
+// checked on random states: a write it admits beside up to six reserved
+// raises, creates and deletes of teams is admitted on every combination of
+// them landing, with each raise landing at its spec or, as a standing
+// reservation's writes may, at any spec within it.
+func TestDominatedBoundsEveryOutcome(t *testing.T) {
+	rng := rand.New(rand.NewPCG(2026, 1205))
+	runs, admitted, refused, declined := 400, 0, 0, 0
+	if testing.Short() {
+		runs = 80
+	}
+	scaled := func(sp *v1beta1.AcceleratorQuotaSpec, num func() int64, den int64) *v1beta1.AcceleratorQuotaSpec {
+		out := sp.DeepCopy()
+		for i := range out.Budgets {
+			n := out.Budgets[i].Nominal.Value() * num() / den
+			out.Budgets[i].Nominal = *resource.NewQuantity(n, resource.DecimalSI)
+		}
+		return out
+	}
+	for run := range runs {
+		s := New()
+		for _, ev := range genEvents(randomBytes(rng, rng.IntN(1500))) {
+			s.Apply(ev)
+		}
+		tree := s.Tree()
+		var teams, cohorts []string
+		for n, sp := range tree {
+			switch {
+			case SameSeat(n, sp, sp):
+				teams = append(teams, n)
+			case sp.Role == v1beta1.RoleCohort:
+				cohorts = append(cohorts, n)
+			}
+		}
+		if len(teams) == 0 || len(cohorts) == 0 {
+			continue
+		}
+		slices.Sort(teams)
+		slices.Sort(cohorts)
+		var ws []events.Event
+		for _, w := range writesOf(genEvents(randomBytes(rng, 600)), rng) {
+			ws = append(ws, w)
+		}
+		// Writes of the teams' parents and siblings, scaled, meet the
+		// reservations most.
+		for _, n := range teams {
+			p := parentOf(n, tree[n])
+			if sp := tree[p]; sp != nil && rng.IntN(3) == 0 {
+				ws = append(ws, events.QuotaUpserted(t0, &events.Quota{Name: p, Spec: *scaled(sp, func() int64 { return rng.Int64N(5) }, 2)}))
+			}
+			ws = append(ws, events.QuotaUpserted(t0, &events.Quota{Name: n, Spec: *scaled(tree[n], func() int64 { return rng.Int64N(5) }, 2)}))
+		}
+		for _, w := range ws {
+			wspec := specOfWrite(w)
+			if !Admit(tree, s.Marks(), s.FlavorNames(), s.Config(), w.Key, wspec).Allowed {
+				continue
+			}
+			// The reservations are mostly on the write's siblings, where
+			// they meet it; some are of a kind AdmitDominated must not
+			// bound (a lowering, a move, a Cohort's raise).
+			near := teams
+			if wspec != nil {
+				var sib []string
+				for _, n := range teams {
+					if parentOf(n, tree[n]) == parentOf(w.Key, wspec) {
+						sib = append(sib, n)
+					}
+				}
+				if len(sib) > 0 && rng.IntN(4) > 0 {
+					near = sib
+				}
+			}
+			near = slices.DeleteFunc(slices.Clone(near), func(n string) bool { return n == w.Key })
+			if len(near) == 0 {
+				continue
+			}
+			rng.Shuffle(len(near), func(i, j int) { near[i], near[j] = near[j], near[i] })
+			var rs []v1beta1.Reservation
+			odd := rng.IntN(4) == 0 // one reservation of a kind not to bound
+			for k := 1 + rng.IntN(6); len(rs) < k; {
+				n := near[len(rs)%len(near)]
+				kind := rng.IntN(5)
+				if odd && len(rs) == k-1 {
+					kind = 5 + rng.IntN(3)
+				}
+				switch kind {
+				case 0, 1, 2:
+					rs = append(rs, v1beta1.Reservation{Node: n, Operation: "UPDATE", Spec: scaled(tree[n], func() int64 { return 2 + rng.Int64N(3) }, 2)})
+				case 3:
+					sp := tree[n].DeepCopy()
+					if wspec != nil && rng.IntN(2) == 0 {
+						sp.ParentRef = &v1beta1.ParentReference{Name: parentOf(w.Key, wspec)}
+					} else {
+						sp.ParentRef = &v1beta1.ParentReference{Name: cohorts[rng.IntN(len(cohorts))]}
+					}
+					rs = append(rs, v1beta1.Reservation{Node: fmt.Sprintf("new-%d", len(rs)), Operation: "CREATE", Spec: sp})
+				case 4:
+					rs = append(rs, v1beta1.Reservation{Node: n, Operation: "DELETE"})
+				case 5:
+					rs = append(rs, v1beta1.Reservation{Node: n, Operation: "UPDATE", Spec: scaled(tree[n], func() int64 { return rng.Int64N(2) }, 2)})
+				case 6:
+					sp := tree[n].DeepCopy()
+					sp.ParentRef = &v1beta1.ParentReference{Name: cohorts[rng.IntN(len(cohorts))]}
+					rs = append(rs, v1beta1.Reservation{Node: n, Operation: "UPDATE", Spec: sp})
+				default:
+					c := cohorts[rng.IntN(len(cohorts))]
+					rs = append(rs, v1beta1.Reservation{Node: c, Operation: "UPDATE", Spec: scaled(tree[c], func() int64 { return 2 + rng.Int64N(4) }, 2)})
+				}
+			}
+			a, ok := AdmitDominated(tree, s.Marks(), s.FlavorNames(), s.Config(), w.Key, wspec, rs)
+			switch {
+			case !ok && a.Allowed:
+				t.Fatalf("run %d: AdmitDominated reported false with an admission", run)
+			case !ok && a.Message == "":
+				declined++
+				continue
+			case !ok:
+				refused++
+				continue
+			}
+			admitted++
+			for mask := 0; mask < 1<<len(rs); mask++ {
+				at := cloneTree(tree)
+				for i, r := range rs {
+					switch {
+					case mask&(1<<i) == 0:
+					case r.Spec == nil:
+						delete(at, r.Node)
+					case r.Operation == "UPDATE" && rng.IntN(2) == 0:
+						at[r.Node] = scaled(r.Spec, func() int64 { return rng.Int64N(5) }, 4)
+					default:
+						at[r.Node] = r.Spec
+					}
+				}
+				if got := Admit(at, s.Marks(), s.FlavorNames(), s.Config(), w.Key, wspec); !got.Allowed {
+					t.Fatalf("run %d: the write of %s admitted on the bounding combination of %v, refused on combination %b: %s\nstate:\n%s",
+						run, w.Key, describeReservations(rs), mask, got.Message, s.Dump())
+				}
+			}
+		}
+	}
+	t.Logf("writes admitted on the bound and checked on every combination: %d; refused on the bound: %d; not bounded: %d", admitted, refused, declined)
+	if admitted < 200 || refused < 20 || declined < 20 {
+		t.Errorf("the generator gave %d admitted, %d refused, %d not bounded: too few to say anything", admitted, refused, declined)
+	}
+}
+
+func describeReservations(rs []v1beta1.Reservation) string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, r.Operation+" "+r.Node)
+	}
+	return strings.Join(out, ", ")
+}
+
+// TestDominatedOnTightBudgets is TestDominatedBoundsEveryOutcome on small
+// trees where the writes and the reservations meet under one Cohort whose
+// budget they nearly fill, so that a bound that left out the largest
+// combination would be caught admitting a write that one refuses.
+func TestDominatedOnTightBudgets(t *testing.T) {
+	s := guideState(t)
+	marks, flavors, cfg := s.Marks(), s.FlavorNames(), s.Config()
+	rng := rand.New(rand.NewPCG(2026, 1206))
+	gpu := func(n int64) specOpt { return budget("nvidia.com/gpu", "a100", fmt.Sprint(n)) }
+	team := func(parent string, n int64) *v1beta1.AcceleratorQuotaSpec {
+		return spec(v1beta1.RoleClusterQueue, under(parent), gpu(n))
+	}
+	trials, admitted, refused := 3000, 0, 0
+	if testing.Short() {
+		trials = 600
+	}
+	for trial := range trials {
+		tree := Tree{
+			"root":        spec(v1beta1.RoleCohort),
+			"ml-research": spec(v1beta1.RoleCohort, under("root"), gpu(10+rng.Int64N(20))),
+			"other":       spec(v1beta1.RoleCohort, under("root"), gpu(10+rng.Int64N(20))),
+		}
+		const kids = 6
+		for i := range kids {
+			tree[fmt.Sprintf("t%d", i)] = team("ml-research", rng.Int64N(7))
+		}
+		nominal := func(n string) int64 { return tree[n].Budgets[0].Nominal.Value() }
+		var wName string
+		var wSpec *v1beta1.AcceleratorQuotaSpec
+		switch rng.IntN(5) {
+		case 0, 1:
+			wName = fmt.Sprintf("t%d", rng.IntN(kids))
+			wSpec = team("ml-research", rng.Int64N(12))
+		case 2:
+			wName, wSpec = "w-new", team("ml-research", rng.Int64N(8))
+		case 3:
+			wName, wSpec = "ml-research", spec(v1beta1.RoleCohort, under("root"), gpu(5+rng.Int64N(25)))
+		default:
+			wName, wSpec = fmt.Sprintf("t%d", rng.IntN(kids)), nil
+		}
+		if !Admit(tree, marks, flavors, cfg, wName, wSpec).Allowed {
+			continue
+		}
+		var rs []v1beta1.Reservation
+		for i := range kids {
+			n := fmt.Sprintf("t%d", i)
+			if n == wName || rng.IntN(3) == 0 {
+				continue
+			}
+			switch rng.IntN(4) {
+			case 0, 1:
+				rs = append(rs, v1beta1.Reservation{Node: n, Operation: "UPDATE", Spec: team("ml-research", nominal(n)+rng.Int64N(5))})
+			case 2:
+				rs = append(rs, v1beta1.Reservation{Node: n, Operation: "DELETE"})
+			default:
+				rs = append(rs, v1beta1.Reservation{Node: "r-" + n, Operation: "CREATE", Spec: team("ml-research", rng.Int64N(6))})
+			}
+		}
+		if tree[wName] != nil && wName != "ml-research" && rng.IntN(8) == 0 {
+			// A raise of the written node itself bounds nothing either.
+			rs = append(rs, v1beta1.Reservation{Node: wName, Operation: "UPDATE", Spec: team("ml-research", nominal(wName)+1+rng.Int64N(4))})
+		} else if rng.IntN(4) == 0 && len(rs) > 0 {
+			// One of a kind that bounds nothing: a lowering, a move, a
+			// Cohort's raise.
+			i := rng.IntN(len(rs))
+			switch n := rs[i].Node; {
+			case tree[n] == nil:
+				rs[i] = v1beta1.Reservation{Node: "other", Operation: "UPDATE", Spec: spec(v1beta1.RoleCohort, under("root"), gpu(40))}
+			case rng.IntN(2) == 0 && nominal(n) > 0:
+				rs[i] = v1beta1.Reservation{Node: n, Operation: "UPDATE", Spec: team("ml-research", nominal(n)-1)}
+			default:
+				rs[i] = v1beta1.Reservation{Node: n, Operation: "UPDATE", Spec: team("other", nominal(n))}
+			}
+		}
+		a, ok := AdmitDominated(tree, marks, flavors, cfg, wName, wSpec, rs)
+		if !ok {
+			if a.Message != "" {
+				refused++
+			}
+			continue
+		}
+		admitted++
+		for mask := 0; mask < 1<<len(rs); mask++ {
+			at := cloneTree(tree)
+			for i, r := range rs {
+				switch {
+				case mask&(1<<i) == 0:
+				case r.Spec == nil:
+					delete(at, r.Node)
+				case r.Operation == "UPDATE" && rng.IntN(2) == 0 && r.Spec.Role == v1beta1.RoleClusterQueue:
+					// A standing reservation's write, within its spec.
+					at[r.Node] = team(parentOf(r.Node, r.Spec), rng.Int64N(r.Spec.Budgets[0].Nominal.Value()+1))
+				default:
+					at[r.Node] = r.Spec
+				}
+			}
+			if got := Admit(at, marks, flavors, cfg, wName, wSpec); !got.Allowed {
+				t.Fatalf("trial %d: the write of %s admitted on the bounding combination of %s, refused on combination %b: %s",
+					trial, wName, describeReservations(rs), mask, got.Message)
+			}
+		}
+	}
+	t.Logf("writes admitted on the bound and checked on every combination: %d; refused on the bound: %d", admitted, refused)
+	if admitted < trials/10 || refused < trials/20 {
+		t.Errorf("%d admitted and %d refused on the bound in %d trials: too few to say anything", admitted, refused, trials)
 	}
 }
