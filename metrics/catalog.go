@@ -135,7 +135,7 @@ var (
 	mWebhookLedger = Spec{Name: "ome_quota_webhook_ledger_total", Type: Counter, Labels: []string{"outcome"}, Source: webhookSrc,
 		Help: "Judged writes by what they did to the admission ledger: reserved, conflict (lost the compare-and-swap and judged again), failed, denied, lowering (a team's lowering needs no reservation), standing (admitted under a standing reservation of this replica's, writing nothing), dry-run, already (reserved before) or unavailable (refused with retry)."}
 	mWebhookUncertain = Spec{Name: "ome_quota_webhook_uncertain_total", Type: Counter, Source: webhookSrc,
-		Help: "Reviews judged while related reservations, admitted moments ago, had not been seen to land: each was judged on every combination of them (at once when all admit it, else after at most the webhook's patience, 1s), or refused with retry."}
+		Help: "Reviews judged while related reservations, admitted moments ago, had not been seen to land: each was judged on every combination of them, or on the one that bounds the others when more than three only raise, create or delete teams (at once when admitted there, else after at most the webhook's patience, 1s), or refused with retry."}
 	mWebhookReview = Spec{Name: "ome_quota_webhook_review_seconds", Type: Histogram, Labels: []string{"verdict"}, Source: webhookSrc,
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 		Help:    "Time from a review's arrival to its answer, by verdict."}

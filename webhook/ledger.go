@@ -239,7 +239,7 @@ type judgement struct {
 	// verdict wrong, whatever else lands, and needs no reservation.
 	already, lowering bool
 	// snap is what the combinations of related reservations are judged
-	// on, when there are at most MaxUncertain.
+	// on.
 	snap *uncertainInputs
 }
 
@@ -278,12 +278,21 @@ func (l *Ledger) judgeOn(ctx context.Context, start time.Time, led *v1beta1.Admi
 
 // uncertain judges w on every combination of the related reservations
 // landing, on the snapshot, outside the reducer's lock; nil when each
-// admits it.
+// admits it. Up to MaxUncertain it tries each combination; beyond, it
+// judges the one that bounds the others, when the reservations only
+// raise, add or take away teams (state.AdmitDominated).
 func (l *Ledger) uncertain(w Write, related []v1beta1.Reservation, snap *uncertainInputs) error {
-	if len(related) > state.MaxUncertain || snap == nil {
+	if snap == nil {
 		return fmt.Errorf("%d writes near %s, admitted moments ago, have not been seen to land yet (%s)", len(related), w.Name, describe(related))
 	}
-	if a, ok := state.AdmitUncertain(snap.tree.Tree(), snap.marks, snap.flavors, snap.cfg, w.Name, w.Spec, related); !ok {
+	var a state.Admission
+	var ok bool
+	if len(related) <= state.MaxUncertain {
+		a, ok = state.AdmitUncertain(snap.tree.Tree(), snap.marks, snap.flavors, snap.cfg, w.Name, w.Spec, related)
+	} else if a, ok = state.AdmitDominated(snap.tree.Tree(), snap.marks, snap.flavors, snap.cfg, w.Name, w.Spec, related); !ok && a.Message == "" {
+		return fmt.Errorf("%d writes near %s, admitted moments ago, have not been seen to land yet (%s)", len(related), w.Name, describe(related))
+	}
+	if !ok {
 		return fmt.Errorf("%s, if the writes admitted moments ago and not yet seen to land (%s) land", a.Message, describe(related))
 	}
 	return nil
@@ -359,7 +368,7 @@ func (l *Ledger) look(ctx context.Context, recheck time.Time, need uint64, led *
 		}
 		related = s.Related(w.Name, w.Spec, pending)
 		j.verdict = verdictOf(s.Admit(w.Name, w.Spec))
-		if j.verdict.Allowed && len(related) > 0 && len(related) <= state.MaxUncertain {
+		if j.verdict.Allowed && len(related) > 0 {
 			j.snap = &uncertainInputs{s.TreeSnapshot(), s.Marks(), s.FlavorNames(), s.Config()}
 		}
 		return true

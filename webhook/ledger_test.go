@@ -406,3 +406,59 @@ func TestBurstOfUnrelatedCreates(t *testing.T) {
 		t.Errorf("%d reservations, want %d", got, n)
 	}
 }
+
+// TestManyPendingRaisesJudgedOnTheirBound: the other replica has admitted
+// raises of six teams under one Cohort, not yet seen to land (a burst of
+// GitOps syncs). A raise of a seventh team that fits even if all six land
+// is admitted at once, on the one combination that bounds the others,
+// though six are more than MaxUncertain; one that fits only if some do
+// not land is refused, naming the overrun, once they have had their
+// patience to land.
+func TestManyPendingRaisesJudgedOnTheirBound(t *testing.T) {
+	const teams = 10
+	team := func(n int) *v1beta1.AcceleratorQuotaSpec {
+		return &v1beta1.AcceleratorQuotaSpec{Role: v1beta1.RoleClusterQueue, ParentRef: &v1beta1.ParentReference{Name: "co"},
+			Budgets: []v1beta1.Budget{{ResourceName: gpu, ResourceFlavor: "a100", Nominal: *resource.NewQuantity(int64(n), resource.DecimalSI)}}}
+	}
+	in := guideInputs()
+	evs := []events.Event{
+		events.FlavorUpserted(at0, &events.Flavor{Name: "a100", NodeLabels: map[string]string{"gpu": "a100"}}),
+		events.Synced(at0),
+		quotaAt("root", "u-root", 1, in.Tree["root"]),
+		quotaAt("co", "u-co", 2, &v1beta1.AcceleratorQuotaSpec{Role: v1beta1.RoleCohort, ParentRef: &v1beta1.ParentReference{Name: "root"},
+			Budgets: []v1beta1.Budget{{ResourceName: gpu, ResourceFlavor: "a100", Nominal: resource.MustParse("100")}}}),
+	}
+	var pending []v1beta1.Reservation
+	for i := range teams {
+		name := fmt.Sprintf("t%02d", i)
+		evs = append(evs, quotaAt(name, "u-"+name, uint64(10+i), team(2)))
+		if i < 6 {
+			pending = append(pending, v1beta1.Reservation{Review: "review-" + name, Node: name, Operation: "UPDATE",
+				UID: "u-" + name, Base: fmt.Sprint(10 + i), Spec: team(6), Replica: "r2"})
+		}
+	}
+	l, f := testLedger(newFakeState(evs...))
+	f.led = &v1beta1.AdmissionLedger{ObjectMeta: metav1.ObjectMeta{Name: l.Name, UID: "ledger-1", ResourceVersion: "1"},
+		Spec: v1beta1.AdmissionLedgerSpec{ReservationCount: int32(len(pending)), Reservations: pending}}
+	f.rv = 1
+	ctx := context.Background()
+	if _, err := l.read(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	// The teams total 20; the six raises, landed, 44. 48 more fit in 100.
+	stopped := time.Now()
+	l.Now = func() time.Time { return stopped }
+	quick, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	v, err := l.Judge(quick, Write{Name: "t09", Op: admissionv1.Update, ObjectUID: "u-t09", Base: "19", UID: "review-t09-a", Old: team(2), Spec: team(50)})
+	if err != nil || !v.Allowed || quick.Err() != nil {
+		t.Fatalf("a raise that fits beside all six: %+v, %v (context: %v); want admitted at once", v, err, quick.Err())
+	}
+	// 58 more fit the state alone (78), not with the raises landed (the
+	// six, and t09's above: 150).
+	l.Now = time.Now
+	_, err = l.Judge(ctx, Write{Name: "t08", Op: admissionv1.Update, ObjectUID: "u-t08", Base: "18", UID: "review-t08-a", Old: team(2), Spec: team(60)})
+	if err == nil || !strings.Contains(err.Error(), "co: budget nvidia.com/gpu on a100 is 100 but its children total") {
+		t.Fatalf("a raise that fits only if some of the six do not land: %v; want refused with the overrun", err)
+	}
+}
