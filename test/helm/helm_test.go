@@ -722,6 +722,17 @@ func TestManagementModeInstall(t *testing.T) {
 		}
 		return out
 	}
+	// gone: helm uninstall deletes and returns; an object with finalizers
+	// (a CRD whose objects the API server is removing) goes a moment
+	// later, and must then go.
+	gone := func(t *testing.T) {
+		t.Helper()
+		left := added()
+		for deadline := time.Now().Add(time.Minute); len(left) > 0 && time.Now().Before(deadline); left = added() {
+			time.Sleep(200 * time.Millisecond)
+		}
+		require.Empty(t, left, "left after helm uninstall")
+	}
 	t.Cleanup(func() {
 		if !slices.Contains(before, kept) {
 			_, _, _ = kubectl(t, "", "delete", "secret", "-n", ns, secret, "--ignore-not-found")
@@ -801,7 +812,7 @@ quotaManager:
 		require.Equal(t, d.Generation, getDeployment(ctx, t).Generation, "the upgrade changed the Deployment's spec")
 		require.Equal(t, "no", as("watch", "secrets/west-kubeconfig", "-n", ns))
 		w.helm(t, uninstall)
-		require.Empty(t, added(), "left after helm uninstall")
+		gone(t)
 	})
 
 	t.Run("ClusterProfiles: the providers file and the grants", func(t *testing.T) {
@@ -835,7 +846,7 @@ quotaManager:
 			require.Equal(t, want, as(fields...), "kubectl auth can-i %s", args)
 		}
 		w.helm(t, uninstall)
-		require.Empty(t, added(), "left after helm uninstall")
+		gone(t)
 	})
 
 	// On a member: remoteAccess creates the plane's identity, and the
