@@ -173,15 +173,6 @@ func TestStandingCoversItsWrites(t *testing.T) {
 	if testing.Short() {
 		runs = 80
 	}
-	// scaled is sp with each budget's nominal times num/den, rounded down.
-	scaled := func(sp *v1beta1.AcceleratorQuotaSpec, num func() int64, den int64) *v1beta1.AcceleratorQuotaSpec {
-		out := sp.DeepCopy()
-		for i := range out.Budgets {
-			n := out.Budgets[i].Nominal.Value() * num() / den
-			out.Budgets[i].Nominal = *resource.NewQuantity(n, resource.DecimalSI)
-		}
-		return out
-	}
 	for run := range runs {
 		s := New()
 		for _, ev := range genEvents(randomBytes(rng, rng.IntN(1500))) {
@@ -201,7 +192,7 @@ func TestStandingCoversItsWrites(t *testing.T) {
 		team := teams[rng.IntN(len(teams))]
 		cur := tree[team]
 		// S raises (or keeps, or lowers) each budget; W is within S.
-		stand := scaled(cur, func() int64 { return 1 + rng.Int64N(4) }, 2)
+		stand := scaledSpec(cur, func() int64 { return 1 + rng.Int64N(4) }, 2)
 		if !Within(team, stand, stand) {
 			t.Fatalf("run %d: %s at %v is not within itself", run, team, stand.Budgets)
 		}
@@ -221,7 +212,7 @@ func TestStandingCoversItsWrites(t *testing.T) {
 		parent := parentOf(team, cur)
 		for n, sp := range tree {
 			if n == parent || parentOf(n, sp) == parent {
-				xs = append(xs, write{n, scaled(sp, func() int64 { return rng.Int64N(5) }, 2)})
+				xs = append(xs, write{n, scaledSpec(sp, func() int64 { return rng.Int64N(5) }, 2)})
 			}
 		}
 		for _, x := range xs {
@@ -237,7 +228,7 @@ func TestStandingCoversItsWrites(t *testing.T) {
 				continue
 			}
 			checked++
-			w := scaled(stand, func() int64 { return rng.Int64N(5) }, 4)
+			w := scaledSpec(stand, func() int64 { return rng.Int64N(5) }, 4)
 			if !Within(team, stand, w) {
 				t.Fatalf("run %d: %v is not within %v", run, w.Budgets, stand.Budgets)
 			}
@@ -402,14 +393,6 @@ func TestDominatedBoundsEveryOutcome(t *testing.T) {
 	if testing.Short() {
 		runs = 80
 	}
-	scaled := func(sp *v1beta1.AcceleratorQuotaSpec, num func() int64, den int64) *v1beta1.AcceleratorQuotaSpec {
-		out := sp.DeepCopy()
-		for i := range out.Budgets {
-			n := out.Budgets[i].Nominal.Value() * num() / den
-			out.Budgets[i].Nominal = *resource.NewQuantity(n, resource.DecimalSI)
-		}
-		return out
-	}
 	for run := range runs {
 		s := New()
 		for _, ev := range genEvents(randomBytes(rng, rng.IntN(1500))) {
@@ -439,9 +422,9 @@ func TestDominatedBoundsEveryOutcome(t *testing.T) {
 		for _, n := range teams {
 			p := parentOf(n, tree[n])
 			if sp := tree[p]; sp != nil && rng.IntN(3) == 0 {
-				ws = append(ws, events.QuotaUpserted(t0, &events.Quota{Name: p, Spec: *scaled(sp, func() int64 { return rng.Int64N(5) }, 2)}))
+				ws = append(ws, events.QuotaUpserted(t0, &events.Quota{Name: p, Spec: *scaledSpec(sp, func() int64 { return rng.Int64N(5) }, 2)}))
 			}
-			ws = append(ws, events.QuotaUpserted(t0, &events.Quota{Name: n, Spec: *scaled(tree[n], func() int64 { return rng.Int64N(5) }, 2)}))
+			ws = append(ws, events.QuotaUpserted(t0, &events.Quota{Name: n, Spec: *scaledSpec(tree[n], func() int64 { return rng.Int64N(5) }, 2)}))
 		}
 		for _, w := range ws {
 			wspec := specOfWrite(w)
@@ -478,7 +461,7 @@ func TestDominatedBoundsEveryOutcome(t *testing.T) {
 				}
 				switch kind {
 				case 0, 1, 2:
-					rs = append(rs, v1beta1.Reservation{Node: n, Operation: "UPDATE", Spec: scaled(tree[n], func() int64 { return 2 + rng.Int64N(3) }, 2)})
+					rs = append(rs, v1beta1.Reservation{Node: n, Operation: "UPDATE", Spec: scaledSpec(tree[n], func() int64 { return 2 + rng.Int64N(3) }, 2)})
 				case 3:
 					sp := tree[n].DeepCopy()
 					if wspec != nil && rng.IntN(2) == 0 {
@@ -490,14 +473,14 @@ func TestDominatedBoundsEveryOutcome(t *testing.T) {
 				case 4:
 					rs = append(rs, v1beta1.Reservation{Node: n, Operation: "DELETE"})
 				case 5:
-					rs = append(rs, v1beta1.Reservation{Node: n, Operation: "UPDATE", Spec: scaled(tree[n], func() int64 { return rng.Int64N(2) }, 2)})
+					rs = append(rs, v1beta1.Reservation{Node: n, Operation: "UPDATE", Spec: scaledSpec(tree[n], func() int64 { return rng.Int64N(2) }, 2)})
 				case 6:
 					sp := tree[n].DeepCopy()
 					sp.ParentRef = &v1beta1.ParentReference{Name: cohorts[rng.IntN(len(cohorts))]}
 					rs = append(rs, v1beta1.Reservation{Node: n, Operation: "UPDATE", Spec: sp})
 				default:
 					c := cohorts[rng.IntN(len(cohorts))]
-					rs = append(rs, v1beta1.Reservation{Node: c, Operation: "UPDATE", Spec: scaled(tree[c], func() int64 { return 2 + rng.Int64N(4) }, 2)})
+					rs = append(rs, v1beta1.Reservation{Node: c, Operation: "UPDATE", Spec: scaledSpec(tree[c], func() int64 { return 2 + rng.Int64N(4) }, 2)})
 				}
 			}
 			a, ok := AdmitDominated(tree, s.Marks(), s.FlavorNames(), s.Config(), w.Key, wspec, rs)
@@ -520,7 +503,7 @@ func TestDominatedBoundsEveryOutcome(t *testing.T) {
 					case r.Spec == nil:
 						delete(at, r.Node)
 					case r.Operation == "UPDATE" && rng.IntN(2) == 0:
-						at[r.Node] = scaled(r.Spec, func() int64 { return rng.Int64N(5) }, 4)
+						at[r.Node] = scaledSpec(r.Spec, func() int64 { return rng.Int64N(5) }, 4)
 					default:
 						at[r.Node] = r.Spec
 					}
@@ -652,4 +635,15 @@ func TestDominatedOnTightBudgets(t *testing.T) {
 	if admitted < trials/10 || refused < trials/20 {
 		t.Errorf("%d admitted and %d refused on the bound in %d trials: too few to say anything", admitted, refused, trials)
 	}
+}
+
+// scaledSpec is sp with each budget's nominal times num()/den, rounded
+// down, num drawn again for each budget.
+func scaledSpec(sp *v1beta1.AcceleratorQuotaSpec, num func() int64, den int64) *v1beta1.AcceleratorQuotaSpec {
+	out := sp.DeepCopy()
+	for i := range out.Budgets {
+		n := out.Budgets[i].Nominal.Value() * num() / den
+		out.Budgets[i].Nominal = *resource.NewQuantity(n, resource.DecimalSI)
+	}
+	return out
 }
