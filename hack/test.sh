@@ -12,10 +12,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 export CGO_ENABLED=0
 case " ${GOFLAGS:-} " in *" -trimpath "*) ;; *) export GOFLAGS="-trimpath${GOFLAGS:+ $GOFLAGS}" ;; esac
 bin=$("$root/hack/tools.sh") || exit 1
+# It holds helm (test/helm, test/fleet), prometheus and promtool (the alert
+# rules' tests, test/observability, test/fleet) with the rest.
 export OME_TOOLS_DIR=$bin
-# helm (test/helm, test/fleet), prometheus and promtool (the alert rules'
-# tests, test/observability, test/fleet) are built with the rest.
-export OME_PROMETHEUS_DIR=$bin OME_HELM=$bin/helm
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ome-test.XXXXXX")
 cleanup() { rm -rf "$tmp"; }

@@ -9,7 +9,7 @@
 # version of each module the project also compiles (go.mod at the root): one
 # `go build` then compiles each shared package once, and the project's own
 # compile finds the Kubernetes, Kueue and helm libraries already in the Go
-# build cache. A test (TestToolVersionsMatch in ./hack) keeps them in step.
+# build cache. hack/toolversions's test keeps them in step.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -51,7 +51,7 @@ func alertNames(t *testing.T) []string {
 
 func promtool(t *testing.T, dir string, args ...string) string {
 	t.Helper()
-	bin, err := localcluster.EnsurePrometheus(context.Background())
+	bin, err := localcluster.EnsureBinaries(context.Background())
 	require.NoError(t, err)
 	cmd := exec.Command(filepath.Join(bin, "promtool"), args...)
 	cmd.Dir = dir

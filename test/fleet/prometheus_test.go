@@ -28,7 +28,7 @@ import (
 // total.
 func planeUsageInPrometheus(t *testing.T, hub *localcluster.Cluster, pm *localcluster.Manager, team string) {
 	ctx := context.Background()
-	promDir, err := localcluster.EnsurePrometheus(ctx)
+	promDir, err := localcluster.EnsureBinaries(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

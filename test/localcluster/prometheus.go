@@ -12,27 +12,6 @@ import (
 	"time"
 )
 
-// PrometheusEnv names the environment variable that points at a folder
-// holding already built prometheus and promtool binaries, which skips the
-// build step.
-const PrometheusEnv = "OME_PROMETHEUS_DIR"
-
-// EnsurePrometheus returns the folder that holds the prometheus and
-// promtool binaries built from tools/kube with the other tools
-// (EnsureBinaries), building them first when they are not cached.
-func EnsurePrometheus(ctx context.Context) (string, error) {
-	dir := os.Getenv(PrometheusEnv)
-	if dir == "" {
-		return EnsureBinaries(ctx)
-	}
-	for _, b := range []string{"prometheus", "promtool"} {
-		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
-			return "", fmt.Errorf("%s=%s: missing %s: run hack/tools.sh (or make tools) to build it", PrometheusEnv, dir, b)
-		}
-	}
-	return dir, nil
-}
-
 // Prometheus is a Prometheus server on loopback.
 type Prometheus struct {
 	// URL is its HTTP API's base, http://127.0.0.1:port.

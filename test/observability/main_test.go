@@ -17,7 +17,7 @@ func TestMain(m *testing.M) {
 	opts := localcluster.Options{Kueue: true, Namespaces: []string{"ome", "ml-serving"}}
 	localcluster.Main(m, opts, true, func(ctx context.Context, c *localcluster.Cluster) (err error) {
 		cluster = c
-		promDir, err = localcluster.EnsurePrometheus(ctx)
+		promDir, err = localcluster.EnsureBinaries(ctx)
 		return err
 	})
 }
