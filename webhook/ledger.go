@@ -282,20 +282,23 @@ func (l *Ledger) judgeOn(ctx context.Context, start time.Time, led *v1beta1.Admi
 // judges the one that bounds the others, when the reservations only
 // raise, add or take away teams (state.AdmitDominated).
 func (l *Ledger) uncertain(w Write, related []v1beta1.Reservation, snap *uncertainInputs) error {
-	if snap == nil {
-		return fmt.Errorf("%d writes near %s, admitted moments ago, have not been seen to land yet (%s)", len(related), w.Name, describe(related))
-	}
 	var a state.Admission
-	var ok bool
-	if len(related) <= state.MaxUncertain {
+	ok := false
+	switch {
+	case snap == nil:
+	case len(related) <= state.MaxUncertain:
 		a, ok = state.AdmitUncertain(snap.tree.Tree(), snap.marks, snap.flavors, snap.cfg, w.Name, w.Spec, related)
-	} else if a, ok = state.AdmitDominated(snap.tree.Tree(), snap.marks, snap.flavors, snap.cfg, w.Name, w.Spec, related); !ok && a.Message == "" {
-		return fmt.Errorf("%d writes near %s, admitted moments ago, have not been seen to land yet (%s)", len(related), w.Name, describe(related))
+	default:
+		a, ok = state.AdmitDominated(snap.tree.Tree(), snap.marks, snap.flavors, snap.cfg, w.Name, w.Spec, related)
 	}
-	if !ok {
+	switch {
+	case ok:
+		return nil
+	case a.Message == "":
+		return fmt.Errorf("%d writes near %s, admitted moments ago, have not been seen to land yet (%s)", len(related), w.Name, describe(related))
+	default:
 		return fmt.Errorf("%s, if the writes admitted moments ago and not yet seen to land (%s) land", a.Message, describe(related))
 	}
-	return nil
 }
 
 // uncertainInputs are what AdmitUncertain reads of the state, taken
