@@ -57,8 +57,15 @@ func PruneSiblings(dir string, maxAge time.Duration, now time.Time) ([]string, e
 	return removed, errors.Join(errs...)
 }
 
+// RefusedDir is the folder inside an event log that holds the log of
+// refused reviews, a log of its own with its own bounds: the manager keeps
+// the webhook's denials there, so that no caller can push the events that
+// decide state out of the main log by sending writes it refuses.
+const RefusedDir = "refused"
+
 // eventLogAge is the time of the newest file in path, when path is an
-// event log: a lock file and segments, nothing else.
+// event log: a lock file and segments, and perhaps the log of refused
+// reviews (RefusedDir), nothing else.
 func eventLogAge(path string) (time.Time, bool) {
 	ents, err := os.ReadDir(path)
 	if err != nil {
@@ -71,6 +78,13 @@ func eventLogAge(path string) (time.Time, bool) {
 		switch {
 		case name == lockName:
 			locked = true
+		case name == RefusedDir && e.IsDir():
+			sub, ok := eventLogAge(filepath.Join(path, name))
+			if !ok {
+				return time.Time{}, false
+			}
+			newest = maxTime(newest, sub)
+			continue
 		case e.Type().IsRegular() && (strings.HasSuffix(name, segmentExt) || strings.HasSuffix(name, segmentExt+".damaged")):
 		default:
 			return time.Time{}, false
@@ -79,9 +93,14 @@ func eventLogAge(path string) (time.Time, bool) {
 		if err != nil {
 			return time.Time{}, false
 		}
-		if info.ModTime().After(newest) {
-			newest = info.ModTime()
-		}
+		newest = maxTime(newest, info.ModTime())
 	}
 	return newest, locked
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
