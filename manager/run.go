@@ -59,6 +59,9 @@ type Manager struct {
 	// writes on a goroutine of its own; both nil record nothing.
 	log *store.Log
 	rec *store.Recorder
+	// refused records the webhook's denials in a log of their own
+	// (store.RefusedDir inside --event-log); nil when there is no log.
+	refused *refusedLog
 
 	mu      sync.Mutex // guards st and applied
 	st      *state.State
@@ -196,6 +199,10 @@ func New(o *Options, cfg *rest.Config) (*Manager, error) {
 		}
 		// The sequence continues the log's, with no gap across restarts.
 		next = m.log.NextSeq()
+		if m.refused, err = openRefused(o); err != nil {
+			_ = m.log.Close()
+			return nil, fmt.Errorf("--event-log=%s: %w", o.EventLog, err)
+		}
 		if o.EventLogPruneSiblings {
 			m.pruneSiblings()
 		}
@@ -240,6 +247,11 @@ func (m *Manager) Run(ctx context.Context) error {
 		}
 		if err != nil {
 			log.Error(err, "closing the event log")
+		}
+		if m.refused != nil {
+			if err := m.refused.close(); err != nil {
+				log.Error(err, "closing the log of refused reviews")
+			}
 		}
 	}()
 

@@ -160,7 +160,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	var text func(w io.Writer) error
 	switch {
 	case *history:
-		tr := res.Trail(*node, fs.Args())
+		tr := res.Trail(*node, res.Logs())
 		out, text = tr, func(w io.Writer) error { return writeTrail(w, tr) }
 	case *node != "":
 		h := res.History(*node)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -266,8 +267,12 @@ func writeTrail(w io.Writer, tr Trail) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", seq, stampOf(s.Time), who, what)
 	}
-	if len(tr.Logs) > 1 {
-		fmt.Fprintln(tw, "(SEQ N:M is event M of the N-th other log; verdicts of one admission request are counted once)")
+	if slices.ContainsFunc(tr.Steps, func(s TrailStep) bool { return s.Log > 0 }) {
+		others := "the N-th other log"
+		if slices.ContainsFunc(tr.Logs[1:], func(d string) bool { return filepath.Base(d) == store.RefusedDir }) {
+			others = "the N-th other log (those given after the first, then the logs of refused reviews inside each)"
+		}
+		fmt.Fprintf(tw, "(SEQ N:M is event M of %s; verdicts of one admission request are counted once)\n", others)
 	}
 	return tw.Flush()
 }

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +18,12 @@ import (
 // writeLog writes evs, numbered from 1, to a new log.
 func writeLog(t *testing.T, evs []events.Event) string {
 	t.Helper()
-	dir := t.TempDir()
+	return writeLogAt(t, t.TempDir(), evs)
+}
+
+// writeLogAt writes evs, numbered from 1, to a new log in dir.
+func writeLogAt(t *testing.T, dir string, evs []events.Event) string {
+	t.Helper()
 	l, err := store.Open(dir, store.Options{Sync: store.SyncNever})
 	if err != nil {
 		t.Fatal(err)
@@ -114,6 +120,38 @@ func TestTrailMergesReplicas(t *testing.T) {
 	// One log alone misses the denial that the other replica gave.
 	if alone := run(t, a, "--node", "team-alpha", "--history"); strings.Contains(alone, "denied") {
 		t.Errorf("the first log alone shows a denial it does not hold:\n%s", alone)
+	}
+}
+
+// A replica keeps its denials in a log of their own inside its folder
+// (store.RefusedDir): the trail of that folder alone shows them, placed
+// by time, numbered in that log.
+func TestTrailReadsRefusedReviews(t *testing.T) {
+	a, b := twoReplicas(t)
+	// b's denial, as a's own log of refused reviews.
+	var denial events.Event
+	_, err := store.Read(b, 0, func(ev events.Event) error {
+		if ev.Kind == events.KindVerdict && !ev.Verdict.Allowed {
+			denial = ev
+		}
+		return nil
+	})
+	if err != nil || denial.Verdict == nil {
+		t.Fatalf("no denial in b: %v", err)
+	}
+	writeLogAt(t, filepath.Join(a, store.RefusedDir), []events.Event{denial})
+	got := run(t, a, "--node", "team-alpha", "--history")
+	for _, want := range []string{
+		"1:1  2026-11-30T03:00:05Z  bob    UPDATE request denied by b: ml-research: budget nvidia.com/gpu on a100 is 24 but its children total 28",
+		"(SEQ N:M is event M of the N-th other log (those given after the first, then the logs of refused reviews inside each)",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the trail lacks %q:\n%s", want, got)
+		}
+	}
+	// With b given too, which holds the same request: shown once.
+	if got := run(t, a, b, "--node", "team-alpha", "--history"); strings.Count(got, "request denied") != 1 {
+		t.Errorf("with b given, the denial is not shown once:\n%s", got)
 	}
 }
 

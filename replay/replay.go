@@ -3,6 +3,8 @@ package replay
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -200,7 +202,16 @@ type Result struct {
 	objects map[string]*nodeObjects
 	// foreign are the other logs' verdicts, by time, each request once.
 	foreign []VerdictEntry
+	// logs are the folders read: the one replayed, then those whose
+	// verdicts joined it, numbered from 1 in a step's "LOG:SEQ".
+	logs []string
 }
+
+// Logs are the folders Run read: the one it replayed, then those whose
+// verdicts it merged (the other replicas' logs, then the logs of refused
+// reviews inside each), in the order of the numbers that place their
+// verdicts ("2:17": the second of them, event 17).
+func (r *Result) Logs() []string { return r.logs }
 
 // errDone ends a read early once the requested point is passed.
 var errDone = errors.New("done")
@@ -293,8 +304,17 @@ func Run(dir string, o Options) (*Result, error) {
 	if o.AtSeq != 0 || !o.AtTime.IsZero() {
 		until = r.LastTime
 	}
+	// The other logs' verdicts, and every log's refused reviews, which
+	// the manager keeps in a log of their own inside it (store.RefusedDir).
+	verdictLogs := slices.Clone(o.Others)
+	for _, d := range append([]string{dir}, o.Others...) {
+		if fi, err := os.Stat(filepath.Join(d, store.RefusedDir)); err == nil && fi.IsDir() {
+			verdictLogs = append(verdictLogs, filepath.Join(d, store.RefusedDir))
+		}
+	}
+	r.logs = append([]string{dir}, verdictLogs...)
 	var others []VerdictEntry
-	for i, d := range o.Others {
+	for i, d := range verdictLogs {
 		vs, problems, err := readVerdicts(d, i+1, until)
 		r.Problems = append(r.Problems, problems...)
 		if err != nil {
