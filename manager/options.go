@@ -172,7 +172,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.LeaseRetryPeriod, "leader-election-retry-period", o.LeaseRetryPeriod, "how often candidates try to acquire or renew")
 	fs.StringVar(&o.Identity, "leader-election-identity", o.Identity, "this replica's name in the Lease; empty means the hostname plus a random suffix, unique per process")
 	fs.StringVar(&o.EventLog, "event-log", o.EventLog, "folder of the recorded event log, for 'ome-quota-manager replay'; empty records nothing")
-	fs.Int64Var(&o.EventLogMaxBytes, "event-log-max-bytes", o.EventLogMaxBytes, "remove the oldest segments of the event log beyond this many bytes, of which an eighth holds the webhook's refusals apart from the rest; negative keeps everything")
+	fs.Int64Var(&o.EventLogMaxBytes, "event-log-max-bytes", o.EventLogMaxBytes, "remove the oldest segments of the event log beyond this many bytes, of which an eighth holds the webhook's verdicts apart from the rest; negative keeps everything")
 	fs.DurationVar(&o.EventLogMaxAge, "event-log-max-age", o.EventLogMaxAge, "remove segments of the event log last written longer ago than this; 0 keeps them")
 	fs.BoolVar(&o.EventLogPruneSiblings, "event-log-prune-siblings", o.EventLogPruneSiblings, "remove the event logs beside --event-log (the other folders of its parent) that no process holds and that were last written longer ago than --event-log-max-age: the folders of pods gone from a shared volume")
 	fs.StringVar(&o.MembersFrom, "members-from", o.MembersFrom, `management mode, required: where the member clusters are listed: "clusterprofiles" (the ClusterProfiles of --clusterprofile-namespace that --clusterprofile-selector picks, reached through --clusterprofile-provider-file) or "secrets" (the entries of --members-configmap, each naming a kubeconfig Secret)`)
@@ -372,33 +372,33 @@ func (o *Options) EventsConfig() events.Config {
 }
 
 // StoreOptions are the event log's bounds, checked: what
-// --event-log-max-bytes allows, less the share of the log of refused
-// reviews (RefusedStoreOptions).
+// --event-log-max-bytes allows, less the share of the log of verdicts
+// (VerdictStoreOptions).
 func (o *Options) StoreOptions() (store.Options, error) {
 	so := store.Options{MaxBytes: o.EventLogMaxBytes, MaxAge: o.EventLogMaxAge, Sync: store.SyncPolicy(o.EventLogSync)}
 	if so.MaxBytes > 0 {
-		so.MaxBytes -= refusedShare(so.MaxBytes)
+		so.MaxBytes -= verdictShare(so.MaxBytes)
 	}
 	if err := so.Check(); err != nil {
 		return so, err
 	}
-	_, err := o.RefusedStoreOptions()
+	_, err := o.VerdictStoreOptions()
 	return so, err
 }
 
-// RefusedStoreOptions are the bounds of the log of refused reviews
-// (store.RefusedDir inside --event-log): an eighth of
+// VerdictStoreOptions are the bounds of the log of the webhook's verdicts
+// (store.VerdictsDir inside --event-log): an eighth of
 // --event-log-max-bytes, and the same age bound and sync policy.
-func (o *Options) RefusedStoreOptions() (store.Options, error) {
+func (o *Options) VerdictStoreOptions() (store.Options, error) {
 	so := store.Options{MaxBytes: o.EventLogMaxBytes, MaxAge: o.EventLogMaxAge, Sync: store.SyncPolicy(o.EventLogSync)}
 	if so.MaxBytes > 0 {
-		so.MaxBytes = refusedShare(so.MaxBytes)
+		so.MaxBytes = verdictShare(so.MaxBytes)
 	}
 	if err := so.Check(); err != nil {
-		return so, fmt.Errorf("the log of refused reviews, an eighth of --event-log-max-bytes: %w; raise --event-log-max-bytes", err)
+		return so, fmt.Errorf("the log of the webhook's verdicts, an eighth of --event-log-max-bytes: %w; raise --event-log-max-bytes", err)
 	}
 	return so, nil
 }
 
-// refusedShare is the part of a log's byte bound kept for refused reviews.
-func refusedShare(maxBytes int64) int64 { return maxBytes / 8 }
+// verdictShare is the part of a log's byte bound kept for verdicts.
+func verdictShare(maxBytes int64) int64 { return maxBytes / 8 }

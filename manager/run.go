@@ -59,9 +59,9 @@ type Manager struct {
 	// writes on a goroutine of its own; both nil record nothing.
 	log *store.Log
 	rec *store.Recorder
-	// refused records the webhook's denials in a log of their own
-	// (store.RefusedDir inside --event-log); nil when there is no log.
-	refused *refusedLog
+	// verdicts records the webhook's verdicts in a log of their own
+	// (store.VerdictsDir inside --event-log); nil when there is no log.
+	verdicts *verdictLog
 
 	mu      sync.Mutex // guards st and applied
 	st      *state.State
@@ -199,7 +199,11 @@ func New(o *Options, cfg *rest.Config) (*Manager, error) {
 		}
 		// The sequence continues the log's, with no gap across restarts.
 		next = m.log.NextSeq()
-		if m.refused, err = openRefused(o); err != nil {
+		m.verdicts, err = openVerdicts(o, func(ev events.Event, err error) {
+			m.metrics.EventLogErrors.Inc()
+			klog.Background().Error(err, "cannot record the webhook's verdict; the log of verdicts will have a gap here", "seq", ev.Seq)
+		})
+		if err != nil {
 			_ = m.log.Close()
 			return nil, fmt.Errorf("--event-log=%s: %w", o.EventLog, err)
 		}
@@ -248,9 +252,9 @@ func (m *Manager) Run(ctx context.Context) error {
 		if err != nil {
 			log.Error(err, "closing the event log")
 		}
-		if m.refused != nil {
-			if err := m.refused.close(); err != nil {
-				log.Error(err, "closing the log of refused reviews")
+		if m.verdicts != nil {
+			if err := m.verdicts.close(); err != nil {
+				log.Error(err, "closing the log of the webhook's verdicts")
 			}
 		}
 	}()

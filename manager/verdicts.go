@@ -7,66 +7,68 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/klog/v2"
-
 	"ome.io/quota-manager/events"
 	"ome.io/quota-manager/store"
 )
 
 // OnVerdict records the webhook's verdict on a write of node as a Verdict
-// event (webhook.Reviewer.OnVerdict), naming this replica: the state
-// ignores it, the event log keeps it, so a replay can say who changed a
-// node and what was refused. An admitted verdict goes into the event
-// stream, and so into the event log in order with the write it allowed;
-// it blocks only while the stream is full, as any input does. A denial
-// changes nothing: with an event log, it goes into the log of refused
-// reviews, whose own bound keeps a flood of refused writes (anyone who
-// reaches the webhook's port can send them) from pushing the events that
-// decide state out of the main log.
-func (m *Manager) OnVerdict(ctx context.Context, node string, v *events.Verdict) {
-	v.Replica = m.opts.Identity
-	ev := events.Verdicted(time.Now(), node, v)
-	if !v.Allowed && m.refused != nil {
-		if err := m.refused.append(ev); err != nil {
-			m.metrics.EventLogErrors.Inc()
-			klog.FromContext(ctx).Error(err, "cannot record the webhook's denial in the log of refused reviews", "node", node, "uid", v.UID)
-		}
+// event (webhook.Reviewer.OnVerdict), naming this replica, so that a
+// replay can say who changed a node and what was refused. A verdict
+// decides no state, and anyone who reaches the webhook's port can have it
+// give any number (a flood of forged reviews, admitted or denied), so it
+// never enters the event stream, where it would wait beside the inputs
+// that do decide state: with an event log it is appended to the log of
+// verdicts, whose own bound keeps such a flood from pushing the events
+// that decide state out of the main log; without one, it is not kept.
+func (m *Manager) OnVerdict(_ context.Context, node string, v *events.Verdict) {
+	if m.verdicts == nil {
 		return
 	}
-	if _, err := m.stream.Publish(ctx, ev); err != nil {
-		klog.FromContext(ctx).Error(err, "cannot record the webhook's verdict in the event stream", "node", node, "uid", v.UID)
-	}
+	v.Replica = m.opts.Identity
+	m.verdicts.append(events.Verdicted(time.Now(), node, v))
 }
 
-// refusedLog is the log of refused reviews: each denial appended as it
-// comes, numbered in a sequence of its own.
-type refusedLog struct {
-	mu  sync.Mutex
-	log *store.Log
+// verdictLog is the log of the webhook's verdicts, numbered in a sequence
+// of its own and written in batches by a recorder of its own, as the main
+// log is: a review waits for neither the write nor its sync.
+type verdictLog struct {
+	mu   sync.Mutex
+	rec  *store.Recorder
+	next uint64 // the next verdict's sequence number
 }
 
-func openRefused(o *Options) (*refusedLog, error) {
-	so, err := o.RefusedStoreOptions()
+func openVerdicts(o *Options, onError func(events.Event, error)) (*verdictLog, error) {
+	so, err := o.VerdictStoreOptions()
 	if err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(o.EventLog, store.RefusedDir)
+	dir := filepath.Join(o.EventLog, store.VerdictsDir)
 	l, err := store.Open(dir, so)
 	if err != nil {
-		return nil, fmt.Errorf("the log of refused reviews %s: %w", dir, err)
+		return nil, fmt.Errorf("the log of the webhook's verdicts %s: %w", dir, err)
 	}
-	return &refusedLog{log: l}, nil
+	return &verdictLog{rec: store.NewRecorder(l, 1024, onError), next: l.NextSeq()}, nil
 }
 
-func (r *refusedLog) append(ev events.Event) error {
+// append numbers ev and queues it; it blocks only while the recorder's
+// queue is full.
+func (r *verdictLog) append(ev events.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ev.Seq = r.log.NextSeq()
-	return r.log.Append(ev)
+	if r.rec == nil {
+		return // closed
+	}
+	ev.Seq = r.next
+	r.next++
+	r.rec.Record(ev)
 }
 
-func (r *refusedLog) close() error {
+// close writes what is queued and closes the log; later verdicts are not
+// kept.
+func (r *verdictLog) close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.log.Close()
+	rec := r.rec
+	r.rec = nil
+	return rec.Close()
 }

@@ -33,12 +33,12 @@ func folderBytes(t *testing.T, dir string) int64 {
 	return n
 }
 
-// TestRefusalsKeepToTheirShare: denials flood the log of refused reviews
-// (a caller that reaches the webhook's port can send any number) and stay
-// within its eighth of --event-log-max-bytes, newest kept; the main log's
-// events, which decide state, are all still there. Admitted verdicts go
-// into the stream, in order with the rest.
-func TestRefusalsKeepToTheirShare(t *testing.T) {
+// TestVerdictsKeepToTheirShare: forged verdicts, denied and admitted (a
+// caller that reaches the webhook's port can have it give any number),
+// flood the log of verdicts and stay within its eighth of
+// --event-log-max-bytes, newest kept; the main log's events, which decide
+// state, are all still there, and no verdict enters the event stream.
+func TestVerdictsKeepToTheirShare(t *testing.T) {
 	o := DefaultOptions()
 	o.EventLog = t.TempDir()
 	o.EventLogMaxBytes = 1 << 20
@@ -57,27 +57,29 @@ func TestRefusalsKeepToTheirShare(t *testing.T) {
 		require.NoError(t, main.Append(ev))
 	}
 	m := &Manager{metrics: metrics.New(), opts: o, stream: events.NewStream(16, kept+1)}
-	m.refused, err = openRefused(o)
+	m.verdicts, err = openVerdicts(o, func(ev events.Event, err error) { t.Errorf("recording %v: %v", ev, err) })
 	require.NoError(t, err)
 
 	spec := aqtest.Team("team-a", "root").Budget("nvidia.com/gpu", "a100", "8").Obj().Spec
 	ctx := context.Background()
-	const denials = 5000 // about 2 MiB encoded, 16 times the share
-	for i := range denials {
-		m.OnVerdict(ctx, "team-a", &events.Verdict{UID: fmt.Sprintf("forged-%d", i), User: "mallory", Operation: "UPDATE", Code: 403,
-			Message: strings.Repeat("x", 200), Old: &spec, New: &spec})
+	const flood = 5000 // about 2 MiB encoded, 16 times the share
+	for i := range flood {
+		m.OnVerdict(ctx, "team-a", &events.Verdict{UID: fmt.Sprintf("forged-%d", i), User: "mallory", Operation: "UPDATE",
+			Allowed: i%2 == 0, Code: 403 * int32(i%2), Message: strings.Repeat("x", 200), Old: &spec, New: &spec})
 	}
-	m.OnVerdict(ctx, "team-a", &events.Verdict{UID: "real", User: "alice", Operation: "UPDATE", Allowed: true, Old: &spec, New: &spec})
-	require.NoError(t, m.refused.close())
+	require.NoError(t, m.verdicts.close())
+	m.OnVerdict(ctx, "team-a", &events.Verdict{UID: "late", User: "alice", Operation: "UPDATE", Allowed: true}) // after the close: not kept
 
-	refusedDir := filepath.Join(o.EventLog, store.RefusedDir)
-	require.LessOrEqual(t, folderBytes(t, refusedDir), int64(1<<17), "the refused reviews outgrew their share")
+	dir := filepath.Join(o.EventLog, store.VerdictsDir)
+	// The store removes whole segments when it starts one, so a log is at
+	// most its bound plus the segment being written (a quarter of it).
+	require.LessOrEqual(t, folderBytes(t, dir), int64(1<<17+1<<15), "the verdicts outgrew their share")
 	var first, last uint64
 	var n int
-	_, err = store.Read(refusedDir, 0, func(ev events.Event) error {
+	_, err = store.Read(dir, 0, func(ev events.Event) error {
 		require.Equal(t, events.KindVerdict, ev.Kind)
-		require.False(t, ev.Verdict.Allowed, "an admitted verdict in the log of refused reviews")
 		require.Equal(t, "replica-a", ev.Verdict.Replica)
+		require.Equal(t, fmt.Sprintf("forged-%d", ev.Seq-1), ev.Verdict.UID, "verdicts out of order")
 		if first == 0 {
 			first = ev.Seq
 		}
@@ -86,20 +88,20 @@ func TestRefusalsKeepToTheirShare(t *testing.T) {
 		return nil
 	})
 	require.NoError(t, err)
-	require.Equal(t, uint64(denials), last, "the newest denial is not kept")
+	require.Equal(t, uint64(flood), last, "the newest verdict is not kept")
 	require.Greater(t, first, uint64(1), "nothing was removed: the flood did not fill the share")
-	t.Logf("refused reviews kept: %d of %d (events %d to %d), %d bytes", n, denials, first, last, folderBytes(t, refusedDir))
+	t.Logf("verdicts kept: %d of %d (events %d to %d), %d bytes", n, flood, first, last, folderBytes(t, dir))
 
 	rep, err := store.Read(o.EventLog, 0, func(events.Event) error { return nil })
 	require.NoError(t, err)
 	require.Equal(t, kept, rep.Events, "the main log lost events")
 	require.Equal(t, uint64(1), rep.First)
 	require.Empty(t, rep.Problems)
+	require.Zero(t, m.stream.Len(), "verdicts entered the event stream")
 
-	m.stream.Close()
-	var streamed []events.Event
-	require.NoError(t, m.stream.Consume(ctx, func(ev events.Event) error { streamed = append(streamed, ev); return nil }))
-	require.Len(t, streamed, 1, "the stream holds other than the admitted verdict")
-	require.Equal(t, events.KindVerdict, streamed[0].Kind)
-	require.Equal(t, "real", streamed[0].Verdict.UID)
+	// Without an event log, verdicts are not kept, and still stay out of
+	// the stream.
+	bare := &Manager{metrics: metrics.New(), opts: DefaultOptions(), stream: events.NewStream(16, 1)}
+	bare.OnVerdict(ctx, "team-a", &events.Verdict{UID: "u", Allowed: true})
+	require.Zero(t, bare.stream.Len())
 }

@@ -146,9 +146,11 @@ type Trail struct {
 }
 
 // Trail returns node's audit trail. The first log's steps are in its order;
-// a verdict from another log goes before the first step of the first log
-// received after it (the logs' clocks are the replicas', so steps a few
-// milliseconds apart on two replicas may show in either order).
+// a verdict from another log (another replica's, or a log of verdicts)
+// goes before the first step of the first log received at its time or
+// after it, as a verdict comes before the write it allows (the logs'
+// clocks are the replicas', so steps a few milliseconds apart on two
+// replicas may show in either order).
 func (r *Result) Trail(node string, logs []string) Trail {
 	tr := Trail{Node: node, Logs: logs, Steps: []TrailStep{}}
 	var own []TrailStep
@@ -183,7 +185,7 @@ func (r *Result) Trail(node string, logs []string) Trail {
 		}
 	}
 	for _, s := range own {
-		for len(foreign) > 0 && foreign[0].Time.Before(s.Time) {
+		for len(foreign) > 0 && !foreign[0].Time.After(s.Time) {
 			tr.Steps, foreign = append(tr.Steps, foreign[0]), foreign[1:]
 		}
 		tr.Steps = append(tr.Steps, s)
@@ -269,8 +271,8 @@ func writeTrail(w io.Writer, tr Trail) error {
 	}
 	if slices.ContainsFunc(tr.Steps, func(s TrailStep) bool { return s.Log > 0 }) {
 		others := "the N-th other log"
-		if slices.ContainsFunc(tr.Logs[1:], func(d string) bool { return filepath.Base(d) == store.RefusedDir }) {
-			others = "the N-th other log (those given after the first, then the logs of refused reviews inside each)"
+		if slices.ContainsFunc(tr.Logs[1:], func(d string) bool { return filepath.Base(d) == store.VerdictsDir }) {
+			others = "the N-th other log (those given after the first, then the logs of verdicts inside each)"
 		}
 		fmt.Fprintf(tw, "(SEQ N:M is event M of %s; verdicts of one admission request are counted once)\n", others)
 	}

@@ -3,6 +3,7 @@ package replay
 import (
 	"encoding/json"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -123,34 +124,49 @@ func TestTrailMergesReplicas(t *testing.T) {
 	}
 }
 
-// A replica keeps its denials in a log of their own inside its folder
-// (store.RefusedDir): the trail of that folder alone shows them, placed
-// by time, numbered in that log.
-func TestTrailReadsRefusedReviews(t *testing.T) {
+// A replica keeps the webhook's verdicts in a log of their own inside its
+// folder (store.VerdictsDir), apart from the events that decide state: the
+// trail of that folder alone shows them, placed by time and numbered in
+// that log, and still ties each admitted verdict to the write it allowed.
+func TestTrailReadsTheLogOfVerdicts(t *testing.T) {
 	a, b := twoReplicas(t)
-	// b's denial, as a's own log of refused reviews.
-	var denial events.Event
-	_, err := store.Read(b, 0, func(ev events.Event) error {
-		if ev.Kind == events.KindVerdict && !ev.Verdict.Allowed {
-			denial = ev
-		}
-		return nil
-	})
-	if err != nil || denial.Verdict == nil {
-		t.Fatalf("no denial in b: %v", err)
-	}
-	writeLogAt(t, filepath.Join(a, store.RefusedDir), []events.Event{denial})
-	got := run(t, a, "--node", "team-alpha", "--history")
-	for _, want := range []string{
-		"1:1  2026-11-30T03:00:05Z  bob    UPDATE request denied by b: ml-research: budget nvidia.com/gpu on a100 is 24 but its children total 28",
-		"(SEQ N:M is event M of the N-th other log (those given after the first, then the logs of refused reviews inside each)",
-	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("the trail lacks %q:\n%s", want, got)
+	// a's events as a replica records them now: its verdicts, and b's
+	// denial, in its log of verdicts.
+	var main, verdicts []events.Event
+	for _, dir := range []string{a, b} {
+		_, err := store.Read(dir, 0, func(ev events.Event) error {
+			switch {
+			case ev.Kind != events.KindVerdict:
+				if dir == a {
+					main = append(main, ev)
+				}
+			case dir == a || !ev.Verdict.Allowed:
+				verdicts = append(verdicts, ev)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
 	}
-	// With b given too, which holds the same request: shown once.
-	if got := run(t, a, b, "--node", "team-alpha", "--history"); strings.Count(got, "request denied") != 1 {
+	slices.SortStableFunc(verdicts, func(x, y events.Event) int { return x.Time.Compare(y.Time) })
+	dir := writeLog(t, main)
+	writeLogAt(t, filepath.Join(dir, store.VerdictsDir), verdicts)
+	got := run(t, dir, "--node", "team-alpha", "--history")
+	want := `SEQ  TIME                  WHO    team-alpha
+1:1  2026-11-30T03:00:03Z  alice  CREATE admitted by a, landed as #10 [created; role ClusterQueue; parent ml-research; nvidia.com/gpu@a100 nominal 16]
+10   2026-11-30T03:00:03Z  alice  AcceleratorQuota team-alpha written (generation 1) [created; role ClusterQueue; parent ml-research; nvidia.com/gpu@a100 nominal 16]
+10   2026-11-30T03:00:03Z         team-alpha Pending -> Ready
+1:2  2026-11-30T03:00:05Z  bob    UPDATE request denied by b: ml-research: budget nvidia.com/gpu on a100 is 24 but its children total 28 [nvidia.com/gpu@a100 nominal 16 -> 20]
+1:3  2026-11-30T03:00:07Z  bob    UPDATE admitted by a, landed as #11 [nvidia.com/gpu@a100 nominal 16 -> 18; nvidia.com/gpu@a100 borrowingLimit <none> -> 2]
+11   2026-11-30T03:00:07Z  bob    AcceleratorQuota team-alpha written (generation 2) [nvidia.com/gpu@a100 nominal 16 -> 18; nvidia.com/gpu@a100 borrowingLimit <none> -> 2]
+(SEQ N:M is event M of the N-th other log (those given after the first, then the logs of verdicts inside each); verdicts of one admission request are counted once)
+`
+	if got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	// With b given too, which holds the same denial: shown once.
+	if got := run(t, dir, b, "--node", "team-alpha", "--history"); strings.Count(got, "request denied") != 1 {
 		t.Errorf("with b given, the denial is not shown once:\n%s", got)
 	}
 }

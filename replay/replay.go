@@ -208,8 +208,8 @@ type Result struct {
 }
 
 // Logs are the folders Run read: the one it replayed, then those whose
-// verdicts it merged (the other replicas' logs, then the logs of refused
-// reviews inside each), in the order of the numbers that place their
+// verdicts it merged (the other replicas' logs, then the logs of verdicts
+// inside each), in the order of the numbers that place their
 // verdicts ("2:17": the second of them, event 17).
 func (r *Result) Logs() []string { return r.logs }
 
@@ -304,12 +304,12 @@ func Run(dir string, o Options) (*Result, error) {
 	if o.AtSeq != 0 || !o.AtTime.IsZero() {
 		until = r.LastTime
 	}
-	// The other logs' verdicts, and every log's refused reviews, which
-	// the manager keeps in a log of their own inside it (store.RefusedDir).
+	// The other logs' verdicts, and every log's log of verdicts, which
+	// the manager keeps apart inside it (store.VerdictsDir).
 	verdictLogs := slices.Clone(o.Others)
 	for _, d := range append([]string{dir}, o.Others...) {
-		if fi, err := os.Stat(filepath.Join(d, store.RefusedDir)); err == nil && fi.IsDir() {
-			verdictLogs = append(verdictLogs, filepath.Join(d, store.RefusedDir))
+		if fi, err := os.Stat(filepath.Join(d, store.VerdictsDir)); err == nil && fi.IsDir() {
+			verdictLogs = append(verdictLogs, filepath.Join(d, store.VerdictsDir))
 		}
 	}
 	r.logs = append([]string{dir}, verdictLogs...)

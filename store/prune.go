@@ -57,15 +57,16 @@ func PruneSiblings(dir string, maxAge time.Duration, now time.Time) ([]string, e
 	return removed, errors.Join(errs...)
 }
 
-// RefusedDir is the folder inside an event log that holds the log of
-// refused reviews, a log of its own with its own bounds: the manager keeps
-// the webhook's denials there, so that no caller can push the events that
-// decide state out of the main log by sending writes it refuses.
-const RefusedDir = "refused"
+// VerdictsDir is the folder inside an event log that holds the log of the
+// webhook's verdicts, a log of its own with its own bounds: a verdict
+// decides no state, and anyone who reaches the webhook's port can have it
+// give any number, so that no caller can push the events that decide
+// state out of the main log.
+const VerdictsDir = "verdicts"
 
 // eventLogAge is the time of the newest file in path, when path is an
-// event log: a lock file and segments, and perhaps the log of refused
-// reviews (RefusedDir), nothing else.
+// event log: a lock file and segments, and perhaps its log of verdicts
+// (VerdictsDir), nothing else.
 func eventLogAge(path string) (time.Time, bool) {
 	ents, err := os.ReadDir(path)
 	if err != nil {
@@ -78,7 +79,7 @@ func eventLogAge(path string) (time.Time, bool) {
 		switch {
 		case name == lockName:
 			locked = true
-		case name == RefusedDir && e.IsDir():
+		case name == VerdictsDir && e.IsDir():
 			sub, ok := eventLogAge(filepath.Join(path, name))
 			if !ok {
 				return time.Time{}, false

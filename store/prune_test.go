@@ -27,12 +27,12 @@ func TestPruneSiblings(t *testing.T) {
 	gone := mk("pod-b", 1, 5, old)   // a pod that no longer exists
 	recent := mk("pod-c", 1, 5, now) // written within the bound
 	live := mk("pod-d", 1, 5, old)   // held by a running process
-	// Logs with a log of refused reviews inside: removed when both are
-	// old, kept while the refused reviews are recent.
+	// Logs with a log of verdicts inside: removed when both are old,
+	// kept while the verdicts are recent.
 	gone2 := mk("pod-e", 1, 5, old)
-	mk(filepath.Join("pod-e", RefusedDir), 1, 3, old)
-	refusing := mk("pod-f", 1, 5, old)
-	mk(filepath.Join("pod-f", RefusedDir), 1, 3, now)
+	mk(filepath.Join("pod-e", VerdictsDir), 1, 3, old)
+	judging := mk("pod-f", 1, 5, old)
+	mk(filepath.Join("pod-f", VerdictsDir), 1, 3, now)
 	other := filepath.Join(parent, "notes")
 	require.NoError(t, os.MkdirAll(other, 0o750))
 	require.NoError(t, os.WriteFile(filepath.Join(other, "LOCK"), nil, 0o600))
@@ -51,7 +51,7 @@ func TestPruneSiblings(t *testing.T) {
 	removed, err := PruneSiblings(self, 168*time.Hour, now)
 	require.NoError(t, err)
 	require.Equal(t, []string{gone, gone2}, removed)
-	for _, d := range []string{self, recent, live, other, refusing} {
+	for _, d := range []string{self, recent, live, other, judging} {
 		_, err := os.Stat(d)
 		require.NoError(t, err, "%s was removed", d)
 	}

@@ -137,7 +137,7 @@ func TestAuditTrail(t *testing.T) {
 	trail := replayCmd(t, dir, "--node", "team-alpha", "--history")
 	authored := func(op, changes string) {
 		t.Helper()
-		verdict := regexp.MustCompile(`(?m)^\d+\s+\S+\s+` + regexp.QuoteMeta(user) + `\s+` + op +
+		verdict := regexp.MustCompile(`(?m)^\d+:\d+\s+\S+\s+` + regexp.QuoteMeta(user) + `\s+` + op +
 			` admitted by trail, landed as #(\d+) ` + regexp.QuoteMeta("["+changes+"]") + `$`)
 		m := verdict.FindStringSubmatch(trail)
 		require.NotNil(t, m, "replay --node team-alpha --history names %s as the author of %s [%s]:\n%s", user, op, changes, trail)
