@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -125,19 +126,17 @@ func (g *gate) closeAll() {
 }
 
 // kubeconfigVia writes a copy of the cluster's kubeconfig whose server is
-// addr (the same certificate checks hold: it is on 127.0.0.1 too), and
-// returns it with the API server's own address.
-func kubeconfigVia(t *testing.T, addr string) (path, apiserver string) {
+// addr (the same certificate checks hold: it is on 127.0.0.1 too).
+func kubeconfigVia(t *testing.T, addr string) string {
 	t.Helper()
 	cfg, err := clientcmd.LoadFromFile(cluster.Kubeconfig)
 	require.NoError(t, err)
 	for _, c := range cfg.Clusters {
-		apiserver = strings.TrimPrefix(c.Server, "https://")
 		c.Server = "https://" + addr
 	}
-	path = filepath.Join(t.TempDir(), "via-gate.kubeconfig")
+	path := filepath.Join(t.TempDir(), "via-gate.kubeconfig")
 	require.NoError(t, clientcmd.WriteToFile(*cfg, path))
-	return path, apiserver
+	return path
 }
 
 // TestConflictAcrossRelist: in each of 50 rounds, replica A's connection
@@ -164,7 +163,9 @@ func TestConflictAcrossRelist(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { deleteByPrefix(t, aqs, "relist-") })
 
-	_, apiserver := kubeconfigVia(t, "")
+	u, err := url.Parse(cluster.Config.Host)
+	require.NoError(t, err)
+	apiserver := u.Host
 	rounds := 50
 	if v := os.Getenv("OME_RELIST_ROUNDS"); v != "" {
 		rounds, _ = strconv.Atoi(v)
@@ -189,7 +190,7 @@ func TestConflictAcrossRelist(t *testing.T) {
 			return ch
 		}
 		g := newGate(t, apiserver)
-		kubeconfig, _ := kubeconfigVia(t, g.ln.Addr().String())
+		kubeconfig := kubeconfigVia(t, g.ln.Addr().String())
 		port := freePort(t)
 		go func() {
 			r, err := launch(t, fmt.Sprintf("relist-a-%02d", i), port, "--kubeconfig="+kubeconfig)
