@@ -1,12 +1,15 @@
 package webhook
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -46,40 +49,87 @@ func floodSpec(cohort string) string {
 
 // forger sends forged reviews of every kind at a webhook port, with no
 // credentials, until its context ends, and counts what it sent and what
-// was answered.
+// was answered. It runs in a process of its own at the lowest CPU
+// priority (startForger): an attacker's client runs on its own machine,
+// not on the replica's cores, and a forger competing for the test's two
+// cores would measure itself.
 type forger struct {
-	port     int
-	caPEM    []byte
-	cohort   string // the Cohort the genuine writes go under
-	keepName string // the team the forger deletes
-	keep     string // that team as a review carries it
-	sent     atomic.Int64
-	answered atomic.Int64
-	held     atomic.Int64 // connections opened and left silent
+	Port     int
+	CAPEM    []byte
+	Cohort   string // the Cohort the genuine writes go under
+	KeepName string // the team the forger deletes
+	Keep     string // that team as a review carries it
+	Flood    time.Duration
+
+	sent, answered, held atomic.Int64
 }
 
-func (f *forger) run(ctx context.Context, t *testing.T) *sync.WaitGroup {
+// forgerCounts are what a forger process reports when it ends.
+type forgerCounts struct{ Sent, Answered, Held int64 }
+
+// forgerEnv names the environment variable that makes this test binary
+// a forger: its value is the forger as JSON (TestMain).
+const forgerEnv = "OME_TEST_FORGER"
+
+// forgerMain runs the forger described by cfg for its Flood and prints
+// its counts as JSON.
+func forgerMain(cfg string) int {
+	var f forger
+	if err := json.Unmarshal([]byte(cfg), &f); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), f.Flood)
+	defer cancel()
+	f.run(ctx).Wait()
+	_ = json.NewEncoder(os.Stdout).Encode(forgerCounts{f.sent.Load(), f.answered.Load(), f.held.Load()})
+	return 0
+}
+
+// startForger runs f in a process of its own, niced to 19, and returns a
+// function that waits for its end and returns its counts.
+func startForger(t *testing.T, f *forger) func() forgerCounts {
+	t.Helper()
+	cfg, err := json.Marshal(f)
+	require.NoError(t, err)
+	var out, errOut bytes.Buffer
+	cmd := exec.Command("nice", "-n", "19", os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), forgerEnv+"="+string(cfg))
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	require.NoError(t, cmd.Start())
+	return func() forgerCounts {
+		require.NoError(t, cmd.Wait(), "the forger: %s", errOut.String())
+		var c forgerCounts
+		require.NoError(t, json.Unmarshal(out.Bytes(), &c), "the forger's counts: %q", out.String())
+		return c
+	}
+}
+
+func (f *forger) run(ctx context.Context) *sync.WaitGroup {
 	var wg sync.WaitGroup
-	p := newPoster(t, f.port)
-	big := floodSpec(f.cohort)
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(f.CAPEM)
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}, MaxIdleConnsPerHost: 64}
+	p := &poster{url: fmt.Sprintf("https://127.0.0.1:%d", f.Port), client: &http.Client{Transport: tr}}
+	big := floodSpec(f.Cohort)
 	kinds := []func(i int) []byte{
 		// An update of a version the API server never stored.
 		func(int) []byte {
-			return review("UPDATE", f.keepName, "mallory", aqJSON(f.keepName, "u", "999999999999",
-				`{"role":"ClusterQueue","parentRef":{"name":"`+f.cohort+`"},"budgets":[{"resourceName":"nvidia.com/gpu","resourceFlavor":"a100","nominal":"8"}]}`), f.keep)
+			return review("UPDATE", f.KeepName, "mallory", aqJSON(f.KeepName, "u", "999999999999",
+				`{"role":"ClusterQueue","parentRef":{"name":"`+f.Cohort+`"},"budgets":[{"resourceName":"nvidia.com/gpu","resourceFlavor":"a100","nominal":"8"}]}`), f.Keep)
 		},
 		// A delete of a team that stays.
-		func(int) []byte { return review("DELETE", f.keepName, "mallory", "", f.keep) },
+		func(int) []byte { return review("DELETE", f.KeepName, "mallory", "", f.Keep) },
 		// Creates of teams that would take the Cohort's room, each under a
 		// name of its own.
 		func(i int) []byte {
-			name := fmt.Sprintf("%s-ghost-%d", f.cohort, i)
+			name := fmt.Sprintf("%s-ghost-%d", f.Cohort, i)
 			return review("CREATE", name, "mallory", aqJSON(name, fmt.Sprintf("g%d", i), "",
-				`{"role":"ClusterQueue","parentRef":{"name":"`+f.cohort+`"},"budgets":[{"resourceName":"nvidia.com/gpu","resourceFlavor":"a100","nominal":"6"}]}`), "")
+				`{"role":"ClusterQueue","parentRef":{"name":"`+f.Cohort+`"},"budgets":[{"resourceName":"nvidia.com/gpu","resourceFlavor":"a100","nominal":"6"}]}`), "")
 		},
 		// Creates of the largest spec the CRD allows.
 		func(i int) []byte {
-			name := fmt.Sprintf("%s-wide-%d", f.cohort, i)
+			name := fmt.Sprintf("%s-wide-%d", f.Cohort, i)
 			return review("CREATE", name, "mallory", aqJSON(name, fmt.Sprintf("w%d", i), "", big), "")
 		},
 	}
@@ -97,8 +147,6 @@ func (f *forger) run(ctx context.Context, t *testing.T) *sync.WaitGroup {
 	}
 	// Slow large bodies: a review's headers, then 300 KiB at 20 KiB a
 	// second, on connections of their own.
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(f.caPEM)
 	for range 4 {
 		wg.Add(1)
 		go func() {
@@ -119,7 +167,7 @@ func (f *forger) run(ctx context.Context, t *testing.T) *sync.WaitGroup {
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
-				c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", f.port), time.Second)
+				c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", f.Port), time.Second)
 				if err != nil {
 					time.Sleep(100 * time.Millisecond)
 					continue
@@ -137,7 +185,7 @@ func (f *forger) run(ctx context.Context, t *testing.T) *sync.WaitGroup {
 // slowBody sends one review slowly; it reports whether an HTTP answer came.
 func (f *forger) slowBody(ctx context.Context, pool *x509.CertPool) bool {
 	d := tls.Dialer{Config: &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}}
-	c, err := d.DialContext(ctx, "tcp", fmt.Sprintf("127.0.0.1:%d", f.port))
+	c, err := d.DialContext(ctx, "tcp", fmt.Sprintf("127.0.0.1:%d", f.Port))
 	if err != nil {
 		time.Sleep(50 * time.Millisecond)
 		return false
@@ -336,14 +384,13 @@ func floodRun(t *testing.T, cfg floodConfig) floodResult {
 	cpu1 := cpu()
 	require.Zero(t, failures.Load(), "the quiet run failed")
 
-	f := &forger{port: port, cohort: c, caPEM: getSecret(t).Data["ca.crt"], keepName: keepName,
-		keep: aqJSON(keepName, string(keep.UID), keep.ResourceVersion,
-			`{"role":"ClusterQueue","parentRef":{"name":"`+c+`"},"budgets":[{"resourceName":"nvidia.com/gpu","resourceFlavor":"a100","nominal":"1"}]}`)}
 	// The forger stops after cfg.flood, even while a genuine write it held
 	// up is still being sent again.
+	forgerDone := startForger(t, &forger{Port: port, Cohort: c, CAPEM: getSecret(t).Data["ca.crt"], KeepName: keepName, Flood: cfg.flood,
+		Keep: aqJSON(keepName, string(keep.UID), keep.ResourceVersion,
+			`{"role":"ClusterQueue","parentRef":{"name":"`+c+`"},"budgets":[{"resourceName":"nvidia.com/gpu","resourceFlavor":"a100","nominal":"1"}]}`)})
 	floodCtx, stop := context.WithTimeout(ctx, cfg.flood)
 	defer stop()
-	forgers := f.run(floodCtx, t)
 	// The ledger, looked at every second: under its byte bound; its
 	// forged writes counted.
 	var ledgerMax, looks, forged atomic.Int64
@@ -369,16 +416,16 @@ func floodRun(t *testing.T, cfg floodConfig) floodResult {
 	}()
 	res.flood = script(cfg.flood)
 	cpu2 := cpu()
-	forgers.Wait()
+	counts := forgerDone()
 	<-watched
 	res.quietCPU = (cpu1 - cpu0).Seconds() / cfg.quiet.Seconds()
 	res.floodCPU = (cpu2 - cpu1).Seconds() / cfg.flood.Seconds()
-	res.retries, res.answered, res.forgedReserved = retries.Load(), f.answered.Load(), forged.Load()
+	res.retries, res.answered, res.forgedReserved = retries.Load(), counts.Answered, forged.Load()
 
-	t.Logf("forged reviews sent: %d, answered: %d; silent connections opened: %d", f.sent.Load(), f.answered.Load(), f.held.Load())
+	t.Logf("forged reviews sent: %d, answered: %d; silent connections opened: %d", counts.Sent, counts.Answered, counts.Held)
 	t.Logf("the ledger's reservations, encoded, at most %d bytes over %d looks; forged reservations seen %d times", ledgerMax.Load(), looks.Load(), forged.Load())
 	require.Zero(t, failures.Load(), "genuine writes failed in the flood")
-	require.Greater(t, f.sent.Load(), int64(100), "the forger sent too little to prove anything")
+	require.Greater(t, counts.Sent, int64(100), "the forger sent too little to prove anything")
 	require.Positive(t, looks.Load())
 	require.Less(t, ledgerMax.Load(), int64(1<<20), "the ledger passed its byte bound")
 	require.Empty(t, storedViolations(t, aqs, c))

@@ -14,6 +14,9 @@ var cluster *localcluster.Cluster
 // CRD is installed either way, and no namespace is enrolled, so the manager
 // writes nothing to Kueue.
 func TestMain(m *testing.M) {
+	if cfg := os.Getenv(forgerEnv); cfg != "" {
+		os.Exit(forgerMain(cfg)) // a forger process (startForger), no cluster
+	}
 	dir, err := os.MkdirTemp("", "ome-webhook-client-")
 	if err != nil {
 		panic(err)
