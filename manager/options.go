@@ -375,7 +375,7 @@ func (o *Options) EventsConfig() events.Config {
 // --event-log-max-bytes allows, less the share of the log of verdicts
 // (VerdictStoreOptions).
 func (o *Options) StoreOptions() (store.Options, error) {
-	so := store.Options{MaxBytes: o.EventLogMaxBytes, MaxAge: o.EventLogMaxAge, Sync: store.SyncPolicy(o.EventLogSync)}
+	so := o.logOptions()
 	if so.MaxBytes > 0 {
 		so.MaxBytes -= verdictShare(so.MaxBytes)
 	}
@@ -390,7 +390,7 @@ func (o *Options) StoreOptions() (store.Options, error) {
 // (store.VerdictsDir inside --event-log): an eighth of
 // --event-log-max-bytes, and the same age bound and sync policy.
 func (o *Options) VerdictStoreOptions() (store.Options, error) {
-	so := store.Options{MaxBytes: o.EventLogMaxBytes, MaxAge: o.EventLogMaxAge, Sync: store.SyncPolicy(o.EventLogSync)}
+	so := o.logOptions()
 	if so.MaxBytes > 0 {
 		so.MaxBytes = verdictShare(so.MaxBytes)
 	}
@@ -398,6 +398,11 @@ func (o *Options) VerdictStoreOptions() (store.Options, error) {
 		return so, fmt.Errorf("the log of the webhook's verdicts, an eighth of --event-log-max-bytes: %w; raise --event-log-max-bytes", err)
 	}
 	return so, nil
+}
+
+// logOptions are the event log flags' bounds, whole.
+func (o *Options) logOptions() store.Options {
+	return store.Options{MaxBytes: o.EventLogMaxBytes, MaxAge: o.EventLogMaxAge, Sync: store.SyncPolicy(o.EventLogSync)}
 }
 
 // verdictShare is the part of a log's byte bound kept for verdicts.

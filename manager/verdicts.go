@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/klog/v2"
+
 	"ome.io/quota-manager/events"
 	"ome.io/quota-manager/store"
 )
@@ -20,12 +22,16 @@ import (
 // that do decide state: with an event log it is appended to the log of
 // verdicts, whose own bound keeps such a flood from pushing the events
 // that decide state out of the main log; without one, it is not kept.
-func (m *Manager) OnVerdict(_ context.Context, node string, v *events.Verdict) {
+func (m *Manager) OnVerdict(ctx context.Context, node string, v *events.Verdict) {
 	if m.verdicts == nil {
 		return
 	}
 	v.Replica = m.opts.Identity
-	m.verdicts.append(events.Verdicted(time.Now(), node, v))
+	if !m.verdicts.append(events.Verdicted(time.Now(), node, v)) {
+		// Only while the manager stops: the log is closed.
+		m.metrics.EventLogErrors.Inc()
+		klog.FromContext(ctx).Info("the log of verdicts is closed: this verdict is not kept", "node", node, "uid", v.UID)
+	}
 }
 
 // verdictLog is the log of the webhook's verdicts, numbered in a sequence
@@ -51,16 +57,17 @@ func openVerdicts(o *Options, onError func(events.Event, error)) (*verdictLog, e
 }
 
 // append numbers ev and queues it; it blocks only while the recorder's
-// queue is full.
-func (r *verdictLog) append(ev events.Event) {
+// queue is full. It reports false when the log is closed.
+func (r *verdictLog) append(ev events.Event) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.rec == nil {
-		return // closed
+		return false
 	}
 	ev.Seq = r.next
 	r.next++
 	r.rec.Record(ev)
+	return true
 }
 
 // close writes what is queued and closes the log; later verdicts are not

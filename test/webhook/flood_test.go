@@ -418,7 +418,9 @@ func floodRun(t *testing.T, cfg floodConfig) floodResult {
 	cpu2 := cpu()
 	counts := forgerDone()
 	<-watched
-	res.quietCPU = (cpu1 - cpu0).Seconds() / cfg.quiet.Seconds()
+	if cfg.quiet > 0 {
+		res.quietCPU = (cpu1 - cpu0).Seconds() / cfg.quiet.Seconds()
+	}
 	res.floodCPU = (cpu2 - cpu1).Seconds() / cfg.flood.Seconds()
 	res.retries, res.answered, res.forgedReserved = retries.Load(), counts.Answered, forged.Load()
 
