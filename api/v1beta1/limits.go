@@ -14,6 +14,10 @@ const (
 	// MaxPerCluster is +kubebuilder:validation:MaxItems=256 on
 	// Budget.PerCluster.
 	MaxPerCluster = 256
+	// MaxGoneClusters is +kubebuilder:validation:MaxItems=256 on
+	// AcceleratorQuotaSpec.GoneClusters; each name's length is
+	// MaxClusterNameLength (MaxLength=253 on GoneCluster.Name).
+	MaxGoneClusters = 256
 	// MaxResourceNameLength is +kubebuilder:validation:MaxLength=253 on
 	// Budget.ResourceName.
 	MaxResourceNameLength = 253

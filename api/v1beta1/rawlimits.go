@@ -58,6 +58,22 @@ func CheckSpecLimits(raw []byte) error {
 				defer func() { i++ }()
 				return checkBudgetLimits(i, b)
 			})
+		case "goneClusters":
+			if n := countElements(val, MaxGoneClusters+1); n > MaxGoneClusters {
+				return limitErr("spec.goneClusters has more than %d entries, the most the CRD allows (maxItems): list each gone cluster once", MaxGoneClusters)
+			}
+			i := 0
+			return eachElement(val, func(g []byte) error {
+				defer func() { i++ }()
+				return eachMember(g, func(key, val []byte) error {
+					if string(key) == "name" {
+						if n := longer(val, MaxClusterNameLength); n > 0 {
+							return tooLong(fmt.Sprintf("spec.goneClusters[%d].name", i), n, MaxClusterNameLength)
+						}
+					}
+					return nil
+				})
+			})
 		case "parentRef":
 			return eachMember(val, func(key, val []byte) error {
 				if string(key) == "name" {

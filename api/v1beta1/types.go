@@ -36,6 +36,19 @@ const (
 	// origin. The member's webhook lets a copy so marked be deleted by
 	// whoever may release it.
 	ReleaseAnnotation = "ome.io/quota-release"
+	// WriterAnnotation names, on a copy, the plane leader that last wrote
+	// it (TERM/NONCE, as FleetHolds.Writer): a new leader writes every
+	// copy of another's once, so that no write the old one made of it can
+	// land after.
+	WriterAnnotation = "ome.io/quota-writer"
+	// FenceAnnotation holds, on a copy, a version of it the plane made the
+	// copy move away from: its writer let more through than the copy held
+	// then, and a new version proves that none of it can land any more.
+	FenceAnnotation = "ome.io/quota-fence"
+	// CopiesFinalizer keeps a management plane's team until no member
+	// cluster holds a copy of it, so that the hold record in its status
+	// (status.holds) outlives every copy it bounds.
+	CopiesFinalizer = "ome.io/fleet-copies"
 )
 
 // Role is what a node of the tree is written to Kueue as.
@@ -116,6 +129,30 @@ type AcceleratorQuotaSpec struct {
 	// precedence). It has no effect in workload mode.
 	// +optional
 	Distribution *Distribution `json:"distribution,omitempty"`
+
+	// GoneClusters, on a management plane's root, are the member clusters
+	// an admin declared gone for good: the plane stops reaching for them
+	// and what they last held no longer counts against the fleet's
+	// budgets. Root's alone; no effect in workload mode.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=256
+	GoneClusters []GoneCluster `json:"goneClusters,omitempty"`
+}
+
+// GoneCluster is a member cluster declared gone for good.
+type GoneCluster struct {
+	// Name is the cluster's name in the plane's fleet.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// Force declares the cluster gone even while the plane still reaches
+	// it: what it holds then no longer counts, though it may still admit
+	// work against it.
+	// +optional
+	Force bool `json:"force,omitempty"`
 }
 
 // DistributionPolicy is how a fleet budget is split among the workload
@@ -261,6 +298,53 @@ type AcceleratorQuotaStatus struct {
 	// last written from.
 	// +optional
 	SourceGeneration int64 `json:"sourceGeneration,omitempty"`
+	// Holds is, on a management plane's team, the record of the most
+	// each member cluster may hold of the team's budgets, written by the
+	// plane's leader before it lets a member's copy go up: a new leader,
+	// or a restarted plane, reads it back as the bound on what the members
+	// hold until it hears from them.
+	// +optional
+	Holds *FleetHolds `json:"holds,omitempty"`
+}
+
+// FleetHolds is a plane leader's record of what member clusters may hold
+// of one team's budgets.
+type FleetHolds struct {
+	// Writer names the leadership that wrote the record: its term (the
+	// plane's Lease resourceVersion when it took the lead, 0 without
+	// leader election) and a nonce of its process, as TERM/NONCE.
+	// +required
+	// +kubebuilder:validation:MaxLength=128
+	Writer string `json:"writer"`
+	// Clusters lists, per member cluster, the most it may hold.
+	// +optional
+	// +listType=map
+	// +listMapKey=cluster
+	// +kubebuilder:validation:MaxItems=256
+	Clusters []ClusterHolds `json:"clusters,omitempty"`
+}
+
+// ClusterHolds is the most one member cluster may hold of a team's
+// budgets.
+type ClusterHolds struct {
+	// +kubebuilder:validation:MaxLength=253
+	Cluster string `json:"cluster"`
+	// +optional
+	// +listType=map
+	// +listMapKey=resourceName
+	// +listMapKey=resourceFlavor
+	// +kubebuilder:validation:MaxItems=16
+	Budgets []HeldBudget `json:"budgets,omitempty"`
+}
+
+// HeldBudget is the most a member cluster may hold of one budget: its
+// nominal and its borrowingLimit.
+type HeldBudget struct {
+	ResourceName   string            `json:"resourceName"`
+	ResourceFlavor string            `json:"resourceFlavor"`
+	Nominal        resource.Quantity `json:"nominal"`
+	// +optional
+	BorrowingLimit resource.Quantity `json:"borrowingLimit,omitempty"`
 }
 
 // ClusterStatus is how one member cluster's copy of a fleet node stands.
@@ -277,6 +361,14 @@ type ClusterStatus struct {
 	// Message says why the member is behind, or unreachable.
 	// +optional
 	Message string `json:"message,omitempty"`
+	// Waiting says what a raise of the member's copy waits for: another
+	// member's lowering not yet read back, a member that does not answer,
+	// or the hold record not yet written; empty when nothing waits.
+	// +optional
+	Waiting string `json:"waiting,omitempty"`
+	// WaitingSince is when that raise began to wait.
+	// +optional
+	WaitingSince *metav1.Time `json:"waitingSince,omitempty"`
 }
 
 // CapacityStatus is the measured capacity of one (resource, flavor) pair.
@@ -335,6 +427,12 @@ type BudgetStatus struct {
 type ClusterBudgetStatus struct {
 	Cluster string            `json:"cluster"`
 	Nominal resource.Quantity `json:"nominal"`
+	// Held is the most the member may hold of the budget's nominal now:
+	// what its copy was last read back with, or what the plane may have
+	// written there since, whichever is larger. It differs from Nominal
+	// while a move between members is under way.
+	// +optional
+	Held *resource.Quantity `json:"held,omitempty"`
 	// +optional
 	Admitted resource.Quantity `json:"admitted,omitempty"`
 	// +optional

@@ -38,12 +38,20 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &apiv1beta1.ClusterBudgetStatusApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("ClusterCapacity"):
 		return &apiv1beta1.ClusterCapacityApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("ClusterHolds"):
+		return &apiv1beta1.ClusterHoldsApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("ClusterShare"):
 		return &apiv1beta1.ClusterShareApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("ClusterStatus"):
 		return &apiv1beta1.ClusterStatusApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("Distribution"):
 		return &apiv1beta1.DistributionApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("FleetHolds"):
+		return &apiv1beta1.FleetHoldsApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("GoneCluster"):
+		return &apiv1beta1.GoneClusterApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("HeldBudget"):
+		return &apiv1beta1.HeldBudgetApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("ParentReference"):
 		return &apiv1beta1.ParentReferenceApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("Reservation"):

@@ -31,6 +31,11 @@ type AcceleratorQuotaSpecApplyConfiguration struct {
 	// workload clusters in management mode (a budget's own policy takes
 	// precedence). It has no effect in workload mode.
 	Distribution *DistributionApplyConfiguration `json:"distribution,omitempty"`
+	// GoneClusters, on a management plane's root, are the member clusters
+	// an admin declared gone for good: the plane stops reaching for them
+	// and what they last held no longer counts against the fleet's
+	// budgets. Root's alone; no effect in workload mode.
+	GoneClusters []GoneClusterApplyConfiguration `json:"goneClusters,omitempty"`
 }
 
 // AcceleratorQuotaSpecApplyConfiguration constructs a declarative configuration of the AcceleratorQuotaSpec type for use with
@@ -81,5 +86,18 @@ func (b *AcceleratorQuotaSpecApplyConfiguration) WithPriorityTier(value int32) *
 // If called multiple times, the Distribution field is set to the value of the last call.
 func (b *AcceleratorQuotaSpecApplyConfiguration) WithDistribution(value *DistributionApplyConfiguration) *AcceleratorQuotaSpecApplyConfiguration {
 	b.Distribution = value
+	return b
+}
+
+// WithGoneClusters adds the given value to the GoneClusters field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the GoneClusters field.
+func (b *AcceleratorQuotaSpecApplyConfiguration) WithGoneClusters(values ...*GoneClusterApplyConfiguration) *AcceleratorQuotaSpecApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithGoneClusters")
+		}
+		b.GoneClusters = append(b.GoneClusters, *values[i])
+	}
 	return b
 }

@@ -35,6 +35,12 @@ type AcceleratorQuotaStatusApplyConfiguration struct {
 	// generation of the plane's node that the copy's Kueue objects were
 	// last written from.
 	SourceGeneration *int64 `json:"sourceGeneration,omitempty"`
+	// Holds is, on a management plane's team, the record of the most
+	// each member cluster may hold of the team's budgets, written by the
+	// plane's leader before it lets a member's copy go up: a new leader,
+	// or a restarted plane, reads it back as the bound on what the members
+	// hold until it hears from them.
+	Holds *FleetHoldsApplyConfiguration `json:"holds,omitempty"`
 }
 
 // AcceleratorQuotaStatusApplyConfiguration constructs a declarative configuration of the AcceleratorQuotaStatus type for use with
@@ -129,5 +135,13 @@ func (b *AcceleratorQuotaStatusApplyConfiguration) WithClusters(values ...*Clust
 // If called multiple times, the SourceGeneration field is set to the value of the last call.
 func (b *AcceleratorQuotaStatusApplyConfiguration) WithSourceGeneration(value int64) *AcceleratorQuotaStatusApplyConfiguration {
 	b.SourceGeneration = &value
+	return b
+}
+
+// WithHolds sets the Holds field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Holds field is set to the value of the last call.
+func (b *AcceleratorQuotaStatusApplyConfiguration) WithHolds(value *FleetHoldsApplyConfiguration) *AcceleratorQuotaStatusApplyConfiguration {
+	b.Holds = value
 	return b
 }

@@ -14,8 +14,13 @@ import (
 // ClusterBudgetStatus is one member cluster's share of a budget and its
 // use there.
 type ClusterBudgetStatusApplyConfiguration struct {
-	Cluster  *string            `json:"cluster,omitempty"`
-	Nominal  *resource.Quantity `json:"nominal,omitempty"`
+	Cluster *string            `json:"cluster,omitempty"`
+	Nominal *resource.Quantity `json:"nominal,omitempty"`
+	// Held is the most the member may hold of the budget's nominal now:
+	// what its copy was last read back with, or what the plane may have
+	// written there since, whichever is larger. It differs from Nominal
+	// while a move between members is under way.
+	Held     *resource.Quantity `json:"held,omitempty"`
 	Admitted *resource.Quantity `json:"admitted,omitempty"`
 	Reserved *resource.Quantity `json:"reserved,omitempty"`
 	Borrowed *resource.Quantity `json:"borrowed,omitempty"`
@@ -40,6 +45,14 @@ func (b *ClusterBudgetStatusApplyConfiguration) WithCluster(value string) *Clust
 // If called multiple times, the Nominal field is set to the value of the last call.
 func (b *ClusterBudgetStatusApplyConfiguration) WithNominal(value resource.Quantity) *ClusterBudgetStatusApplyConfiguration {
 	b.Nominal = &value
+	return b
+}
+
+// WithHeld sets the Held field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Held field is set to the value of the last call.
+func (b *ClusterBudgetStatusApplyConfiguration) WithHeld(value resource.Quantity) *ClusterBudgetStatusApplyConfiguration {
+	b.Held = &value
 	return b
 }
 

@@ -4,6 +4,10 @@
 
 package v1beta1
 
+import (
+	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
 // ClusterStatusApplyConfiguration represents a declarative configuration of the ClusterStatus type for use
 // with apply.
 //
@@ -18,6 +22,12 @@ type ClusterStatusApplyConfiguration struct {
 	MaterializedGeneration *int64 `json:"materializedGeneration,omitempty"`
 	// Message says why the member is behind, or unreachable.
 	Message *string `json:"message,omitempty"`
+	// Waiting says what a raise of the member's copy waits for: another
+	// member's lowering not yet read back, a member that does not answer,
+	// or the hold record not yet written; empty when nothing waits.
+	Waiting *string `json:"waiting,omitempty"`
+	// WaitingSince is when that raise began to wait.
+	WaitingSince *v1.Time `json:"waitingSince,omitempty"`
 }
 
 // ClusterStatusApplyConfiguration constructs a declarative configuration of the ClusterStatus type for use with
@@ -55,5 +65,21 @@ func (b *ClusterStatusApplyConfiguration) WithMaterializedGeneration(value int64
 // If called multiple times, the Message field is set to the value of the last call.
 func (b *ClusterStatusApplyConfiguration) WithMessage(value string) *ClusterStatusApplyConfiguration {
 	b.Message = &value
+	return b
+}
+
+// WithWaiting sets the Waiting field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Waiting field is set to the value of the last call.
+func (b *ClusterStatusApplyConfiguration) WithWaiting(value string) *ClusterStatusApplyConfiguration {
+	b.Waiting = &value
+	return b
+}
+
+// WithWaitingSince sets the WaitingSince field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the WaitingSince field is set to the value of the last call.
+func (b *ClusterStatusApplyConfiguration) WithWaitingSince(value v1.Time) *ClusterStatusApplyConfiguration {
+	b.WaitingSince = &value
 	return b
 }
