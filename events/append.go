@@ -205,13 +205,25 @@ func appendQuota(dst []byte, q *Quota) ([]byte, error) {
 	if q.Deleting {
 		dst = append(dst, `,"deleting":true`...)
 	}
+	if q.Holds != nil {
+		// A plane team's alone: rare enough for encoding/json.
+		b, err := json.Marshal(q.Holds)
+		if err != nil {
+			return dst, err
+		}
+		dst = append(dst, `,"holds":`...)
+		dst = append(dst, b...)
+	}
+	if q.Guarded {
+		dst = append(dst, `,"guarded":true`...)
+	}
 	return append(dst, '}'), nil
 }
 
 // appendSpec writes an AcceleratorQuota's spec; the management-mode
 // fields (distribution, per-cluster shares) go through encoding/json.
 func appendSpec(dst []byte, s *v1beta1.AcceleratorQuotaSpec) ([]byte, error) {
-	if s.Distribution != nil || slices.ContainsFunc(s.Budgets, func(b v1beta1.Budget) bool { return len(b.PerCluster) > 0 }) {
+	if s.Distribution != nil || len(s.GoneClusters) > 0 || slices.ContainsFunc(s.Budgets, func(b v1beta1.Budget) bool { return len(b.PerCluster) > 0 }) {
 		b, err := json.Marshal(s)
 		return append(dst, b...), err
 	}

@@ -49,8 +49,16 @@ func TestAppendMarshalEqualsJSON(t *testing.T) {
 			if r.IntN(5) == 0 {
 				spec.Distribution = &v1beta1.Distribution{Policy: []v1beta1.DistributionPolicy{"", v1beta1.DistributionExplicit, v1beta1.DistributionProportional}[r.IntN(3)]}
 			}
+			if r.IntN(6) == 0 {
+				spec.GoneClusters = []v1beta1.GoneCluster{{Name: pick(), Force: r.IntN(2) == 0}}
+			}
 			name := pick()
-			evs = append(evs, QuotaUpserted(at, &Quota{Name: name, Generation: int64(r.IntN(3)), Spec: spec, Deleting: r.IntN(4) == 0}))
+			q := &Quota{Name: name, Generation: int64(r.IntN(3)), Spec: spec, Deleting: r.IntN(4) == 0, Guarded: r.IntN(3) == 0}
+			if r.IntN(4) == 0 {
+				q.Holds = &v1beta1.FleetHolds{Writer: pick(), Clusters: []v1beta1.ClusterHolds{{Cluster: pick(),
+					Budgets: []v1beta1.HeldBudget{{ResourceName: pick(), ResourceFlavor: pick(), Nominal: qty(), BorrowingLimit: qty()}}}}}
+			}
+			evs = append(evs, QuotaUpserted(at, q))
 		case 0:
 			n := &Node{Name: pick(), Ready: r.IntN(2) == 0, Unschedulable: r.IntN(2) == 0}
 			if r.IntN(3) > 0 {

@@ -58,7 +58,13 @@ import (
 //     them: their AcceleratorQuota events are read in the order of
 //     versions, as older builds took them; a line of theirs cannot carry
 //     either kind.
-const SchemaVersion = 11
+//   - 12: adds what a management plane needs to keep its fleet's budgets
+//     while members move: a member's copies' resourceVersion and budgets,
+//     a leadership's term and nonce, a plane team's hold record and copies
+//     finalizer (Quota.holds, Quota.guarded), root's goneClusters, and the
+//     Config's memberGrace. Older lines read as before, without them; a
+//     line of theirs cannot carry any of them.
+const SchemaVersion = 12
 
 // oldestVersion is the oldest schema version this build reads.
 const oldestVersion = 1
@@ -157,6 +163,9 @@ func unmarshal(line []byte) (Event, int, error) {
 	}
 	if v < 10 && w.Event.Quota != nil && w.Event.Quota.Deleting {
 		return Event{}, 0, fmt.Errorf("AcceleratorQuota event #%d carries deleting, which schema version %d never wrote: the log is corrupt", w.Event.Seq, v)
+	}
+	if v < 12 && since12(&w.Event) {
+		return Event{}, 0, fmt.Errorf("event #%d carries a field of schema version 12 (a copy's version or budgets, a term or nonce, holds, guarded, goneClusters or memberGrace), which schema version %d never wrote: the log is corrupt", w.Event.Seq, v)
 	}
 	if v < 9 && w.Event.Member != nil && slices.ContainsFunc(w.Event.Member.Usage, func(u MemberUsage) bool { return !u.Reserved.IsZero() }) {
 		return Event{}, 0, fmt.Errorf("member event #%d carries a reserved amount, which schema version %d never wrote: the log is corrupt", w.Event.Seq, v)
@@ -285,4 +294,20 @@ func v1Only(e *Event) error {
 		return fmt.Errorf("config event #%d carries deviceClassMappings, which schema version 1 never wrote: the log is corrupt", e.Seq)
 	}
 	return nil
+}
+
+// since12 reports whether ev carries a field that came with schema
+// version 12.
+func since12(ev *Event) bool {
+	switch {
+	case ev.Member != nil && slices.ContainsFunc(ev.Member.Copies, func(c MemberCopy) bool { return c.Version != "" || len(c.Budgets) > 0 }):
+		return true
+	case ev.Leadership != nil && (ev.Leadership.Term != 0 || ev.Leadership.Nonce != ""):
+		return true
+	case ev.Quota != nil && (ev.Quota.Holds != nil || ev.Quota.Guarded || len(ev.Quota.Spec.GoneClusters) > 0):
+		return true
+	case ev.Config != nil && ev.Config.MemberGrace.Duration != 0:
+		return true
+	}
+	return false
 }

@@ -152,7 +152,7 @@ func TestEncodingIsPinned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"v":11,"seq":7,"time":"2026-10-05T09:41:12Z","kind":"Node","op":"upsert","key":"n1","node":{"name":"n1","labels":{"a":"1","b":"2"},"capacity":{"nvidia.com/gpu":"8"},"ready":true,"unschedulable":true}}`
+	want := `{"v":12,"seq":7,"time":"2026-10-05T09:41:12Z","kind":"Node","op":"upsert","key":"n1","node":{"name":"n1","labels":{"a":"1","b":"2"},"capacity":{"nvidia.com/gpu":"8"},"ready":true,"unschedulable":true}}`
 	if string(b) != want {
 		t.Errorf("got  %s\nwant %s", b, want)
 	}
@@ -165,10 +165,18 @@ func TestDecodeRefuses(t *testing.T) {
 		want    string
 	}{
 		"newer version": {
-			line: `{"v":12,"seq":1,"kind":"Tick","time":"2026-10-05T09:41:12Z","shiny":true}`, version: 12,
-			want: "schema version 12, newer than 11, the newest this build reads: read the log with the ome-quota-manager version that wrote it, or a newer one",
+			line: `{"v":13,"seq":1,"kind":"Tick","time":"2026-10-05T09:41:12Z","shiny":true}`, version: 13,
+			want: "schema version 13, newer than 12, the newest this build reads: read the log with the ome-quota-manager version that wrote it, or a newer one",
 		},
-		"verdict in version 2":    {line: `{"v":2,"seq":1,"kind":"Verdict","key":"a","verdict":{"uid":"u","user":"x","operation":"CREATE","allowed":true},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 2 did not have"},
+		"verdict in version 2": {line: `{"v":2,"seq":1,"kind":"Verdict","key":"a","verdict":{"uid":"u","user":"x","operation":"CREATE","allowed":true},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 2 did not have"},
+		"copy version in 11": {line: `{"v":11,"seq":1,"kind":"Member","key":"east","member":{"reachable":true,"copies":[{"node":"a","version":"7"}]},"time":"2026-10-05T09:41:12Z"}`,
+			version: -1, want: "a field of schema version 12"},
+		"term in 11": {line: `{"v":11,"seq":1,"kind":"Leadership","leadership":{"identity":"r","change":"Acquired","term":3,"nonce":"x"},"time":"2026-10-05T09:41:12Z"}`,
+			version: -1, want: "a field of schema version 12"},
+		"holds in 11": {line: `{"v":11,"seq":1,"kind":"AcceleratorQuota","op":"upsert","key":"a","quota":{"name":"a","spec":{"role":"ClusterQueue"},"holds":{"writer":"1/x"}},"time":"2026-10-05T09:41:12Z"}`,
+			version: -1, want: "a field of schema version 12"},
+		"lost lead with a term": {line: `{"v":12,"seq":1,"kind":"Leadership","leadership":{"identity":"r","change":"Lost","term":3},"time":"2026-10-05T09:41:12Z"}`,
+			version: -1, want: "only taking it does"},
 		"member in version 7":     {line: `{"v":7,"seq":1,"kind":"Member","key":"east","member":{"reachable":false},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 7 did not have"},
 		"reserved in version 8":   {line: `{"v":8,"seq":1,"kind":"Member","key":"east","member":{"reachable":true,"usage":[{"node":"a","resource":"r","flavor":"f","admitted":"2","reserved":"3","borrowed":"0"}]},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "member event #1 carries a reserved amount, which schema version 8 never wrote"},
 		"members in version 7":    {line: `{"v":7,"seq":1,"kind":"Config","config":{"maxTreeDepth":5,"hysteresisPercent":10,"reportInterval":"1m0s","measuredResources":["r"],"mode":"management","members":["east"]},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 7 did not have"},
@@ -237,7 +245,7 @@ func TestDecodeUpgradesVersion1(t *testing.T) {
 	if err := NewEncoder(&b).Encode(Event{Seq: 2, Time: time.Date(2026, 10, 5, 9, 41, 13, 0, time.UTC), Kind: KindSynced}); err != nil {
 		t.Fatal(err)
 	}
-	if want := `{"v":11,"seq":2,"time":"2026-10-05T09:41:13Z","kind":"Synced"}` + "\n"; b.String() != want {
+	if want := `{"v":12,"seq":2,"time":"2026-10-05T09:41:13Z","kind":"Synced"}` + "\n"; b.String() != want {
 		t.Errorf("encoded %q, want %q", b.String(), want)
 	}
 }
@@ -367,7 +375,7 @@ func TestMemberReservedAcrossVersions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := strings.Replace(v8, `"v":8`, `"v":11`, 1); string(b) != want {
+	if want := strings.Replace(v8, `"v":8`, `"v":12`, 1); string(b) != want {
 		t.Errorf("re-encoded\n got  %s\n want %s", b, want)
 	}
 	ev.Member.Usage[0].Reserved = resource.MustParse("5")

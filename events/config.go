@@ -63,6 +63,11 @@ type Config struct {
 	// Origin is a management plane's name on the copies it writes to its
 	// members (--origin), which its statuses name (schema version 9).
 	Origin string `json:"origin,omitempty"`
+	// MemberGrace is how long a management plane waits for a member that
+	// has never reported before it splits the fleet's Proportional
+	// budgets without it (--member-grace; schema version 12). 0 waits for
+	// ever, as older logs did.
+	MemberGrace metav1.Duration `json:"memberGrace,omitzero"`
 }
 
 // DefaultConfig is the configuration in force before any Config event.
@@ -102,7 +107,8 @@ func (c Config) Equal(o Config) bool {
 		slices.Equal(c.EnrolledNamespaces, o.EnrolledNamespaces) &&
 		maps.EqualFunc(c.CoverResources, o.CoverResources, func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 }) &&
 		mappingsEqual(c.DeviceClassMappings, o.DeviceClassMappings) &&
-		c.Mode == o.Mode && slices.Equal(c.Members, o.Members) && c.Origin == o.Origin
+		c.Mode == o.Mode && slices.Equal(c.Members, o.Members) && c.Origin == o.Origin &&
+		c.MemberGrace.Duration == o.MemberGrace.Duration
 }
 
 // Validate reports the first thing wrong with c, saying which flag to fix.
@@ -144,6 +150,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%d member clusters are listed in workload mode: only a management plane has members; fix --mode", len(c.Members))
 	case c.Mode == "" && c.Origin != "":
 		return fmt.Errorf("origin %q is set in workload mode: only a management plane writes copies; fix --mode or drop --origin", c.Origin)
+	case c.MemberGrace.Duration < 0:
+		return fmt.Errorf("member grace is %s: it must be 0 (wait for ever) or more; fix --member-grace", c.MemberGrace.Duration)
 	}
 	for i, m := range c.Members {
 		if m == "" || len(m) > 253 {

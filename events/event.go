@@ -118,6 +118,11 @@ type Quota struct {
 	// being deleted and waits only for its finalizers (schema version 10).
 	// Admission refuses to put a node under it.
 	Deleting bool `json:"deleting,omitempty"`
+	// Holds is a management plane team's hold record (status.holds), and
+	// Guarded whether the node carries the plane's copies finalizer
+	// (schema version 12).
+	Holds   *v1beta1.FleetHolds `json:"holds,omitempty"`
+	Guarded bool                `json:"guarded,omitempty"`
 }
 
 // Stamp is one condition of a stored status: its type, its status (True or

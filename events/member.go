@@ -43,10 +43,33 @@ type Member struct {
 // node generation the copy was made from (its source-generation
 // annotation); Materialized is that generation when the member's manager
 // reports the copy's Kueue objects in place for its current spec, else 0.
+// Version is the copy's resourceVersion on the member, and Budgets what
+// its spec holds: the plane's writes of a copy are conditional on the
+// version it last read (schema version 12).
 type MemberCopy struct {
-	Node         string `json:"node"`
-	Applied      int64  `json:"applied,omitempty"`
-	Materialized int64  `json:"materialized,omitempty"`
+	Node         string       `json:"node"`
+	Applied      int64        `json:"applied,omitempty"`
+	Materialized int64        `json:"materialized,omitempty"`
+	Version      string       `json:"version,omitempty"`
+	Budgets      []CopyBudget `json:"budgets,omitempty"`
+}
+
+// CopyBudget is one budget of a copy as a member holds it: its nominal
+// and its borrowingLimit (0 when unset).
+type CopyBudget struct {
+	Resource       string            `json:"resource"`
+	Flavor         string            `json:"flavor"`
+	Nominal        resource.Quantity `json:"nominal"`
+	BorrowingLimit resource.Quantity `json:"borrowingLimit,omitzero"`
+}
+
+// Equal reports whether two copies stand the same, quantities compared by
+// value.
+func (c MemberCopy) Equal(o MemberCopy) bool {
+	return c.Node == o.Node && c.Applied == o.Applied && c.Materialized == o.Materialized && c.Version == o.Version &&
+		slices.EqualFunc(c.Budgets, o.Budgets, func(a, b CopyBudget) bool {
+			return a.Resource == b.Resource && a.Flavor == b.Flavor && a.Nominal.Cmp(b.Nominal) == 0 && a.BorrowingLimit.Cmp(b.BorrowingLimit) == 0
+		})
 }
 
 // MemberUsage is one budget of one copy on a member: what Kueue admitted,
@@ -113,6 +136,20 @@ func (e *Event) validateMember(count int, first string) error {
 	for i, c := range m.Copies {
 		if c.Node == "" || (i > 0 && m.Copies[i-1].Node >= c.Node) {
 			return fmt.Errorf("member event #%d for %q lists copies without a node, unsorted or twice: sort them by node", e.Seq, e.Key)
+		}
+		for j, b := range c.Budgets {
+			if b.Resource == "" || b.Flavor == "" {
+				return fmt.Errorf("member event #%d for %q has a budget of copy %s without a resource or a flavor", e.Seq, e.Key, c.Node)
+			}
+			if j > 0 {
+				p := c.Budgets[j-1]
+				if p.Resource > b.Resource || (p.Resource == b.Resource && p.Flavor >= b.Flavor) {
+					return fmt.Errorf("member event #%d for %q lists the budgets of copy %s unsorted or twice (%s@%s): sort them by resource, then flavor", e.Seq, e.Key, c.Node, b.Resource, b.Flavor)
+				}
+			}
+			if b.Nominal.Sign() < 0 || b.BorrowingLimit.Sign() < 0 {
+				return fmt.Errorf("member event #%d for %q has a negative budget on copy %s (%s@%s)", e.Seq, e.Key, c.Node, b.Resource, b.Flavor)
+			}
 		}
 	}
 	for i, u := range m.Usage {

@@ -2,6 +2,7 @@ package events
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -65,6 +66,22 @@ type Leadership struct {
 	// Identity is the replica's name in the Lease.
 	Identity string           `json:"identity"`
 	Change   LeadershipChange `json:"change"`
+	// Term and Nonce name this lead, on its acquisition (schema version
+	// 12): Term is the Lease's resourceVersion as the new leader read it
+	// after taking it (0 without leader election), which grows with every
+	// change of holder; Nonce is drawn once per process. A management
+	// plane marks its hold records with them (see state's holds).
+	Term  uint64 `json:"term,omitempty"`
+	Nonce string `json:"nonce,omitempty"`
+}
+
+// Mark is the lead's name on what it writes: TERM/NONCE; "" for a
+// Leadership event that carries neither.
+func (l Leadership) Mark() string {
+	if l.Nonce == "" {
+		return ""
+	}
+	return fmt.Sprintf("%d/%s", l.Term, l.Nonce)
 }
 
 // OutcomeReported is the leader's applier reporting how it left node's
@@ -113,7 +130,15 @@ func (e *Event) validateLeadership(count int, first string) error {
 		return fmt.Errorf("leadership event #%d names no identity: give the replica's name in the Lease", e.Seq)
 	}
 	switch e.Leadership.Change {
-	case LeadershipAcquired, LeadershipLost:
+	case LeadershipAcquired:
+		if strings.Contains(e.Leadership.Nonce, "/") {
+			return fmt.Errorf("leadership event #%d has nonce %q: a nonce holds no '/'", e.Seq, e.Leadership.Nonce)
+		}
+		return nil
+	case LeadershipLost:
+		if e.Leadership.Term != 0 || e.Leadership.Nonce != "" {
+			return fmt.Errorf("leadership event #%d loses the lead and carries a term or a nonce: only taking it does", e.Seq)
+		}
 		return nil
 	}
 	return fmt.Errorf("leadership event #%d has change %q: use %q or %q", e.Seq, e.Leadership.Change, LeadershipAcquired, LeadershipLost)

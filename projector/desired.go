@@ -279,8 +279,24 @@ func ProjectStatus(n *Node, in Input) *v1beta1.AcceleratorQuotaStatus {
 	}
 	if in.Plane && n.Name != v1beta1.RootName {
 		st.Clusters = append(clusters(n, in.Members), leaving(n.Name, in.Leaving, in.Origin)...)
+		for i := range st.Clusters {
+			if w, ok := n.Waits[st.Clusters[i].Cluster]; ok {
+				st.Clusters[i].Waiting = waitText(w)
+				since := metav1.NewTime(w.Since)
+				st.Clusters[i].WaitingSince = &since
+			}
+		}
+		if n.Holds != nil {
+			st.Holds = n.Holds.DeepCopy()
+		}
 	}
 	return st
+}
+
+// waitText says what a member's raise waits for: "raise of
+// nvidia.com/gpu@a100 from 5 to 6 waits for west to release 1 (...)".
+func waitText(w state.Wait) string {
+	return fmt.Sprintf("raise of %s from %s to %s: %s", w.Pair, w.From, w.To, w.Message)
 }
 
 // ReasonClusterUnreachable starts the status.clusters message of a member
@@ -301,7 +317,7 @@ func clusters(n *Node, members []state.MemberView) []v1beta1.ClusterStatus {
 			cs.Message = ReasonClusterUnreachable + ": the plane does not hear from this member, so its copy stays as it was: " + mv.Message
 		case !held && hasShareOn(n, mv.Name):
 			cs.Message = "the member holds no copy of this node yet"
-		case !held:
+		case !held && n.Waits[mv.Name].Message == "":
 			continue
 		case c.Applied != n.Generation:
 			cs.Message = fmt.Sprintf("the member's copy was made from generation %d of %d", c.Applied, n.Generation)
@@ -366,6 +382,10 @@ func perCluster(n *Node, p state.Pair) []v1beta1.ClusterBudgetStatus {
 	var out []v1beta1.ClusterBudgetStatus
 	for _, sh := range n.Splits[i].Shares {
 		cs := v1beta1.ClusterBudgetStatus{Cluster: sh.Cluster, Nominal: sh.Amount.Quantity()}
+		if l, ok := n.Held[sh.Cluster][p]; ok {
+			q := l.Nominal.Quantity()
+			cs.Held = &q
+		}
 		for _, u := range n.MemberUsage {
 			if u.Cluster == sh.Cluster && u.Pair == p {
 				cs.Admitted, cs.Reserved, cs.Borrowed = u.Admitted.Quantity(), u.Reserved.Quantity(), u.Borrowed.Quantity()

@@ -35,6 +35,13 @@ type FleetNode struct {
 	Ready bool
 	// Splits are a team's budgets split among the members.
 	Splits []state.BudgetSplit
+	// Deleting is a node being deleted: its copies go, Ready or not.
+	Deleting bool
+	// Plans are, for a team, what each member's copy is to be written
+	// with, or that it is to go (state.State.Plans): a copy's budgets are
+	// its member's share only as far as the fleet's budget lets each
+	// step go (lower before raise).
+	Plans map[string]state.CopyPlan
 }
 
 // FleetFromState reads the fleet tree from the state, by name.
@@ -43,7 +50,8 @@ func FleetFromState(s *state.State) []FleetNode {
 	out := make([]FleetNode, 0, len(views))
 	for _, nv := range views {
 		out = append(out, FleetNode{Name: nv.Name, UID: nv.UID, Generation: nv.Generation, Spec: nv.Spec,
-			Parent: nv.Parent, Depth: nv.Depth, Ready: nv.Status.Ready(), Splits: s.Splits(nv.Name)})
+			Parent: nv.Parent, Depth: nv.Depth, Ready: nv.Status.Ready(), Splits: s.Splits(nv.Name),
+			Deleting: nv.Deleting, Plans: s.Plans(nv.Name)})
 	}
 	return out
 }
@@ -76,12 +84,17 @@ func Copies(nodes []FleetNode, cluster, origin string) MemberCopies {
 		if n.Name == v1beta1.RootName || n.Depth < 0 {
 			continue
 		}
-		if !n.Ready {
-			out.Held = append(out.Held, n.Name)
-		} else if n.Spec.Role != v1beta1.RoleClusterQueue || !hasShare(n, cluster) {
-			continue
-		} else {
+		plan, planned := n.Plans[cluster]
+		switch {
+		case n.Spec.Role == v1beta1.RoleClusterQueue && planned:
+			if plan.Delete {
+				continue // swept
+			}
 			teams = append(teams, n)
+		case !n.Ready && !n.Deleting:
+			out.Held = append(out.Held, n.Name)
+		default:
+			continue
 		}
 		// The Cohorts above it, so that its copy's parentRef resolves: a
 		// held node's copy may be on the member, and its parent must stay.
@@ -95,7 +108,7 @@ func Copies(nodes []FleetNode, cluster, origin string) MemberCopies {
 		}
 	}
 	for _, n := range teams {
-		out.Copies = append(out.Copies, copyOf(n, cluster, origin))
+		out.Copies = append(out.Copies, teamCopy(n, cluster, origin, n.Plans[cluster]))
 	}
 	slices.SortFunc(out.Copies, func(a, b *v1beta1.AcceleratorQuota) int {
 		if c := cmp.Compare(byName[a.Name].Depth, byName[b.Name].Depth); c != 0 {
@@ -124,9 +137,7 @@ func shareOn(sp state.BudgetSplit, cluster string) state.Amount {
 }
 
 // copyOf is the copy of one fleet node on cluster: a Cohort's without
-// budgets; a team's with its non-zero shares as nominal, its
-// borrowingLimit as it is, and its lendingLimit at most the share (Kueue
-// refuses a ClusterQueue that lends more than it has).
+// budgets (teams are teamCopy's).
 func copyOf(n *FleetNode, cluster, origin string) *v1beta1.AcceleratorQuota {
 	c := &v1beta1.AcceleratorQuota{
 		ObjectMeta: metav1.ObjectMeta{
@@ -141,26 +152,41 @@ func copyOf(n *FleetNode, cluster, origin string) *v1beta1.AcceleratorQuota {
 		Spec: v1beta1.AcceleratorQuotaSpec{Role: n.Spec.Role, ParentRef: &v1beta1.ParentReference{Name: n.Parent}},
 	}
 	c.SetGroupVersionKind(v1beta1.SchemeGroupVersion.WithKind("AcceleratorQuota"))
-	if n.Spec.Role != v1beta1.RoleClusterQueue {
-		return c
+	return c
+}
+
+// teamCopy is a team's copy on cluster as its plan says: each planned
+// budget's nominal, its borrowingLimit (the fleet's split, when the fleet
+// budget sets one), and its lendingLimit at most the nominal (Kueue
+// refuses a ClusterQueue that lends more than it has). The copy carries
+// the leader's mark and, for a conditional write, the version it was
+// planned from (metadata.resourceVersion: the member refuses the write if
+// the copy moved since); a plan without a version creates the copy.
+func teamCopy(n *FleetNode, cluster, origin string, plan state.CopyPlan) *v1beta1.AcceleratorQuota {
+	c := copyOf(n, cluster, origin)
+	c.ResourceVersion = plan.Version
+	if plan.Writer != "" {
+		c.Annotations[v1beta1.WriterAnnotation] = plan.Writer
+	}
+	if plan.Fence != "" {
+		c.Annotations[v1beta1.FenceAnnotation] = plan.Fence
 	}
 	c.Spec.PriorityTier = n.Spec.PriorityTier
-	for _, b := range n.Spec.Budgets {
-		i := slices.IndexFunc(n.Splits, func(sp state.BudgetSplit) bool {
-			return sp.Resource == b.ResourceName && sp.Flavor == b.ResourceFlavor
+	for _, pb := range plan.Budgets {
+		i := slices.IndexFunc(n.Spec.Budgets, func(b v1beta1.Budget) bool {
+			return b.ResourceName == pb.Resource && b.ResourceFlavor == pb.Flavor
 		})
-		if i < 0 {
-			continue
-		}
-		amount := shareOn(n.Splits[i], cluster)
-		if amount == 0 {
-			continue // the member's team has no quota of it: no budget
-		}
-		cb := v1beta1.Budget{ResourceName: b.ResourceName, ResourceFlavor: b.ResourceFlavor, Nominal: amount.Quantity(),
-			BorrowingLimit: b.BorrowingLimit}
-		if b.LendingLimit != nil {
-			lend := min(state.AmountOf(*b.LendingLimit), amount).Quantity()
-			cb.LendingLimit = &lend
+		cb := v1beta1.Budget{ResourceName: pb.Resource, ResourceFlavor: pb.Flavor, Nominal: pb.Nominal.Quantity()}
+		if i >= 0 {
+			b := n.Spec.Budgets[i]
+			if b.BorrowingLimit != nil {
+				bl := pb.Borrow.Quantity()
+				cb.BorrowingLimit = &bl
+			}
+			if b.LendingLimit != nil {
+				lend := min(state.AmountOf(*b.LendingLimit), pb.Nominal).Quantity()
+				cb.LendingLimit = &lend
+			}
 		}
 		c.Spec.Budgets = append(c.Spec.Budgets, cb)
 	}

@@ -59,6 +59,7 @@ func nodeOf(s *state.State, nv state.NodeView) Node {
 	n := Node{
 		Name:       nv.Name,
 		Generation: nv.Generation,
+		Version:    nv.Version,
 		Role:       nv.Spec.Role,
 		Parent:     nv.Parent,
 		Budgets:    nv.Spec.Budgets,
@@ -69,6 +70,25 @@ func nodeOf(s *state.State, nv state.NodeView) Node {
 	}
 	n.Since, n.Stored = s.Stamps(nv.Name)
 	n.Copies = s.MemberCopies(nv.Name)
+	if nv.Spec.Role == v1beta1.RoleClusterQueue && s.Config().Mode == events.ModeManagement {
+		if rec, ok := s.HoldRecord(nv.Name); ok {
+			n.Holds = rec
+		} else {
+			n.Holds = s.StoredHoldRecord(nv.Name)
+		}
+		n.Waits = s.Waits(nv.Name)
+		for _, sp := range s.Splits(nv.Name) {
+			for _, sh := range sp.Shares {
+				if n.Held == nil {
+					n.Held = map[string]map[state.Pair]state.Limits{}
+				}
+				if n.Held[sh.Cluster] == nil {
+					n.Held[sh.Cluster] = map[state.Pair]state.Limits{}
+				}
+				n.Held[sh.Cluster][sp.Pair] = s.Ceiling(nv.Name, sh.Cluster, sp.Pair)
+			}
+		}
+	}
 	if nv.Spec.Role == v1beta1.RoleClusterQueue {
 		n.Splits, n.MemberUsage = s.Splits(nv.Name), s.MemberUsage(nv.Name)
 		// On a plane, a team's use is its members' summed (TeamUsage).

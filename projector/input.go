@@ -12,6 +12,10 @@ import (
 type Node struct {
 	Name       string
 	Generation int64
+	// Version is the object's resourceVersion as the state last read it:
+	// a plane's team's status, which carries its hold record, is written
+	// on that version or not at all.
+	Version    uint64
 	Role       v1beta1.Role
 	Parent     string
 	Budgets    []v1beta1.Budget
@@ -30,6 +34,14 @@ type Node struct {
 	// Copies is, on a plane, how each member holds the node's copy, by
 	// cluster name.
 	Copies map[string]events.MemberCopy
+	// Holds is, on a plane's team, the hold record its status carries:
+	// the one the leader is to write, else the one in place (a status
+	// written without it would drop it). Waits are its members' raises
+	// that wait, and Held what each member may hold now, by cluster and
+	// pair.
+	Holds *v1beta1.FleetHolds
+	Waits map[string]state.Wait
+	Held  map[string]map[state.Pair]state.Limits
 	// Outcome is the leader's applier's last report on the node's Kueue
 	// objects, as the state holds it: what Materialized says.
 	Outcome events.Outcome

@@ -42,6 +42,20 @@ type fleet struct {
 	// reported figures, or a tick found every member answering a report
 	// interval after the last stamp (restamp).
 	observedAt time.Time
+	// gone are the clusters root's spec declares gone for good and that
+	// the plane forgot (goneClusters; see setGone).
+	gone     map[string]bool
+	goneSpec []v1beta1.GoneCluster
+	// out are the members left out of the Proportional splits: never
+	// reported within the grace (splitOut).
+	out map[string]bool
+	// The teams whose holds are computed again at the end of the event
+	// (holds.go): dirty ones, all of them, and pending, those with a raise
+	// that waits, each time anything changed.
+	dirty        map[string]struct{}
+	dirtyAll     bool
+	retryPending bool
+	pending      map[string]struct{}
 }
 
 // cluster is one member cluster, as its Member events say.
@@ -59,11 +73,19 @@ type cluster struct {
 	usage []events.MemberUsage
 	// copies are the plane's copies it holds, sorted by node.
 	copies []events.MemberCopy
+	// exposed are, per copy (node), the most this replica let its copier
+	// write there since the copy was read at its version (holds.go). Its
+	// values are never modified in place.
+	exposed map[string]exposure
+	// heard is whether it answered since the plane started: its copies
+	// are then known, not only bounded by the hold records.
+	heard bool
 }
 
 func newFleet() *fleet {
 	return &fleet{clusters: map[string]*cluster{}, marks: map[Pair]Amount{}, flavors: map[string]int{}, reported: map[string]bool{},
-		listed: map[string]events.Membership{}, leaving: map[string]*cluster{}}
+		listed: map[string]events.Membership{}, leaving: map[string]*cluster{}, gone: map[string]bool{},
+		dirty: map[string]struct{}{}, pending: map[string]struct{}{}}
 }
 
 func (f *fleet) clone() *fleet {
@@ -72,13 +94,16 @@ func (f *fleet) clone() *fleet {
 	}
 	c := &fleet{clusters: make(map[string]*cluster, len(f.clusters)), names: f.names,
 		marks: maps.Clone(f.marks), flavors: maps.Clone(f.flavors), reported: maps.Clone(f.reported), observedAt: f.observedAt,
-		listed: maps.Clone(f.listed), leaving: make(map[string]*cluster, len(f.leaving))}
+		listed: maps.Clone(f.listed), leaving: make(map[string]*cluster, len(f.leaving)), gone: maps.Clone(f.gone), goneSpec: f.goneSpec, out: maps.Clone(f.out),
+		dirty: maps.Clone(f.dirty), dirtyAll: f.dirtyAll, retryPending: f.retryPending, pending: maps.Clone(f.pending)}
 	for name, cl := range f.clusters {
 		cc := *cl // flavors and the maps are replaced, never modified
+		cc.exposed = maps.Clone(cl.exposed)
 		c.clusters[name] = &cc
 	}
 	for name, cl := range f.leaving {
 		cc := *cl
+		cc.exposed = maps.Clone(cl.exposed)
 		c.leaving[name] = &cc
 	}
 	return c
@@ -103,16 +128,23 @@ func (s *State) setMembers() {
 			names = append(names, name)
 		}
 	}
+	names = slices.DeleteFunc(names, func(n string) bool { return f.gone[n] })
 	slices.Sort(names)
 	for name, cl := range f.clusters {
 		if !slices.Contains(names, name) {
 			s.report(name, cl, nil, nil)
 			delete(f.clusters, name)
 			delete(f.reported, name)
-			if len(cl.copies) > 0 {
+			if len(cl.copies) > 0 && !f.gone[name] {
 				f.leaving[name] = cl
 			}
 			s.changedEverything() // every node's status lists the members
+		}
+	}
+	for name := range f.leaving {
+		if f.gone[name] {
+			delete(f.leaving, name)
+			s.changedEverything()
 		}
 	}
 	joined := false
@@ -130,6 +162,7 @@ func (s *State) setMembers() {
 		for n := range s.members { // every split reads the member list
 			s.queue(n)
 		}
+		s.holdsEverywhere()
 	}
 	f.names = names
 	if joined {
@@ -182,20 +215,55 @@ func (s *State) setMember(name string, m *events.Member) {
 		if cl.reachable || cl.message != m.Message {
 			if cl.reachable {
 				cl.since = s.now
+				s.holdsEverywhere()
 			}
 			cl.reachable, cl.message = false, m.Message
 			s.changedEverything()
+			s.regone()
 		}
 		return
 	}
 	if !cl.reachable {
 		cl.since = s.now
 		s.changedEverything()
+		s.holdsEverywhere()
 	}
-	cl.reachable, cl.message = true, ""
+	cl.reachable, cl.message, cl.heard = true, "", true
 	s.take(name, cl, m.Flavors, m.Capacity)
 	retake(s, &cl.usage, m.Usage, sameUsage, func(u events.MemberUsage) string { return u.Node })
-	retake(s, &cl.copies, m.Copies, func(a, b events.MemberCopy) bool { return a == b }, func(c events.MemberCopy) string { return c.Node })
+	s.retakeCopies(cl, m.Copies)
+}
+
+// retakeCopies replaces what a cluster holds of the plane's copies: the
+// nodes whose copies moved are shown again and their holds computed
+// again.
+func (s *State) retakeCopies(cl *cluster, next []events.MemberCopy) {
+	if slices.EqualFunc(cl.copies, next, events.MemberCopy.Equal) {
+		return
+	}
+	moved := func(c events.MemberCopy) {
+		s.changedNode(c.Node)
+		s.holdsDirty(c.Node)
+	}
+	i, j := 0, 0
+	for i < len(cl.copies) || j < len(next) {
+		switch {
+		case j == len(next) || (i < len(cl.copies) && cl.copies[i].Node < next[j].Node):
+			moved(cl.copies[i])
+			i++
+		case i == len(cl.copies) || next[j].Node < cl.copies[i].Node:
+			moved(next[j])
+			j++
+		default:
+			if !cl.copies[i].Equal(next[j]) {
+				moved(next[j])
+			}
+			i++
+			j++
+		}
+	}
+	cl.copies = next
+	s.holdsPendingAll()
 }
 
 // setLeaving applies a Member event of a cluster that left the fleet:
@@ -212,11 +280,12 @@ func (s *State) setLeaving(name string, cl *cluster, m *events.Member) {
 	if !cl.reachable {
 		s.changedEverything()
 	}
-	cl.reachable, cl.message = true, ""
-	retake(s, &cl.copies, m.Copies, func(a, b events.MemberCopy) bool { return a == b }, func(c events.MemberCopy) string { return c.Node })
+	cl.reachable, cl.message, cl.heard = true, "", true
+	s.retakeCopies(cl, m.Copies)
 	if len(cl.copies) == 0 {
 		delete(s.fleet.leaving, name)
 		s.changedEverything()
+		s.holdsEverywhere()
 	}
 }
 
@@ -488,7 +557,7 @@ func (s *State) Fleet() (members []string, waiting string, ok bool) {
 		return nil, "", false
 	}
 	for _, name := range s.fleet.names {
-		if !s.fleet.reported[name] {
+		if !s.fleet.reported[name] && !s.splitOut(name) {
 			return s.fleet.names, name, true
 		}
 	}
@@ -610,6 +679,8 @@ func SplitBudgets(dst []Violation, f *Facts, env Env) ([]BudgetSplit, []Violatio
 				bad(b, "member cluster %s has not reported its capacity yet, and a Proportional split needs every member's: the node is held until it does (check that the plane reaches it)", waiting)
 				continue
 			}
+			// A member that never reported within the grace has no mark:
+			// it gets no share until it reports.
 			weights := make([]Weight, len(members))
 			for j, m := range members {
 				weights[j] = Weight{Cluster: m, Mark: env.MemberMark(m, b.Pair)}
@@ -655,4 +726,94 @@ func (s *State) Splits(node string) []BudgetSplit {
 		return m.splits
 	}
 	return nil
+}
+
+// setGone puts root's goneClusters in force. A cluster declared gone with
+// force is forgotten at once; one declared without is forgotten once the
+// plane does not hear from it (or never did), so that a cluster that still
+// answers keeps counting what it holds. The webhook refuses the latter
+// write while the cluster answers (CheckGone); this keeps the promise when
+// the webhook is off.
+func (s *State) setGone(entries []v1beta1.GoneCluster) {
+	if s.fleet == nil {
+		return
+	}
+	s.fleet.goneSpec = entries
+	s.regone()
+}
+
+// regone works out which declared clusters are forgotten now.
+func (s *State) regone() {
+	f := s.fleet
+	if len(f.goneSpec) == 0 && len(f.gone) == 0 {
+		return
+	}
+	next := map[string]bool{}
+	for _, g := range f.goneSpec {
+		if g.Force || !s.Reachable(g.Name) {
+			next[g.Name] = true
+		}
+	}
+	if maps.Equal(next, f.gone) {
+		return
+	}
+	f.gone = next
+	s.holdsEverywhere()
+	s.changedEverything()
+	s.setMembers()
+}
+
+// Gone lists the clusters the plane forgot (root's goneClusters in
+// force), sorted; and those declared but still counted because they
+// answer.
+func (s *State) Gone() (forgotten, answering []string) {
+	if s.fleet == nil {
+		return nil, nil
+	}
+	for _, g := range s.fleet.goneSpec {
+		if s.fleet.gone[g.Name] {
+			forgotten = append(forgotten, g.Name)
+		} else {
+			answering = append(answering, g.Name)
+		}
+	}
+	slices.Sort(forgotten)
+	slices.Sort(answering)
+	return forgotten, answering
+}
+
+// splitOut reports whether a member is left out of the Proportional
+// splits: it has never reported, and the configured grace has passed
+// since the plane started listing it.
+func (s *State) splitOut(name string) bool {
+	f := s.fleet
+	cl := f.clusters[name]
+	if cl == nil || f.reported[name] {
+		return false
+	}
+	grace := s.cfg.MemberGrace.Duration
+	return grace > 0 && !s.now.Before(cl.since.Add(grace))
+}
+
+// regrace queues every split again when a member that never reported
+// has outlived its grace (a tick tells the time).
+func (s *State) regrace() {
+	f := s.fleet
+	if f == nil || s.cfg.MemberGrace.Duration <= 0 {
+		return
+	}
+	out := map[string]bool{}
+	for _, name := range f.names {
+		if s.splitOut(name) {
+			out[name] = true
+		}
+	}
+	if maps.Equal(out, f.out) {
+		return
+	}
+	f.out = out
+	for n := range s.members {
+		s.queue(n)
+	}
+	s.changedEverything()
 }

@@ -44,19 +44,30 @@ func (s *State) setLeadership(l events.Leadership) {
 	switch l.Change {
 	case events.LeadershipAcquired:
 		s.leader = l.Identity
+		s.mark, s.markTerm = l.Mark(), l.Term
 	case events.LeadershipLost:
 		if s.leader == l.Identity {
-			s.leader = ""
+			s.leader, s.mark, s.markTerm = "", "", 0
 		}
 	}
 	s.forgetOutcomes()
+	s.holdsEverywhere()
 }
 
 // started is a Start marker: a new process, which leads nothing yet and
 // whose applier has reported nothing.
 func (s *State) started() {
-	s.leader = ""
+	s.leader, s.mark, s.markTerm = "", "", 0
 	s.forgetOutcomes()
+	s.holdsEverywhere()
+	if s.fleet != nil {
+		// A new process knows nothing of the fleet but what it reads
+		// again: its members come back as Membership events, their copies
+		// as Member events, and what the last process let its copiers
+		// write is bounded by the teams' hold records, not by its peaks.
+		s.fleet = newFleet()
+		s.changedEverything()
+	}
 }
 
 func (s *State) forgetOutcomes() {

@@ -68,8 +68,11 @@ type State struct {
 	written treeLog
 
 	// leader is the replica that leads, as its Leadership events say
-	// (outcome.go).
-	leader string
+	// (outcome.go); mark and markTerm name its lead on what a management
+	// plane writes (holds.go), "" while it does not lead.
+	leader   string
+	mark     string
+	markTerm uint64
 
 	// What the events since the last TakeChanges changed (see Changes).
 	changed    map[string]struct{}
@@ -105,6 +108,9 @@ type member struct {
 	// splits are a team's budgets split among a management plane's
 	// members, from its last evaluation (Splits).
 	splits []BudgetSplit
+	// hold is, on a management plane, a team's hold record and what its
+	// copies may be written with (holds.go); never modified in place.
+	hold *nodeHold
 }
 
 // shape is what the rules read of a spec; a spec change that leaves it
@@ -240,6 +246,7 @@ func (s *State) Apply(ev events.Event) []Transition {
 		if s.synced {
 			s.measure()
 		}
+		s.regrace()
 	case events.KindMeasureFailed:
 		s.failedAt, s.failure = s.now, ev.Failure.Reason
 		if src := ev.Failure.Source; src != "" {
@@ -367,6 +374,10 @@ type NodeView struct {
 	FrozenBy string
 	// UID is the object's metadata.uid.
 	UID string
+	// Deleting is the object's deletionTimestamp being set.
+	Deleting bool
+	// Version is the object's resourceVersion as the state last read it.
+	Version uint64
 }
 
 func (s *State) view(m *member) NodeView {
@@ -374,7 +385,7 @@ func (s *State) view(m *member) NodeView {
 		Name: m.name, UID: m.uid, Generation: m.gen, Spec: m.spec, Parent: m.shape.parent,
 		Children: slices.Clone(s.kids[m.name]), Depth: m.place.Depth,
 		Status:     m.status(),
-		Violations: slices.Clone(m.viols), FrozenBy: m.frozenBy,
+		Violations: slices.Clone(m.viols), FrozenBy: m.frozenBy, Deleting: m.deleting, Version: m.version,
 	}
 }
 

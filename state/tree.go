@@ -45,9 +45,18 @@ func (s *State) upsertQuota(q *events.Quota, version uint64) {
 		// A status written back (the manager's own, most often) leaves the
 		// generation alone and changes nothing the projection reads.
 		s.changedNode(name)
+		s.holdsDirty(name)
+	}
+	if name == v1beta1.RootName {
+		s.setGone(spec.GoneClusters)
 	}
 	if m != nil && m.shape.equal(sh) {
+		if m.deleting != q.Deleting {
+			s.holdsDirty(name)
+			s.changedNode(name)
+		}
 		m.spec, m.gen, m.uid, m.version, m.stored, m.deleting = spec, q.Generation, q.UID, version, q.Conditions, q.Deleting
+		s.setHoldRecord(m, q)
 		return
 	}
 	created := m == nil
@@ -60,6 +69,8 @@ func (s *State) upsertQuota(q *events.Quota, version uint64) {
 	}
 	s.relink(name, old, sh)
 	m.spec, m.gen, m.shape, m.uid, m.version, m.stored, m.deleting = spec, q.Generation, sh, q.UID, version, q.Conditions, q.Deleting
+	s.setHoldRecord(m, q)
+	s.holdsPendingAll() // a budget or a place moved: room may have opened
 
 	s.queue(name)
 	s.queue(old.parent)
@@ -90,6 +101,7 @@ func (s *State) deleteQuota(name string) {
 		return
 	}
 	s.changedNode(name)
+	s.holdsPendingAll()
 	s.relink(name, m.shape, shape{})
 	delete(s.members, name)
 	s.written.note(name, nil, len(s.members))
@@ -310,6 +322,7 @@ func (s *State) settle() {
 	clear(ps.eval)
 	s.refreeze()
 	if len(ps.touched) == 0 {
+		s.settleHolds()
 		return
 	}
 	names := make([]string, 0, len(ps.touched))
@@ -334,7 +347,9 @@ func (s *State) settle() {
 			m.phase = phase
 			s.restamp(m, ready, materialized)
 		}
+		s.holdsDirty(name)
 	}
+	s.settleHolds()
 }
 
 // evaluate runs the rule book on one node.

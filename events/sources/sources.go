@@ -232,8 +232,9 @@ func (h *Handlers) publish(ev events.Event) {
 }
 
 // QuotaOf is the compact form of an AcceleratorQuota: name, generation,
-// spec, status.capacity and the stamps of status.conditions, deep-copied,
-// and whether it is being deleted (a deletionTimestamp).
+// spec, status.capacity, the stamps of status.conditions and a plane
+// team's hold record, deep-copied; whether it is being deleted (a
+// deletionTimestamp), and whether it carries the plane's copies finalizer.
 func QuotaOf(aq *v1beta1.AcceleratorQuota) *events.Quota {
 	q := &events.Quota{Name: aq.Name, UID: string(aq.UID), Generation: aq.Generation, Deleting: aq.DeletionTimestamp != nil}
 	aq.Spec.DeepCopyInto(&q.Spec)
@@ -243,6 +244,10 @@ func QuotaOf(aq *v1beta1.AcceleratorQuota) *events.Quota {
 	for _, c := range aq.Status.Conditions {
 		q.Conditions = append(q.Conditions, events.Stamp{Type: c.Type, Status: string(c.Status), Since: c.LastTransitionTime.UTC()})
 	}
+	if aq.Status.Holds != nil {
+		q.Holds = aq.Status.Holds.DeepCopy()
+	}
+	q.Guarded = slices.Contains(aq.Finalizers, v1beta1.CopiesFinalizer)
 	return q
 }
 
