@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	cpv1alpha1 "sigs.k8s.io/cluster-inventory-api/apis/v1alpha1"
 	cpclient "sigs.k8s.io/cluster-inventory-api/client/clientset/versioned"
@@ -228,7 +227,8 @@ func profileAccessParts(cp *cpv1alpha1.ClusterProfile) []string {
 // namespace: each entry is a member's name and the Secret, in the same
 // namespace, whose key (kubeconfig unless the entry says SECRET/KEY)
 // holds the kubeconfig that reaches it. The ConfigMap and each Secret are
-// watched: a Secret rotated reaches the member at once.
+// watched: a Secret rotated reaches the member at once. Each kubeconfig is
+// checked before use (memberKubeconfig).
 type secretInventory struct {
 	m         *Manager
 	p         *plane
@@ -361,10 +361,7 @@ func (inv *secretInventory) watchSecret(ctx context.Context, member, secret, key
 			inv.p.setAccess(ctx, member, accessOf(nil, fmt.Errorf("%s has no key %s: put the kubeconfig that reaches %s there", where, key, member), "nokey", secret, string(s.UID), s.ResourceVersion))
 			return
 		}
-		cfg, err := clientcmd.RESTConfigFromKubeConfig(data)
-		if err != nil {
-			err = fmt.Errorf("%s, key %s, does not hold a usable kubeconfig: %w", where, key, err)
-		}
+		cfg, _, err := memberKubeconfig(member, where+", key "+key, data, inv.m.opts.MembersAllowInsecureKubeconfigs)
 		inv.p.setAccess(ctx, member, accessOf(cfg, err, "secret", secret, key, string(data)))
 	}
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{

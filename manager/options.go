@@ -100,6 +100,11 @@ type Options struct {
 	// (--members-configmap, --members-namespace).
 	MembersConfigMap string
 	MembersNamespace string
+	// MembersAllowInsecureKubeconfigs accepts member kubeconfigs whose
+	// server the plane cannot verify (insecure-skip-tls-verify, or a plain
+	// http server): for test clusters only
+	// (--members-allow-insecure-kubeconfigs).
+	MembersAllowInsecureKubeconfigs bool
 	// Origin is the plane's name on the copies it writes to its members
 	// (the ome.io/quota-origin label, --origin).
 	Origin string
@@ -181,6 +186,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ClusterProfileProviders, "clusterprofile-provider-file", o.ClusterProfileProviders, "management mode: the credential providers file (JSON, as Kueue's MultiKueue reads it: providers, each a name and an execConfig) through which the plane reaches each ClusterProfile's access provider")
 	fs.StringVar(&o.MembersConfigMap, "members-configmap", o.MembersConfigMap, "management mode with --members-from=secrets: the ConfigMap whose entries list the members, each NAME: SECRET or SECRET/KEY (a kubeconfig Secret of the same namespace; key kubeconfig by default)")
 	fs.StringVar(&o.MembersNamespace, "members-namespace", o.MembersNamespace, "management mode with --members-from=secrets: the namespace of --members-configmap and of the Secrets; empty means the pod's namespace ($POD_NAMESPACE)")
+	fs.BoolVar(&o.MembersAllowInsecureKubeconfigs, "members-allow-insecure-kubeconfigs", o.MembersAllowInsecureKubeconfigs, "management mode with --members-from=secrets, for test clusters only: accept member kubeconfigs that set insecure-skip-tls-verify or reach a plain http server, whose identity the plane cannot check; file paths, tokenFile, exec and auth-provider stay refused")
 	fs.StringVar(&o.Origin, "origin", o.Origin, "management mode: the plane's name on the copies it writes to its members (label ome.io/quota-origin); a member's copies of another origin are never touched")
 	fs.StringVar(&o.EventLogSync, "event-log-sync", o.EventLogSync, `when the event log is flushed to disk: "interval" (every second), "always" (every event) or "never" (left to the OS)`)
 }
@@ -192,6 +198,9 @@ func (o *Options) Validate() error {
 	case ModeWorkload:
 		if o.MembersFrom != "" {
 			return fmt.Errorf("--members-from is set but --mode=workload: only a management plane has member clusters; drop --members-from or run with --mode=management")
+		}
+		if o.MembersAllowInsecureKubeconfigs {
+			return fmt.Errorf("--members-allow-insecure-kubeconfigs is set but --mode=workload: only a management plane reads member kubeconfigs; drop it")
 		}
 	case ModeManagement:
 		if err := o.validatePlane(); err != nil {
@@ -309,6 +318,9 @@ func (o *Options) validatePlane() error {
 		}
 		if _, err := labels.Parse(o.ClusterProfileSelector); err != nil {
 			return fmt.Errorf("--clusterprofile-selector=%q is not a label selector: %w", o.ClusterProfileSelector, err)
+		}
+		if o.MembersAllowInsecureKubeconfigs {
+			return fmt.Errorf("--members-allow-insecure-kubeconfigs is set but --members-from=clusterprofiles reads no kubeconfig: drop it (a profile's access provider gives its server and CA)")
 		}
 	case MembersFromSecrets:
 		if errs := validation.IsDNS1123Subdomain(o.MembersConfigMap); len(errs) > 0 {
