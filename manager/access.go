@@ -1,14 +1,29 @@
 package manager
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net/url"
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
+	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/client-go/pkg/apis/clientauthentication"
+	clientauthinstall "k8s.io/client-go/pkg/apis/clientauthentication/install"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	cpv1alpha1 "sigs.k8s.io/cluster-inventory-api/apis/v1alpha1"
+	"sigs.k8s.io/cluster-inventory-api/pkg/credentials"
+	"sigs.k8s.io/yaml"
 )
 
 // How the plane checks the way it reaches a member before it uses it. A
@@ -23,6 +38,12 @@ const (
 	// unless allowed for test clusters, trust a server it cannot verify
 	// (insecure-skip-tls-verify, a plain http server).
 	ReasonKubeconfigRefused = "KubeconfigRefused"
+	// ReasonNoCredentialProvider: the member's ClusterProfile publishes no
+	// access provider that the credential providers file names.
+	ReasonNoCredentialProvider = "NoCredentialProvider"
+	// ReasonCredentialPluginFailed: the credential plugin of the profile's
+	// provider failed when the plane ran it, in its own words.
+	ReasonCredentialPluginFailed = "CredentialPluginFailed"
 )
 
 // insecureHint says how a test cluster's kubeconfig gets past the checks
@@ -117,4 +138,143 @@ func serverID(server string) string {
 		host += ":" + port
 	}
 	return scheme + "://" + host + strings.TrimRight(u.EscapedPath(), "/")
+}
+
+// accessProviderOf is the access provider of the profile through which
+// the plane reaches it: the first provider of the credential providers
+// file that the profile publishes (in status.accessProviders, or the
+// deprecated status.credentialProviders), as the credentials package
+// picks it. With none, the error names what the profile publishes and
+// what the file has.
+func accessProviderOf(cp *cpv1alpha1.ClusterProfile, creds *credentials.CredentialsProvider, file string) (*cpv1alpha1.AccessProvider, error) {
+	published := map[string]*cpv1alpha1.AccessProvider{}
+	var names []string
+	for _, list := range [][]cpv1alpha1.AccessProvider{cp.Status.CredentialProviders, cp.Status.AccessProviders} {
+		for i := range list {
+			if _, ok := published[list[i].Name]; !ok {
+				names = append(names, list[i].Name)
+			}
+			published[list[i].Name] = &list[i]
+		}
+	}
+	for _, p := range creds.Providers {
+		if ap, ok := published[p.Name]; ok {
+			return ap, nil
+		}
+	}
+	what := fmt.Sprintf("ClusterProfile %s/%s", cp.Namespace, cp.Name)
+	if len(names) == 0 {
+		return nil, fmt.Errorf("%s: %s publishes no access provider (its status.accessProviders is empty), and the credential providers file %s has %s: its cluster manager has not published one yet; once it does, the plane reaches the cluster through the provider of that name",
+			ReasonNoCredentialProvider, what, file, providerNames(creds))
+	}
+	return nil, fmt.Errorf("%s: %s publishes the access providers %s, and the credential providers file %s has %s: add a provider named after one of the profile's to the file (the chart's quotaManager.projection.clusterProfiles.providers, with its plugin), or have the profile publish one the file has",
+		ReasonNoCredentialProvider, what, strings.Join(names, ", "), file, providerNames(creds))
+}
+
+// Bounds of one run of a credential plugin by the plane.
+const (
+	// pluginTimeout is how long the plane waits for a plugin's answer.
+	pluginTimeout = 30 * time.Second
+	// pluginRetry is how soon a plugin that failed is run again.
+	pluginRetry = 30 * time.Second
+	// pluginWords is how much of a plugin's standard error a reason
+	// carries: its last bytes.
+	pluginWords = 1024
+)
+
+// execCodecs read and write the ExecCredentials of the credential plugin
+// protocol, in the versions client-go speaks.
+var execCodecs = func() serializer.CodecFactory {
+	s := runtime.NewScheme()
+	clientauthinstall.Install(s)
+	return serializer.NewCodecFactory(s)
+}()
+
+// runCredentialPlugin runs the exec credential plugin of cfg once, as
+// client-go will run it for every request of the plane's clients there:
+// the same command, arguments and environment, and the same input
+// (KUBERNETES_EXEC_INFO, with the cluster when the provider asks for it).
+// client-go reports a failing plugin by its exit code alone (its words go
+// to the plane's standard error); this run keeps them: an error carries
+// what the plugin wrote on its standard error, and why its answer holds
+// no credential. what names the profile and provider for the message.
+func runCredentialPlugin(ctx context.Context, cfg *rest.Config, what string, timeout time.Duration) error {
+	ec := cfg.ExecProvider
+	if ec == nil {
+		return nil
+	}
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("%s: %s: %s", ReasonCredentialPluginFailed, what, fmt.Sprintf(format, args...))
+	}
+	const fix = "fix what the plugin needs (its credentials, its access to them), or the provider's entry in the credential providers file; the plane runs it again every %s"
+	gv, err := schema.ParseGroupVersion(ec.APIVersion)
+	if err != nil || gv.Group != clientauthentication.GroupName {
+		return fail("the provider's execConfig.apiVersion %q is not one client-go speaks (client.authentication.k8s.io/v1 or v1beta1): correct it in the credential providers file", ec.APIVersion)
+	}
+	in := &clientauthentication.ExecCredential{Spec: clientauthentication.ExecCredentialSpec{Interactive: false}}
+	if ec.ProvideClusterInfo {
+		cluster, err := rest.ConfigToExecCluster(cfg)
+		if err != nil {
+			return fail("its cluster cannot be passed to the plugin: %v", err)
+		}
+		in.Spec.Cluster = cluster
+	}
+	input, err := runtime.Encode(execCodecs.LegacyCodec(gv), in)
+	if err != nil {
+		return fail("the provider's execConfig.apiVersion %q is not one client-go speaks (client.authentication.k8s.io/v1 or v1beta1): correct it in the credential providers file (%v)", ec.APIVersion, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, ec.Command, ec.Args...)
+	cmd.Env = os.Environ()
+	for _, e := range ec.Env {
+		cmd.Env = append(cmd.Env, e.Name+"="+e.Value)
+	}
+	cmd.Env = append(cmd.Env, "KUBERNETES_EXEC_INFO="+string(input))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	// A plugin's children that hold its output open do not hold the plane.
+	cmd.WaitDelay = time.Second
+	err = cmd.Run()
+	words := pluginSaid(stderr.Bytes())
+	var exitErr *exec.ExitError
+	switch {
+	case errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist):
+		return fail("the plugin %s is not in the plane's container: install it there (docs/install.md, Credential plugins), or correct execConfig.command", ec.Command)
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return fail("the plugin %s gave no answer within %s%s: "+fix, ec.Command, timeout, words, pluginRetry)
+	case errors.As(err, &exitErr):
+		return fail("the plugin %s exited with status %d%s: "+fix, ec.Command, exitErr.ExitCode(), words, pluginRetry)
+	case err != nil:
+		return fail("the plugin %s could not be run: %v: install it in the plane's container as an executable, or correct execConfig.command", ec.Command, err)
+	}
+	var tm metav1.TypeMeta
+	if err := yaml.Unmarshal(stdout.Bytes(), &tm); err != nil || tm.Kind != "ExecCredential" {
+		return fail("the plugin %s printed no ExecCredential%s: "+fix, ec.Command, words, pluginRetry)
+	}
+	if tm.APIVersion != gv.String() {
+		return fail("the plugin %s answered in %s, but its provider's execConfig.apiVersion is %s: make them agree in the credential providers file", ec.Command, tm.APIVersion, gv)
+	}
+	out := &clientauthentication.ExecCredential{}
+	if _, _, err := execCodecs.UniversalDecoder(gv).Decode(stdout.Bytes(), nil, out); err != nil {
+		return fail("the plugin %s printed an ExecCredential that does not decode (%v)%s: "+fix, ec.Command, err, words, pluginRetry)
+	}
+	if out.Status == nil || (out.Status.Token == "" && (out.Status.ClientCertificateData == "" || out.Status.ClientKeyData == "")) {
+		return fail("the plugin %s answered with no token and no client certificate and key%s: "+fix, ec.Command, words, pluginRetry)
+	}
+	return nil
+}
+
+// pluginSaid is what a plugin wrote on its standard error, for a
+// message: its last pluginWords bytes on one line, quoted after "and
+// said"; "" when it said nothing.
+func pluginSaid(stderr []byte) string {
+	s := strings.TrimSpace(string(stderr))
+	if s == "" {
+		return ", saying nothing on its standard error"
+	}
+	if len(s) > pluginWords {
+		s = "..." + s[len(s)-pluginWords:]
+	}
+	return fmt.Sprintf(" and said %q", strings.Join(strings.Fields(s), " "))
 }

@@ -1,11 +1,26 @@
 package manager
 
 import (
+	"context"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	clientcmdv1 "k8s.io/client-go/tools/clientcmd/api/v1"
+	cpv1alpha1 "sigs.k8s.io/cluster-inventory-api/apis/v1alpha1"
+	"sigs.k8s.io/cluster-inventory-api/pkg/credentials"
+
+	"ome.io/quota-manager/events"
 )
 
 // kubeconfig is a member kubeconfig as the docs build it (one cluster
@@ -159,5 +174,232 @@ func TestServerID(t *testing.T) {
 		if got := serverID(in); got != want {
 			t.Errorf("serverID(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// profile is a ClusterProfile of namespace ome labelled fleet=gpu that
+// publishes access providers of those names, each reaching server.
+func profile(name, server string, created time.Time, providers ...string) *cpv1alpha1.ClusterProfile {
+	cp := &cpv1alpha1.ClusterProfile{ObjectMeta: metav1.ObjectMeta{Namespace: "ome", Name: name, Labels: map[string]string{"fleet": "gpu"},
+		CreationTimestamp: metav1.NewTime(created)}}
+	for _, p := range providers {
+		ap := cpv1alpha1.AccessProvider{Name: p}
+		ap.Cluster.Server = server
+		ap.Cluster.Extensions = append(ap.Cluster.Extensions, clientcmdv1.NamedExtension{Name: "client.authentication.k8s.io/exec",
+			Extension: runtime.RawExtension{Raw: []byte(`{"clusterName":"` + name + `"}`)}})
+		cp.Status.AccessProviders = append(cp.Status.AccessProviders, ap)
+	}
+	return cp
+}
+
+// TestNoCredentialProvider: a profile whose access providers the file does
+// not name is unreachable for a reason of its own that names both lists;
+// the provider chosen is the file's first that the profile publishes.
+func TestNoCredentialProvider(t *testing.T) {
+	creds := credentials.New([]credentials.Provider{
+		{Name: "secretreader", ExecConfig: &clientcmdapi.ExecConfig{Command: "/secretreader-plugin"}},
+		{Name: "google", ExecConfig: &clientcmdapi.ExecConfig{Command: "/plugins/gcp-auth-plugin"}},
+	})
+	const file = "/etc/ome-quota-manager/clusterprofiles/providers.json"
+	_, err := accessProviderOf(profile("east", "https://east", time.Time{}, "open-cluster-management", "kubectl"), creds, file)
+	want := "NoCredentialProvider: ClusterProfile ome/east publishes the access providers open-cluster-management, kubectl, and the credential providers file " + file +
+		" has secretreader, google: add a provider named after one of the profile's to the file (the chart's quotaManager.projection.clusterProfiles.providers, with its plugin), or have the profile publish one the file has"
+	if err == nil || err.Error() != want {
+		t.Errorf("got %v\nwant %s", err, want)
+	}
+	_, err = accessProviderOf(profile("east", "https://east", time.Time{}), creds, file)
+	want = "NoCredentialProvider: ClusterProfile ome/east publishes no access provider (its status.accessProviders is empty), and the credential providers file " + file +
+		" has secretreader, google: its cluster manager has not published one yet; once it does, the plane reaches the cluster through the provider of that name"
+	if err == nil || err.Error() != want {
+		t.Errorf("got %v\nwant %s", err, want)
+	}
+	ap, err := accessProviderOf(profile("east", "https://east", time.Time{}, "google", "secretreader"), creds, file)
+	if err != nil || ap.Name != "secretreader" {
+		t.Errorf("a profile with both providers is reached through %v (%v), want secretreader, the file's first", ap, err)
+	}
+}
+
+// plugin writes an executable shell script and returns its path.
+func plugin(t *testing.T, script string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "plugin")
+	if err := os.WriteFile(path, []byte("#!/bin/sh\n"+script), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// execCredential is what a working plugin prints.
+const execCredential = `{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"t0ken"}}`
+
+// pluginConfig is a profile's configuration with command as its plugin,
+// built as the plane builds it.
+func pluginConfig(t *testing.T, command string) *rest.Config {
+	t.Helper()
+	creds := credentials.New([]credentials.Provider{{Name: "secretreader", ExecConfig: &clientcmdapi.ExecConfig{
+		APIVersion: "client.authentication.k8s.io/v1", Command: command, ProvideClusterInfo: true}}})
+	cfg, err := creds.BuildConfigFromCP(profile("east", "https://east.example.com", time.Time{}, "secretreader"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// TestCredentialPluginFailed: a plugin that fails gives a reason of its
+// own with its own words (what it wrote on its standard error and its exit
+// status), not client-go's exit code alone; so do a plugin that is
+// missing, one that answers no credential and one that does not answer.
+// A plugin that answers a token, given the profile's cluster as client-go
+// gives it, passes.
+func TestCredentialPluginFailed(t *testing.T) {
+	ctx := context.Background()
+	const what = "ClusterProfile ome/east, access provider secretreader"
+	const retry = "fix what the plugin needs (its credentials, its access to them), or the provider's entry in the credential providers file; the plane runs it again every 30s"
+	failing := plugin(t, "echo 'reading Secret ome/east: secrets \"east\" is forbidden: User \"system:serviceaccount:ome:ome-quota-manager\" cannot get resource \"secrets\"' >&2\nexit 1\n")
+	err := runCredentialPlugin(ctx, pluginConfig(t, failing), what, time.Minute)
+	want := "CredentialPluginFailed: " + what + ": the plugin " + failing + ` exited with status 1 and said "reading Secret ome/east: secrets \"east\" is forbidden: User \"system:serviceaccount:ome:ome-quota-manager\" cannot get resource \"secrets\"": ` + retry
+	if err == nil || err.Error() != want {
+		t.Errorf("a failing plugin:\ngot  %v\nwant %s", err, want)
+	}
+
+	missing := filepath.Join(t.TempDir(), "cp-creds")
+	err = runCredentialPlugin(ctx, pluginConfig(t, missing), what, time.Minute)
+	want = "CredentialPluginFailed: " + what + ": the plugin " + missing + " is not in the plane's container: install it there (docs/install.md, Credential plugins), or correct execConfig.command"
+	if err == nil || err.Error() != want {
+		t.Errorf("a missing plugin:\ngot  %v\nwant %s", err, want)
+	}
+
+	empty := plugin(t, `echo '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{}}'`+"\n")
+	err = runCredentialPlugin(ctx, pluginConfig(t, empty), what, time.Minute)
+	want = "CredentialPluginFailed: " + what + ": the plugin " + empty + " answered with no token and no client certificate and key, saying nothing on its standard error: " + retry
+	if err == nil || err.Error() != want {
+		t.Errorf("a plugin without a credential:\ngot  %v\nwant %s", err, want)
+	}
+
+	garbage := plugin(t, "echo 'token: t0ken'\necho 'using the default token' >&2\n")
+	err = runCredentialPlugin(ctx, pluginConfig(t, garbage), what, time.Minute)
+	want = "CredentialPluginFailed: " + what + ": the plugin " + garbage + ` printed no ExecCredential and said "using the default token": ` + retry
+	if err == nil || err.Error() != want {
+		t.Errorf("a plugin that prints no ExecCredential:\ngot  %v\nwant %s", err, want)
+	}
+
+	v1beta1 := plugin(t, `echo '{"apiVersion":"client.authentication.k8s.io/v1beta1","kind":"ExecCredential","status":{"token":"t"}}'`+"\n")
+	err = runCredentialPlugin(ctx, pluginConfig(t, v1beta1), what, time.Minute)
+	want = "CredentialPluginFailed: " + what + ": the plugin " + v1beta1 + " answered in client.authentication.k8s.io/v1beta1, but its provider's execConfig.apiVersion is client.authentication.k8s.io/v1: make them agree in the credential providers file"
+	if err == nil || err.Error() != want {
+		t.Errorf("a plugin of another version:\ngot  %v\nwant %s", err, want)
+	}
+
+	silent := plugin(t, "exec sleep 60\n")
+	err = runCredentialPlugin(ctx, pluginConfig(t, silent), what, 100*time.Millisecond)
+	want = "CredentialPluginFailed: " + what + ": the plugin " + silent + " gave no answer within 100ms, saying nothing on its standard error: " + retry
+	if err == nil || err.Error() != want {
+		t.Errorf("a plugin that does not answer:\ngot  %v\nwant %s", err, want)
+	}
+
+	// The profile's cluster reaches the plugin as client-go passes it:
+	// this one answers only when it is given the cluster's name.
+	working := plugin(t, `case "$KUBERNETES_EXEC_INFO" in
+*'"clusterName":"east"'*) echo '`+execCredential+`' ;;
+*) echo "no clusterName in $KUBERNETES_EXEC_INFO" >&2; exit 2 ;;
+esac
+`)
+	if err := runCredentialPlugin(ctx, pluginConfig(t, working), what, time.Minute); err != nil {
+		t.Errorf("a working plugin: %v", err)
+	}
+}
+
+// testPlane is a plane that only records the accesses it is given, and a
+// stream that holds what the inventory publishes.
+func testPlane(t *testing.T, o *Options) (*Manager, *plane) {
+	t.Helper()
+	m := &Manager{opts: o, stream: events.NewStream(256, 1)}
+	return m, &plane{m: m, running: map[string]*planeMember{}, access: map[string]memberAccess{}}
+}
+
+// accessErr is the error of the plane's access to name, "" when it has a
+// configuration, "none" when it has no access at all.
+func accessErr(p *plane, name string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	a, ok := p.access[name]
+	switch {
+	case !ok:
+		return "none"
+	case a.err != nil:
+		return a.err.Error()
+	case a.config == nil:
+		return "no configuration"
+	}
+	return ""
+}
+
+// TestProfileInventory: of the selected profiles, one without a matching
+// provider is a member that the plane cannot reach, for its own reason;
+// the others are members whose plugin runs before the plane gets their
+// access: a failing plugin leaves the member unreachable with the
+// plugin's words, until a later run succeeds.
+func TestProfileInventory(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	script := filepath.Join(dir, "plugin")
+	write := func(body string) {
+		t.Helper()
+		// Written beside and renamed, so that a run never finds it half
+		// written.
+		if err := os.WriteFile(script+".new", []byte("#!/bin/sh\n"+body), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(script+".new", script); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("echo \"no token for $0: Secret ome/west is missing\" >&2\nexit 1\n")
+	m, p := testPlane(t, DefaultOptions())
+	sel, err := labels.Parse("fleet=gpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := &profileInventory{m: m, p: p, namespace: "ome", selector: sel, file: "providers.json",
+		creds: credentials.New([]credentials.Provider{{Name: "secretreader", ExecConfig: &clientcmdapi.ExecConfig{
+			APIVersion: "client.authentication.k8s.io/v1", Command: script, ProvideClusterInfo: true}}}),
+		pluginTimeout: time.Minute, pluginRetry: 10 * time.Millisecond, probes: map[string]*pluginProbe{}}
+	inv.members.m = m
+	old := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	profiles := []*cpv1alpha1.ClusterProfile{
+		profile("west", "https://west.example.com", old, "secretreader"),
+		profile("east", "https://east.example.com", old, "open-cluster-management"),
+		profile("other", "https://other.example.com", old, "secretreader"),
+	}
+	profiles[2].Labels = nil // not selected
+	inv.mu.Lock()
+	next, accesses, wanted := inv.read(profiles)
+	inv.mu.Unlock()
+	if got := slices.Sorted(maps.Keys(next)); !slices.Equal(got, []string{"east", "west"}) {
+		t.Errorf("members %v, want east and west", got)
+	}
+	if err := accesses["east"].err; err == nil || !strings.HasPrefix(err.Error(), "NoCredentialProvider: ClusterProfile ome/east publishes the access providers open-cluster-management, and the credential providers file providers.json has secretreader: ") {
+		t.Errorf("east's access: %v", err)
+	}
+	if got := slices.Sorted(maps.Keys(wanted)); !slices.Equal(got, []string{"west"}) {
+		t.Errorf("plugins to run for %v, want west's alone", got)
+	}
+
+	// Through the plane: west's plugin fails, then works.
+	inv.mu.Lock()
+	inv.probes["west"] = wanted["west"]
+	inv.mu.Unlock()
+	inv.probe(ctx, "west", wanted["west"])
+	want := "CredentialPluginFailed: ClusterProfile ome/west, access provider secretreader: the plugin " + script + ` exited with status 1 and said "no token for ` + script + `: Secret ome/west is missing": `
+	if got := accessErr(p, "west"); !strings.HasPrefix(got, want) {
+		t.Fatalf("west's access: %s\nwant %s...", got, want)
+	}
+	write("echo '" + execCredential + "'\n")
+	deadline := time.Now().Add(time.Minute)
+	for accessErr(p, "west") != "" {
+		if time.Now().After(deadline) {
+			t.Fatalf("west's plugin works, but the plane's access to west is still %s", accessErr(p, "west"))
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -122,8 +122,32 @@ type profileInventory struct {
 	namespace string
 	selector  labels.Selector
 	creds     *credentials.CredentialsProvider
+	file      string
 	inf       cache.SharedIndexInformer
 	members   memberships
+	// pluginTimeout bounds one run of a credential plugin; pluginRetry is
+	// how soon one that failed runs again.
+	pluginTimeout, pluginRetry time.Duration
+
+	// mu serializes what the inventory says to the plane: a resync, and
+	// the outcome of each plugin run.
+	mu sync.Mutex
+	// probes are the runs of the profiles' credential plugins, by member.
+	probes map[string]*pluginProbe
+}
+
+// pluginProbe checks one profile's access before the plane uses it: its
+// provider's credential plugin is run once, and the access is given to
+// the plane only when the plugin answers with a credential; else the
+// member is unreachable for a reason carrying the plugin's own words, and
+// the plugin runs again pluginRetry later.
+type pluginProbe struct {
+	key    string // the fingerprint of the access checked
+	cfg    *rest.Config
+	parts  []string
+	what   string
+	done   bool
+	access memberAccess
 }
 
 func newProfileInventory(m *Manager, p *plane, cfg *rest.Config) (*profileInventory, error) {
@@ -148,7 +172,9 @@ func newProfileInventory(m *Manager, p *plane, cfg *rest.Config) (*profileInvent
 	if err != nil {
 		return nil, err
 	}
-	inv := &profileInventory{m: m, p: p, client: cs, namespace: o.ClusterProfileNamespace, selector: sel, creds: creds}
+	inv := &profileInventory{m: m, p: p, client: cs, namespace: o.ClusterProfileNamespace, selector: sel, creds: creds,
+		file: o.ClusterProfileProviders, pluginTimeout: pluginTimeout, pluginRetry: pluginRetry,
+		probes: map[string]*pluginProbe{}}
 	inv.members.m = m
 	return inv, nil
 }
@@ -169,27 +195,35 @@ func (inv *profileInventory) start(ctx context.Context) ([]cache.ResourceEventHa
 // resync reads every ClusterProfile of the namespace: the selected ones
 // are the fleet.
 func (inv *profileInventory) resync(ctx context.Context) {
-	next := map[string]events.Membership{}
-	present := map[string]bool{}
+	var profiles []*cpv1alpha1.ClusterProfile
 	for _, o := range inv.inf.GetStore().List() {
-		cp := o.(*cpv1alpha1.ClusterProfile)
+		profiles = append(profiles, o.(*cpv1alpha1.ClusterProfile))
+	}
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	next, accesses, wanted := inv.read(profiles)
+	present := map[string]bool{}
+	for _, cp := range profiles {
 		present[cp.Name] = true
-		if !inv.selector.Matches(labels.Set(cp.Labels)) {
-			continue
-		}
-		ms := events.Membership{Member: true, Source: "ClusterProfile " + cp.Namespace + "/" + cp.Name}
-		if c := apimeta.FindStatusCondition(cp.Status.Conditions, cpv1alpha1.ClusterConditionControlPlaneHealthy); c != nil {
-			ms.Health = string(c.Status)
-			if c.Status != metav1.ConditionTrue {
-				ms.Message = strings.TrimSpace(c.Reason + ": " + c.Message)
+	}
+	for _, name := range slices.Sorted(maps.Keys(wanted)) {
+		want := wanted[name]
+		if pr := inv.probes[name]; pr != nil && pr.key == want.key {
+			if pr.done {
+				accesses[name] = pr.access
 			}
+			continue // still running: the access stays as it was until it answers
 		}
-		next[cp.Name] = ms
-		cfg, err := inv.creds.BuildConfigFromCP(cp)
-		if err != nil {
-			err = fmt.Errorf("ClusterProfile %s/%s: %w: publish an access provider that the credential providers file names (%s)", cp.Namespace, cp.Name, err, providerNames(inv.creds))
+		inv.probes[name] = want
+		go inv.probe(ctx, name, want)
+	}
+	for name := range inv.probes {
+		if _, ok := wanted[name]; !ok {
+			delete(inv.probes, name)
 		}
-		inv.p.setAccess(ctx, cp.Name, accessOf(cfg, err, profileAccessParts(cp)...))
+	}
+	for _, name := range slices.Sorted(maps.Keys(accesses)) {
+		inv.p.setAccess(ctx, name, accesses[name])
 	}
 	inv.members.set(ctx, next, func(name string) string {
 		if present[name] {
@@ -197,6 +231,82 @@ func (inv *profileInventory) resync(ctx context.Context) {
 		}
 		return fmt.Sprintf("its ClusterProfile %s/%s was deleted", inv.namespace, name)
 	})
+}
+
+// read is what the profiles say: the members, the accesses known at once
+// (a refusal, by member), and the probes wanted for the others.
+func (inv *profileInventory) read(profiles []*cpv1alpha1.ClusterProfile) (map[string]events.Membership, map[string]memberAccess, map[string]*pluginProbe) {
+	next := map[string]events.Membership{}
+	accesses := map[string]memberAccess{}
+	wanted := map[string]*pluginProbe{}
+	for _, cp := range profiles {
+		if !inv.selector.Matches(labels.Set(cp.Labels)) {
+			continue
+		}
+		what := "ClusterProfile " + cp.Namespace + "/" + cp.Name
+		ms := events.Membership{Member: true, Source: what}
+		if c := apimeta.FindStatusCondition(cp.Status.Conditions, cpv1alpha1.ClusterConditionControlPlaneHealthy); c != nil {
+			ms.Health = string(c.Status)
+			if c.Status != metav1.ConditionTrue {
+				ms.Message = strings.TrimSpace(c.Reason + ": " + c.Message)
+			}
+		}
+		next[cp.Name] = ms
+		parts := profileAccessParts(cp)
+		ap, err := accessProviderOf(cp, inv.creds, inv.file)
+		if err != nil {
+			accesses[cp.Name] = accessOf(nil, err, parts...)
+			continue
+		}
+		cfg, err := inv.creds.BuildConfigFromCP(cp)
+		if err != nil {
+			accesses[cp.Name] = accessOf(nil, fmt.Errorf("%s: %w: publish an access provider that the credential providers file names (%s)", what, err, providerNames(inv.creds)), parts...)
+			continue
+		}
+		wanted[cp.Name] = &pluginProbe{key: accessOf(nil, nil, parts...).key, cfg: cfg, parts: parts,
+			what: fmt.Sprintf("%s, access provider %s", what, ap.Name)}
+	}
+	return next, accesses, wanted
+}
+
+// probe runs the profile's credential plugin, gives the plane the outcome
+// while pr is still the profile's probe, and runs it again pluginRetry
+// after a failure.
+func (inv *profileInventory) probe(ctx context.Context, name string, pr *pluginProbe) {
+	err := runCredentialPlugin(ctx, pr.cfg, pr.what, inv.pluginTimeout)
+	if ctx.Err() != nil {
+		return
+	}
+	var a memberAccess
+	if err != nil {
+		a = accessOf(nil, err, pr.parts...)
+	} else {
+		a = accessOf(pr.cfg, nil, pr.parts...)
+	}
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	if inv.probes[name] != pr {
+		return // the profile changed, or left: a newer probe or none speaks for it
+	}
+	log := klog.FromContext(ctx)
+	switch {
+	case err != nil && (!pr.done || pr.access.key != a.key):
+		log.Error(err, "a member's credential plugin failed: the plane runs it again later", "member", name, "retry", inv.pluginRetry)
+	case err == nil && pr.done && pr.access.err != nil:
+		log.Info("a member's credential plugin answers again", "member", name)
+	}
+	pr.done, pr.access = true, a
+	inv.p.setAccess(ctx, name, a)
+	if err != nil {
+		time.AfterFunc(inv.pluginRetry, func() {
+			inv.mu.Lock()
+			current := inv.probes[name] == pr
+			inv.mu.Unlock()
+			if current && ctx.Err() == nil {
+				inv.probe(ctx, name, pr)
+			}
+		})
+	}
 }
 
 func providerNames(c *credentials.CredentialsProvider) string {
