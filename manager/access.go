@@ -2,6 +2,7 @@ package manager
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -44,6 +45,9 @@ const (
 	// ReasonCredentialPluginFailed: the credential plugin of the profile's
 	// provider failed when the plane ran it, in its own words.
 	ReasonCredentialPluginFailed = "CredentialPluginFailed"
+	// ReasonDuplicateCluster: the entry reaches a cluster that another
+	// entry of the inventory already reaches; the plane counts it once.
+	ReasonDuplicateCluster = "DuplicateCluster"
 )
 
 // insecureHint says how a test cluster's kubeconfig gets past the checks
@@ -57,7 +61,8 @@ const insecureHint = "for a test cluster only, --members-allow-insecure-kubeconf
 // or run a command: whoever can write the Secret could otherwise have the
 // plane send them its own token. Unless allowInsecure, it also refuses a
 // cluster whose server the plane cannot verify. It returns the server
-// the configuration reaches, normalized by serverID.
+// the configuration reaches, normalized by serverID, the form in which
+// duplicates compares two entries.
 func memberKubeconfig(member, where string, data []byte, allowInsecure bool) (*rest.Config, string, error) {
 	cfg, err := clientcmd.Load(data)
 	if err != nil {
@@ -138,6 +143,63 @@ func serverID(server string) string {
 		host += ":" + port
 	}
 	return scheme + "://" + host + strings.TrimRight(u.EscapedPath(), "/")
+}
+
+// clusterEntry is one entry of an inventory, for duplicates: the member
+// it lists, how messages name the entry, what it says the cluster is (a
+// label and a value each, e.g. "the server" and its address), and its
+// rank: entries are kept in the order of rank, then name.
+type clusterEntry struct {
+	member string
+	what   string
+	ids    []clusterID
+	rank   time.Time
+}
+
+type clusterID struct{ label, value string }
+
+// duplicates finds the entries that name a cluster an earlier entry
+// (by rank, then member name) already names, through any of their ids:
+// the earlier one is counted, each later one is refused with why, which
+// names both entries and keep (how the one counted was chosen) and says
+// what to do.
+func duplicates(entries []clusterEntry, keep, fix string) map[string]error {
+	sorted := slices.Clone(entries)
+	slices.SortFunc(sorted, func(a, b clusterEntry) int {
+		return cmp.Or(a.rank.Compare(b.rank), cmp.Compare(a.member, b.member))
+	})
+	owner := map[clusterID]clusterEntry{}
+	refused := map[string]error{}
+	for _, e := range sorted {
+		var first *clusterEntry
+		var same clusterID
+		for _, id := range e.ids {
+			if id.value == "" {
+				continue
+			}
+			if o, ok := owner[id]; ok {
+				first, same = &o, id
+				break
+			}
+		}
+		if first != nil {
+			refused[e.member] = fmt.Errorf("%s: %s names the same cluster as %s (%s %s): the plane counts a cluster once, as %s, %s; %s",
+				ReasonDuplicateCluster, e.what, first.what, same.label, same.value, first.member, keep, fix)
+		}
+		for _, id := range e.ids {
+			if id.value == "" {
+				continue
+			}
+			if _, ok := owner[id]; !ok {
+				if first != nil {
+					owner[id] = *first
+				} else {
+					owner[id] = e
+				}
+			}
+		}
+	}
+	return refused
 }
 
 // accessProviderOf is the access provider of the profile through which

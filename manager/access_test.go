@@ -177,6 +177,44 @@ func TestServerID(t *testing.T) {
 	}
 }
 
+// TestDuplicates: entries that name one cluster (the same Secret and key,
+// or the same server) make one member, the first by rank and then name;
+// each other is refused with both entries named.
+func TestDuplicates(t *testing.T) {
+	secret := func(s string) clusterID { return clusterID{"the Secret and key", s} }
+	server := func(s string) clusterID { return clusterID{"the server", s} }
+	got := duplicates([]clusterEntry{
+		{member: "west", what: "the entry west", ids: []clusterID{secret("west-kubeconfig, key kubeconfig"), server("https://west:443")}},
+		{member: "east2", what: "the entry east2", ids: []clusterID{secret("east2-kubeconfig, key kubeconfig"), server("https://east:443")}},
+		{member: "east", what: "the entry east", ids: []clusterID{secret("east-kubeconfig, key kubeconfig"), server("https://east:443")}},
+		{member: "east3", what: "the entry east3", ids: []clusterID{secret("east2-kubeconfig, key kubeconfig")}}, // its Secret not read yet
+		{member: "south", what: "the entry south", ids: []clusterID{secret("south-kubeconfig, key kubeconfig"), server("")}},
+		{member: "north", what: "the entry north", ids: []clusterID{secret("north-kubeconfig, key kubeconfig"), server("")}},
+	}, "the first by name", "drop one")
+	want := map[string]string{
+		"east2": "DuplicateCluster: the entry east2 names the same cluster as the entry east (the server https://east:443): the plane counts a cluster once, as east, the first by name; drop one",
+		"east3": "DuplicateCluster: the entry east3 names the same cluster as the entry east (the Secret and key east2-kubeconfig, key kubeconfig): the plane counts a cluster once, as east, the first by name; drop one",
+	}
+	if len(got) != len(want) {
+		t.Errorf("refused %v, want %v", got, want)
+	}
+	for name, msg := range want {
+		if got[name] == nil || got[name].Error() != msg {
+			t.Errorf("%s: got %v\nwant %s", name, got[name], msg)
+		}
+	}
+
+	// Profiles: the older is kept, whatever its name.
+	old := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	got = duplicates([]clusterEntry{
+		{member: "a-new", what: "ClusterProfile ome/a-new", ids: []clusterID{server("https://east:443")}, rank: old.Add(time.Hour)},
+		{member: "z-old", what: "ClusterProfile ome/z-old", ids: []clusterID{server("https://east:443")}, rank: old},
+	}, "the older profile", "delete one")
+	if len(got) != 1 || got["a-new"] == nil || got["a-new"].Error() != "DuplicateCluster: ClusterProfile ome/a-new names the same cluster as ClusterProfile ome/z-old (the server https://east:443): the plane counts a cluster once, as z-old, the older profile; delete one" {
+		t.Errorf("profiles: %v", got)
+	}
+}
+
 // profile is a ClusterProfile of namespace ome labelled fleet=gpu that
 // publishes access providers of those names, each reaching server.
 func profile(name, server string, created time.Time, providers ...string) *cpv1alpha1.ClusterProfile {
@@ -317,6 +355,31 @@ func testPlane(t *testing.T, o *Options) (*Manager, *plane) {
 	return m, &plane{m: m, running: map[string]*planeMember{}, access: map[string]memberAccess{}}
 }
 
+// memberships drains the stream: the members it last published, with
+// each one's message when it left.
+func publishedMembers(t *testing.T, m *Manager) (members []string, left map[string]string) {
+	t.Helper()
+	m.stream.Close()
+	in := map[string]bool{}
+	left = map[string]string{}
+	if err := m.stream.Consume(context.Background(), func(ev events.Event) error {
+		if ev.Membership.Member {
+			in[ev.Key] = true
+		} else {
+			delete(in, ev.Key)
+			left[ev.Key] = ev.Membership.Message
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for name := range in {
+		members = append(members, name)
+	}
+	slices.Sort(members)
+	return members, left
+}
+
 // accessErr is the error of the plane's access to name, "" when it has a
 // configuration, "none" when it has no access at all.
 func accessErr(p *plane, name string) string {
@@ -336,8 +399,9 @@ func accessErr(p *plane, name string) string {
 
 // TestProfileInventory: of the selected profiles, one without a matching
 // provider is a member that the plane cannot reach, for its own reason;
-// the others are members whose plugin runs before the plane gets their
-// access: a failing plugin leaves the member unreachable with the
+// one that reaches the server of an older one is not a member, and says
+// why; the others are members whose plugin runs before the plane gets
+// their access: a failing plugin leaves the member unreachable with the
 // plugin's words, until a later run succeeds.
 func TestProfileInventory(t *testing.T) {
 	ctx := context.Background()
@@ -363,23 +427,28 @@ func TestProfileInventory(t *testing.T) {
 	inv := &profileInventory{m: m, p: p, namespace: "ome", selector: sel, file: "providers.json",
 		creds: credentials.New([]credentials.Provider{{Name: "secretreader", ExecConfig: &clientcmdapi.ExecConfig{
 			APIVersion: "client.authentication.k8s.io/v1", Command: script, ProvideClusterInfo: true}}}),
-		pluginTimeout: time.Minute, pluginRetry: 10 * time.Millisecond, probes: map[string]*pluginProbe{}}
+		pluginTimeout: time.Minute, pluginRetry: 10 * time.Millisecond, probes: map[string]*pluginProbe{}, refused: map[string]string{}}
 	inv.members.m = m
 	old := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	profiles := []*cpv1alpha1.ClusterProfile{
 		profile("west", "https://west.example.com", old, "secretreader"),
 		profile("east", "https://east.example.com", old, "open-cluster-management"),
-		profile("other", "https://other.example.com", old, "secretreader"),
+		profile("a-west-again", "https://WEST.example.com:443/", old.Add(time.Minute), "secretreader"),
+		profile("other", "https://west.example.com", old, "secretreader"),
 	}
-	profiles[2].Labels = nil // not selected
+	profiles[3].Labels = nil // not selected: it names west's server, and counts for nothing
 	inv.mu.Lock()
-	next, accesses, wanted := inv.read(profiles)
+	next, accesses, refused, wanted := inv.read(profiles)
 	inv.mu.Unlock()
 	if got := slices.Sorted(maps.Keys(next)); !slices.Equal(got, []string{"east", "west"}) {
 		t.Errorf("members %v, want east and west", got)
 	}
 	if err := accesses["east"].err; err == nil || !strings.HasPrefix(err.Error(), "NoCredentialProvider: ClusterProfile ome/east publishes the access providers open-cluster-management, and the credential providers file providers.json has secretreader: ") {
 		t.Errorf("east's access: %v", err)
+	}
+	wantDup := "DuplicateCluster: ClusterProfile ome/a-west-again names the same cluster as ClusterProfile ome/west (the server https://west.example.com:443): the plane counts a cluster once, as west, the older profile (the first by name among profiles created in the same second); delete one of the profiles, or take one out of the plane's selector"
+	if err := refused["a-west-again"]; err == nil || err.Error() != wantDup {
+		t.Errorf("a-west-again: %v\nwant %s", err, wantDup)
 	}
 	if got := slices.Sorted(maps.Keys(wanted)); !slices.Equal(got, []string{"west"}) {
 		t.Errorf("plugins to run for %v, want west's alone", got)
@@ -401,5 +470,63 @@ func TestProfileInventory(t *testing.T) {
 			t.Fatalf("west's plugin works, but the plane's access to west is still %s", accessErr(p, "west"))
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestSecretInventoryDuplicates: two entries of the members' ConfigMap
+// whose kubeconfigs reach one server, or that name one Secret and key,
+// make one member, the first by name; the other is not a member, and the
+// plane never reaches the cluster through it; a refused kubeconfig keeps
+// its member, unreachable for its reason.
+func TestSecretInventoryDuplicates(t *testing.T) {
+	ctx := context.Background()
+	m, p := testPlane(t, DefaultOptions())
+	inv := newSecretInventory(m, p, "ome")
+	read := func(member, secret string, data []byte) *secretWatch {
+		cfg, server, err := memberKubeconfig(member, "Secret ome/"+secret+", key kubeconfig", data, false)
+		return &secretWatch{secret: secret, key: "kubeconfig", stop: func() {}, read: true,
+			access: accessOf(cfg, err, "secret", secret, string(data)), server: server}
+	}
+	west := kubeconfig(t, func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) { c.Server = "https://west.example.com" })
+	inv.entries = map[string]string{"east": "east-kubeconfig", "east-2": "east-2", "east-3": "east-kubeconfig", "west": "west-kubeconfig", "south": "south-kubeconfig"}
+	inv.secrets = map[string]*secretWatch{
+		"east":   read("east", "east-kubeconfig", kubeconfig(t, nil)),
+		"east-2": read("east-2", "east-2", kubeconfig(t, func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) { c.Server = "https://EAST.example.com:6443/" })),
+		"east-3": {secret: "east-kubeconfig", key: "kubeconfig", stop: func() {}}, // not read yet
+		"west":   read("west", "west-kubeconfig", west),
+		"south": read("south", "south-kubeconfig", kubeconfig(t, func(c *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) {
+			c.Server, u.Token, u.TokenFile = "https://south.example.com", "", "/var/run/secrets/kubernetes.io/serviceaccount/token"
+		})),
+	}
+	inv.refresh(ctx)
+	source := "ConfigMap ome/ome-quota-manager-members"
+	for member, want := range map[string]string{
+		"east": "", "west": "",
+		"east-2": "DuplicateCluster: the entry east-2 of " + source + " names the same cluster as the entry east of " + source + " (the server https://east.example.com:6443): the plane counts a cluster once, as east, the first by name; drop one of the entries (the chart's quotaManager.projection.clusters), or point its kubeconfig at a cluster of its own",
+		"east-3": "DuplicateCluster: the entry east-3 of " + source + " names the same cluster as the entry east of " + source + " (the Secret and key east-kubeconfig, key kubeconfig): the plane counts a cluster once, as east, the first by name; drop one of the entries (the chart's quotaManager.projection.clusters), or point its kubeconfig at a cluster of its own",
+		"south":  `KubeconfigRefused: Secret ome/south-kubeconfig, key kubeconfig, for member south: user "plane" sets tokenFile (/var/run/secrets/kubernetes.io/serviceaccount/token): the plane reads no file of its own for a member; put the token itself in the user's token`,
+	} {
+		if got := accessErr(p, member); got != want {
+			t.Errorf("the plane's access to %s: %s\nwant %s", member, got, want)
+		}
+	}
+	members, left := publishedMembers(t, m)
+	if !slices.Equal(members, []string{"east", "south", "west"}) || len(left) != 0 {
+		t.Errorf("members %v (left: %v), want east, south and west", members, left)
+	}
+
+	// east-2 first by name: a rename makes it the member, and east leaves,
+	// saying why.
+	m, p = testPlane(t, DefaultOptions())
+	inv.m, inv.p, inv.members = m, p, memberships{m: m, published: map[string]events.Membership{"east": {Member: true, Source: source + " (Secret east-kubeconfig, key kubeconfig)"}}}
+	inv.entries = map[string]string{"east": "east-kubeconfig", "a-east": "east-2"}
+	inv.secrets = map[string]*secretWatch{"east": inv.secrets["east"], "a-east": read("a-east", "east-2", kubeconfig(t, nil))}
+	inv.refresh(ctx)
+	members, left = publishedMembers(t, m)
+	if !slices.Equal(members, []string{"a-east"}) || !strings.HasPrefix(left["east"], "DuplicateCluster: the entry east of "+source+" names the same cluster as the entry a-east of ") {
+		t.Errorf("members %v, left %v", members, left)
+	}
+	if got := accessErr(p, "east"); !strings.HasPrefix(got, "DuplicateCluster: ") {
+		t.Errorf("the plane may still reach east, which left as a duplicate: %q", got)
 	}
 }

@@ -134,6 +134,9 @@ type profileInventory struct {
 	mu sync.Mutex
 	// probes are the runs of the profiles' credential plugins, by member.
 	probes map[string]*pluginProbe
+	// refused are the profiles refused as duplicates, and why, as last
+	// logged.
+	refused map[string]string
 }
 
 // pluginProbe checks one profile's access before the plane uses it: its
@@ -174,7 +177,7 @@ func newProfileInventory(m *Manager, p *plane, cfg *rest.Config) (*profileInvent
 	}
 	inv := &profileInventory{m: m, p: p, client: cs, namespace: o.ClusterProfileNamespace, selector: sel, creds: creds,
 		file: o.ClusterProfileProviders, pluginTimeout: pluginTimeout, pluginRetry: pluginRetry,
-		probes: map[string]*pluginProbe{}}
+		probes: map[string]*pluginProbe{}, refused: map[string]string{}}
 	inv.members.m = m
 	return inv, nil
 }
@@ -193,7 +196,8 @@ func (inv *profileInventory) start(ctx context.Context) ([]cache.ResourceEventHa
 }
 
 // resync reads every ClusterProfile of the namespace: the selected ones
-// are the fleet.
+// are the fleet, but for those that reach a cluster an older one already
+// reaches.
 func (inv *profileInventory) resync(ctx context.Context) {
 	var profiles []*cpv1alpha1.ClusterProfile
 	for _, o := range inv.inf.GetStore().List() {
@@ -201,7 +205,7 @@ func (inv *profileInventory) resync(ctx context.Context) {
 	}
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
-	next, accesses, wanted := inv.read(profiles)
+	next, accesses, refused, wanted := inv.read(profiles)
 	present := map[string]bool{}
 	for _, cp := range profiles {
 		present[cp.Name] = true
@@ -225,7 +229,11 @@ func (inv *profileInventory) resync(ctx context.Context) {
 	for _, name := range slices.Sorted(maps.Keys(accesses)) {
 		inv.p.setAccess(ctx, name, accesses[name])
 	}
+	logRefused(ctx, inv.refused, refused)
 	inv.members.set(ctx, next, func(name string) string {
+		if err, ok := refused[name]; ok {
+			return err.Error()
+		}
 		if present[name] {
 			return fmt.Sprintf("its ClusterProfile %s/%s no longer matches the selector %q", inv.namespace, name, inv.selector.String())
 		}
@@ -234,11 +242,13 @@ func (inv *profileInventory) resync(ctx context.Context) {
 }
 
 // read is what the profiles say: the members, the accesses known at once
-// (a refusal, by member), and the probes wanted for the others.
-func (inv *profileInventory) read(profiles []*cpv1alpha1.ClusterProfile) (map[string]events.Membership, map[string]memberAccess, map[string]*pluginProbe) {
+// (a refusal, by member), the profiles refused as duplicates, and the
+// probes wanted for the others.
+func (inv *profileInventory) read(profiles []*cpv1alpha1.ClusterProfile) (map[string]events.Membership, map[string]memberAccess, map[string]error, map[string]*pluginProbe) {
 	next := map[string]events.Membership{}
 	accesses := map[string]memberAccess{}
 	wanted := map[string]*pluginProbe{}
+	var entries []clusterEntry
 	for _, cp := range profiles {
 		if !inv.selector.Matches(labels.Set(cp.Labels)) {
 			continue
@@ -253,11 +263,15 @@ func (inv *profileInventory) read(profiles []*cpv1alpha1.ClusterProfile) (map[st
 		}
 		next[cp.Name] = ms
 		parts := profileAccessParts(cp)
+		entry := clusterEntry{member: cp.Name, what: what, rank: cp.CreationTimestamp.Time}
 		ap, err := accessProviderOf(cp, inv.creds, inv.file)
 		if err != nil {
 			accesses[cp.Name] = accessOf(nil, err, parts...)
+			entries = append(entries, entry)
 			continue
 		}
+		entry.ids = []clusterID{{"the server", serverID(ap.Cluster.Server)}}
+		entries = append(entries, entry)
 		cfg, err := inv.creds.BuildConfigFromCP(cp)
 		if err != nil {
 			accesses[cp.Name] = accessOf(nil, fmt.Errorf("%s: %w: publish an access provider that the credential providers file names (%s)", what, err, providerNames(inv.creds)), parts...)
@@ -266,7 +280,14 @@ func (inv *profileInventory) read(profiles []*cpv1alpha1.ClusterProfile) (map[st
 		wanted[cp.Name] = &pluginProbe{key: accessOf(nil, nil, parts...).key, cfg: cfg, parts: parts,
 			what: fmt.Sprintf("%s, access provider %s", what, ap.Name)}
 	}
-	return next, accesses, wanted
+	refused := duplicates(entries, "the older profile (the first by name among profiles created in the same second)",
+		"delete one of the profiles, or take one out of the plane's selector")
+	for name, err := range refused {
+		delete(next, name)
+		delete(wanted, name)
+		accesses[name] = accessOf(nil, err, "duplicate")
+	}
+	return next, accesses, refused, wanted
 }
 
 // probe runs the profile's credential plugin, gives the plane the outcome
@@ -309,6 +330,24 @@ func (inv *profileInventory) probe(ctx context.Context, name string, pr *pluginP
 	}
 }
 
+// logRefused logs each entry newly refused as a duplicate, or refused for
+// another reason, and each no longer refused; last becomes now.
+func logRefused(ctx context.Context, last map[string]string, now map[string]error) {
+	log := klog.FromContext(ctx)
+	for _, name := range slices.Sorted(maps.Keys(now)) {
+		if msg := now[name].Error(); last[name] != msg {
+			log.Error(now[name], "an entry of the plane's inventory names a cluster another entry names: it is not a member", "entry", name)
+			last[name] = msg
+		}
+	}
+	for name := range last {
+		if _, ok := now[name]; !ok {
+			log.Info("an entry of the plane's inventory no longer names a cluster another entry names", "entry", name)
+			delete(last, name)
+		}
+	}
+}
+
 func providerNames(c *credentials.CredentialsProvider) string {
 	var out []string
 	for _, p := range c.Providers {
@@ -338,7 +377,9 @@ func profileAccessParts(cp *cpv1alpha1.ClusterProfile) []string {
 // namespace, whose key (kubeconfig unless the entry says SECRET/KEY)
 // holds the kubeconfig that reaches it. The ConfigMap and each Secret are
 // watched: a Secret rotated reaches the member at once. Each kubeconfig is
-// checked before use (memberKubeconfig).
+// checked before use (memberKubeconfig), and two entries that name the
+// same Secret and key, or whose kubeconfigs reach the same server, are
+// one cluster: the first by name is the member, the other is refused.
 type secretInventory struct {
 	m         *Manager
 	p         *plane
@@ -346,8 +387,23 @@ type secretInventory struct {
 	name      string
 	inf       cache.SharedIndexInformer
 	members   memberships
+	// firstRead bounds how long a change of the ConfigMap waits for the
+	// new entries' Secrets to be read before the members are published.
+	firstRead time.Duration
 
-	mu      sync.Mutex
+	// refreshMu serializes refresh, so that what it says to the plane
+	// goes in the order it was read.
+	refreshMu sync.Mutex
+	// refused are the entries refused as duplicates, and why, as last
+	// logged; under refreshMu.
+	refused map[string]string
+
+	mu sync.Mutex
+	// entries are the ConfigMap's entries as last read; nil before.
+	entries map[string]string
+	// waiting counts the resyncs waiting for new Secrets to be read:
+	// meanwhile a Secret read refreshes nothing, the resync does after.
+	waiting int
 	secrets map[string]*secretWatch // by member
 }
 
@@ -355,14 +411,30 @@ type secretInventory struct {
 type secretWatch struct {
 	secret, key string
 	stop        context.CancelFunc
+	// synced is whether the watch's handler has seen the Secret's first
+	// list.
+	synced cache.InformerSynced
+	// read is whether the Secret has been read: access is then how its
+	// content reaches the member, and server the server it reaches
+	// (serverID; "" when none).
+	read   bool
+	access memberAccess
+	server string
 }
 
 // DefaultMemberKey is the Secret key of a member's kubeconfig when its
 // entry names none.
 const DefaultMemberKey = "kubeconfig"
 
+// secretFirstRead is how long a change of the members' ConfigMap waits
+// for the Secrets of its new entries to be read, so that the members it
+// publishes already leave out the duplicates; a Secret that cannot be
+// read in that time is read later.
+const secretFirstRead = 10 * time.Second
+
 func newSecretInventory(m *Manager, p *plane, namespace string) *secretInventory {
-	inv := &secretInventory{m: m, p: p, namespace: namespace, name: m.opts.MembersConfigMap, secrets: map[string]*secretWatch{}}
+	inv := &secretInventory{m: m, p: p, namespace: namespace, name: m.opts.MembersConfigMap, firstRead: secretFirstRead,
+		secrets: map[string]*secretWatch{}, refused: map[string]string{}}
 	inv.members.m = m
 	return inv
 }
@@ -406,11 +478,17 @@ func ParseMemberEntry(name, value string) (secret, key string, err error) {
 	return secret, key, nil
 }
 
+// resync takes a new version of the ConfigMap: it watches the Secrets of
+// its entries, waits (up to firstRead) until those of new entries are
+// read, and publishes the members.
 func (inv *secretInventory) resync(ctx context.Context, cm *corev1.ConfigMap) {
 	log := klog.FromContext(ctx)
-	next := map[string]events.Membership{}
-	source := "ConfigMap " + inv.namespace + "/" + inv.name
+	var firsts []cache.InformerSynced
 	inv.mu.Lock()
+	inv.entries = maps.Clone(cm.Data)
+	if inv.entries == nil {
+		inv.entries = map[string]string{}
+	}
 	for _, name := range slices.Sorted(maps.Keys(cm.Data)) {
 		secret, key, err := ParseMemberEntry(name, cm.Data[name])
 		if err != nil {
@@ -418,24 +496,79 @@ func (inv *secretInventory) resync(ctx context.Context, cm *corev1.ConfigMap) {
 			// must not take a cluster's copies away.
 			log.Error(err, "an entry of the members' ConfigMap does not parse", "configMap", inv.namespace+"/"+inv.name)
 			inv.stopSecret(name)
-			inv.p.setAccess(ctx, name, accessOf(nil, fmt.Errorf("%s: %w", source, err), "entry", cm.Data[name]))
-			next[name] = events.Membership{Member: true, Source: source}
 			continue
 		}
-		next[name] = events.Membership{Member: true, Source: source + " (Secret " + secret + ", key " + key + ")"}
 		if w := inv.secrets[name]; w != nil && w.secret == secret && w.key == key {
 			continue
 		}
 		inv.stopSecret(name)
-		inv.watchSecret(ctx, name, secret, key)
+		firsts = append(firsts, inv.watchSecret(ctx, name, secret, key).synced)
 	}
 	for name := range inv.secrets {
-		if _, ok := next[name]; !ok {
+		if _, ok := cm.Data[name]; !ok {
 			inv.stopSecret(name)
 		}
 	}
+	inv.waiting++
 	inv.mu.Unlock()
+	if len(firsts) > 0 {
+		wait, cancel := context.WithTimeout(ctx, inv.firstRead)
+		if !cache.WaitForCacheSync(wait.Done(), firsts...) && ctx.Err() == nil {
+			log.Info("the Secrets of new members were not all read in time: they join now, and are checked once read", "within", inv.firstRead)
+		}
+		cancel()
+	}
+	inv.mu.Lock()
+	inv.waiting--
+	inv.mu.Unlock()
+	inv.refresh(ctx)
+}
+
+// refresh tells the plane the members and how to reach each, from the
+// ConfigMap and the Secrets as last read.
+func (inv *secretInventory) refresh(ctx context.Context) {
+	inv.refreshMu.Lock()
+	defer inv.refreshMu.Unlock()
+	source := "ConfigMap " + inv.namespace + "/" + inv.name
+	next := map[string]events.Membership{}
+	accesses := map[string]memberAccess{}
+	var entries []clusterEntry
+	inv.mu.Lock()
+	if inv.entries == nil {
+		inv.mu.Unlock()
+		return
+	}
+	for _, name := range slices.Sorted(maps.Keys(inv.entries)) {
+		value := inv.entries[name]
+		secret, key, err := ParseMemberEntry(name, value)
+		if err != nil {
+			accesses[name] = accessOf(nil, fmt.Errorf("%s: %w", source, err), "entry", value)
+			next[name] = events.Membership{Member: true, Source: source}
+			continue
+		}
+		next[name] = events.Membership{Member: true, Source: source + " (Secret " + secret + ", key " + key + ")"}
+		e := clusterEntry{member: name, what: fmt.Sprintf("the entry %s of %s", name, source),
+			ids: []clusterID{{"the Secret and key", secret + ", key " + key}}}
+		if w := inv.secrets[name]; w != nil && w.read {
+			accesses[name] = w.access
+			e.ids = append(e.ids, clusterID{"the server", w.server})
+		}
+		entries = append(entries, e)
+	}
+	inv.mu.Unlock()
+	refused := duplicates(entries, "the first by name", "drop one of the entries (the chart's quotaManager.projection.clusters), or point its kubeconfig at a cluster of its own")
+	for name, err := range refused {
+		delete(next, name)
+		accesses[name] = accessOf(nil, err, "duplicate")
+	}
+	for _, name := range slices.Sorted(maps.Keys(accesses)) {
+		inv.p.setAccess(ctx, name, accesses[name])
+	}
+	logRefused(ctx, inv.refused, refused)
 	inv.members.set(ctx, next, func(name string) string {
+		if err, ok := refused[name]; ok {
+			return err.Error()
+		}
 		return fmt.Sprintf("it is no longer listed in the ConfigMap %s/%s", inv.namespace, inv.name)
 	})
 }
@@ -448,10 +581,11 @@ func (inv *secretInventory) stopSecret(member string) {
 }
 
 // watchSecret watches member's Secret; each version of it is the
-// member's access.
-func (inv *secretInventory) watchSecret(ctx context.Context, member, secret, key string) {
+// member's access. inv.mu is held.
+func (inv *secretInventory) watchSecret(ctx context.Context, member, secret, key string) *secretWatch {
 	ctx, cancel := context.WithCancel(ctx)
-	inv.secrets[member] = &secretWatch{secret: secret, key: key, stop: cancel}
+	w := &secretWatch{secret: secret, key: key, stop: cancel}
+	inv.secrets[member] = w
 	f := informers.NewSharedInformerFactoryWithOptions(inv.m.kube, 0, informers.WithNamespace(inv.namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", secret).String()
@@ -462,29 +596,62 @@ func (inv *secretInventory) watchSecret(ctx context.Context, member, secret, key
 		if ctx.Err() != nil {
 			return
 		}
-		if s == nil {
-			inv.p.setAccess(ctx, member, accessOf(nil, fmt.Errorf("%s does not exist: create it with the kubeconfig that reaches %s under key %s", where, member, key), "missing", secret))
-			return
+		var a memberAccess
+		server := ""
+		switch data, ok := secretData(s, key); {
+		case s == nil:
+			a = accessOf(nil, fmt.Errorf("%s does not exist: create it with the kubeconfig that reaches %s under key %s", where, member, key), "missing", secret)
+		case !ok:
+			a = accessOf(nil, fmt.Errorf("%s has no key %s: put the kubeconfig that reaches %s there", where, key, member), "nokey", secret, string(s.UID), s.ResourceVersion)
+		default:
+			cfg, srv, err := memberKubeconfig(member, where+", key "+key, data, inv.m.opts.MembersAllowInsecureKubeconfigs)
+			a, server = accessOf(cfg, err, "secret", secret, key, string(data)), srv
 		}
-		data, ok := s.Data[key]
-		if !ok {
-			inv.p.setAccess(ctx, member, accessOf(nil, fmt.Errorf("%s has no key %s: put the kubeconfig that reaches %s there", where, key, member), "nokey", secret, string(s.UID), s.ResourceVersion))
-			return
+		inv.mu.Lock()
+		current := inv.secrets[member] == w
+		if current {
+			w.read, w.access, w.server = true, a, server
 		}
-		cfg, _, err := memberKubeconfig(member, where+", key "+key, data, inv.m.opts.MembersAllowInsecureKubeconfigs)
-		inv.p.setAccess(ctx, member, accessOf(cfg, err, "secret", secret, key, string(data)))
+		now := current && inv.waiting == 0
+		inv.mu.Unlock()
+		if now {
+			inv.refresh(ctx)
+		}
 	}
-	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	handled := inf.HasSynced
+	if reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { set(o.(*corev1.Secret)) },
 		UpdateFunc: func(_, o any) { set(o.(*corev1.Secret)) },
 		DeleteFunc: func(any) { set(nil) },
-	})
+	}); err == nil {
+		handled = reg.HasSynced
+	}
 	go inf.RunWithContext(ctx)
 	// Until the Secret is listed, the member has no access yet: say so
 	// after the first list if the Secret is missing.
+	listed := make(chan struct{})
 	go func() {
-		if cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) && len(inf.GetStore().List()) == 0 {
+		if cache.WaitForCacheSync(ctx.Done(), inf.HasSynced, handled) && len(inf.GetStore().List()) == 0 {
 			set(nil)
 		}
+		close(listed)
 	}()
+	w.synced = func() bool {
+		select {
+		case <-listed:
+			return true
+		default:
+			return false
+		}
+	}
+	return w
+}
+
+// secretData is the Secret's key, and whether it has it.
+func secretData(s *corev1.Secret, key string) ([]byte, bool) {
+	if s == nil {
+		return nil, false
+	}
+	data, ok := s.Data[key]
+	return data, ok
 }
