@@ -58,6 +58,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 - --members-from=secrets
 - --members-configmap={{ include "oqm.membersConfigMap" . }}
 - --members-namespace={{ .Release.Namespace }}
+{{- if $q.projection.allowInsecureKubeconfigs }}
+- --members-allow-insecure-kubeconfigs=true
+{{- end }}
 {{- end }}
 {{- with $q.projection.origin }}
 - --origin={{ . }}
@@ -223,11 +226,15 @@ selector that is not one, and on a cluster listed twice.
 {{- range $k := list "namespace" "selector" "tokenSecrets" -}}
 {{- if get $cp $k }}{{ $cpSet = append $cpSet (printf "quotaManager.projection.clusterProfiles.%s" $k) }}{{ end -}}
 {{- end -}}
+{{- range $k, $v := ($cp.plugins | default dict) -}}
+{{- if $v }}{{ $cpSet = append $cpSet (printf "quotaManager.projection.clusterProfiles.plugins.%s" $k) }}{{ end -}}
+{{- end -}}
 {{- if eq $mode "workload" -}}
 {{- $set := list -}}
 {{- if $cp.enabled }}{{ $set = append $set "quotaManager.projection.clusterProfiles.enabled" }}{{ end -}}
 {{- $set = concat $set $cpSet -}}
 {{- if $clusters }}{{ $set = append $set "quotaManager.projection.clusters" }}{{ end -}}
+{{- if $p.allowInsecureKubeconfigs }}{{ $set = append $set "quotaManager.projection.allowInsecureKubeconfigs" }}{{ end -}}
 {{- if $p.origin }}{{ $set = append $set "quotaManager.projection.origin" }}{{ end -}}
 {{- with $set -}}
 {{- fail (printf "%s %s set but quotaManager.mode is workload: only a management plane has member clusters, and a cluster runs one mode; drop %s from this release (a plane's members are listed in the plane's own release)" (join ", " .) (ternary "is" "are" (eq (len .) 1)) (ternary "it" "them" (eq (len .) 1))) -}}
@@ -241,6 +248,9 @@ selector that is not one, and on a cluster listed twice.
 {{- end -}}
 {{- if and (not $cp.enabled) $cpSet -}}
 {{- fail (printf "%s %s set but quotaManager.projection.clusterProfiles.enabled is false: set it to true to read the members from ClusterProfiles, or drop %s" (join ", " $cpSet) (ternary "is" "are" (eq (len $cpSet) 1)) (ternary "it" "them" (eq (len $cpSet) 1))) -}}
+{{- end -}}
+{{- if and $cp.enabled $p.allowInsecureKubeconfigs -}}
+{{- fail "quotaManager.projection.allowInsecureKubeconfigs is set but the members are ClusterProfiles, which the plane reaches without a kubeconfig: drop it (it is for kubeconfig Secrets of test clusters, under quotaManager.projection.clusters)" -}}
 {{- end -}}
 {{- if $cp.enabled -}}
 {{- $key := `([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?` -}}
@@ -269,6 +279,52 @@ secrets
 {{- end }}
 
 {{- define "oqm.membersConfigMap" -}}ome-quota-manager-members{{- end }}
+
+{{/*
+oqm.plugins: the credential plugins' part of the pod, as YAML (initContainers,
+volumes, volumeMounts, each a list), from
+projection.clusterProfiles.plugins; the lists are empty unless the members
+are ClusterProfiles. Each init container gets the emptyDir credential-plugins
+at /plugins, which the manager mounts read-only there, and the manager's
+securityContext when it gives none. It fails the render on a volume or mount
+that takes a name or path of the chart's own.
+*/}}
+{{- define "oqm.plugins" -}}
+{{- $out := dict "initContainers" list "volumes" list "volumeMounts" list -}}
+{{- if eq (include "oqm.inventory" .) "clusterprofiles" -}}
+{{- $pl := .Values.quotaManager.projection.clusterProfiles.plugins | default dict -}}
+{{- $ownNames := list "event-log" "dra-config" "webhook-client-ca" "clusterprofile-providers" "credential-plugins" -}}
+{{- $ownPaths := list "/var/lib/ome-quota-manager/events" "/etc/ome-quota-manager/dra" "/etc/ome-quota-manager/webhook-client-ca" "/etc/ome-quota-manager/clusterprofiles" -}}
+{{- if $pl.initContainers }}{{ $ownPaths = append $ownPaths "/plugins" }}{{ end -}}
+{{- range ($pl.volumes | default list) -}}
+{{- if has .name $ownNames -}}
+{{- fail (printf "quotaManager.projection.clusterProfiles.plugins.volumes names a volume %s, which the chart uses itself: name it otherwise" .name) -}}
+{{- end -}}
+{{- end -}}
+{{- range ($pl.volumeMounts | default list) -}}
+{{- if has (trimSuffix "/" .mountPath) $ownPaths -}}
+{{- fail (printf "quotaManager.projection.clusterProfiles.plugins.volumeMounts mounts %s at %s, where the chart mounts a volume of its own: mount it elsewhere (with initContainers, plugins are copied to /plugins)" .name .mountPath) -}}
+{{- end -}}
+{{- end -}}
+{{- $inits := list -}}
+{{- range ($pl.initContainers | default list) -}}
+{{- $c := deepCopy . -}}
+{{- $_ := set $c "volumeMounts" (append ($c.volumeMounts | default list) (dict "name" "credential-plugins" "mountPath" "/plugins")) -}}
+{{- if not $c.securityContext -}}
+{{- $_ := set $c "securityContext" (dict "allowPrivilegeEscalation" false "readOnlyRootFilesystem" true "runAsNonRoot" true "capabilities" (dict "drop" (list "ALL"))) -}}
+{{- end -}}
+{{- $inits = append $inits $c -}}
+{{- end -}}
+{{- $vols := $pl.volumes | default list -}}
+{{- $mounts := $pl.volumeMounts | default list -}}
+{{- if $inits -}}
+{{- $vols = prepend $vols (dict "name" "credential-plugins" "emptyDir" dict) -}}
+{{- $mounts = prepend $mounts (dict "name" "credential-plugins" "mountPath" "/plugins" "readOnly" true) -}}
+{{- end -}}
+{{- $out = dict "initContainers" $inits "volumes" $vols "volumeMounts" $mounts -}}
+{{- end -}}
+{{- toYaml $out -}}
+{{- end }}
 {{- define "oqm.providersConfigMap" -}}ome-quota-manager-clusterprofile-providers{{- end }}
 
 {{/* The credential providers file, as --clusterprofile-provider-file reads it. */}}
