@@ -3,7 +3,9 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -13,11 +15,16 @@ import (
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	clientcmdv1 "k8s.io/client-go/tools/clientcmd/api/v1"
+	cpv1alpha1 "sigs.k8s.io/cluster-inventory-api/apis/v1alpha1"
+	cpclient "sigs.k8s.io/cluster-inventory-api/client/clientset/versioned"
 
 	"ome.io/quota-manager/api/client/clientset/versioned"
 	typed "ome.io/quota-manager/api/client/clientset/versioned/typed/api/v1beta1"
 	"ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/api/v1beta1/aqtest"
 	"ome.io/quota-manager/test/localcluster"
 	"ome.io/quota-manager/test/testutil"
 )
@@ -527,5 +534,125 @@ func TestFleetFromKubeconfigSecrets(t *testing.T) {
 	}
 	if !regexp.MustCompile(`admin\s+DELETE admitted by east-0, landed as #\d+ \[deleted\]`).Match(history) {
 		t.Errorf("east's log does not name admin as the author of fleet-p's release:\n%s", history)
+	}
+}
+
+// TestPlaneAccessReasons runs a plane on a control plane of its own whose
+// members are three ClusterProfiles: east publishes only an access
+// provider the plane's credential providers file does not name; west's
+// provider runs a plugin that fails, saying why on its standard error;
+// west-again, created after west, reaches west's server. The plane's fleet
+// node lists east and west, each unreachable for its own reason, with the
+// plugin's own words for west, as docs/install.md's command prints them;
+// west-again is no member, and the plane's log says why. No member cluster is needed: nothing is reached.
+func TestPlaneAccessReasons(t *testing.T) {
+	ctx := context.Background()
+	hub := startCluster(t)
+	installProfileCRD(t, hub)
+	if err := hub.EnsureNamespace(ctx, "ome"); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	plugin := filepath.Join(dir, "secretreader-plugin")
+	if err := os.WriteFile(plugin, []byte("#!/bin/sh\necho 'secrets \"west\" is forbidden: cannot get resource \"secrets\" in the namespace \"ome\"' >&2\nexit 1\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	providers := filepath.Join(dir, "providers.json")
+	if err := os.WriteFile(providers, []byte(`{"providers":[{"name":"secretreader","execConfig":{"apiVersion":"client.authentication.k8s.io/v1","command":"`+plugin+`","provideClusterInfo":true}}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	profiles := cpclient.NewForConfigOrDie(hub.Config).ApisV1alpha1().ClusterProfiles("ome")
+	publish := func(name, provider, server string) {
+		t.Helper()
+		cp, err := profiles.Create(ctx, &cpv1alpha1.ClusterProfile{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"fleet": "gpu"}},
+			Spec:       cpv1alpha1.ClusterProfileSpec{DisplayName: name, ClusterManager: cpv1alpha1.ClusterManager{Name: "test"}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ap := cpv1alpha1.AccessProvider{Name: provider}
+		ap.Cluster.Server = server
+		ap.Cluster.Extensions = []clientcmdv1.NamedExtension{{Name: "client.authentication.k8s.io/exec",
+			Extension: runtime.RawExtension{Raw: []byte(`{"clusterName":"` + name + `"}`)}}}
+		cp.Status.AccessProviders = []cpv1alpha1.AccessProvider{ap}
+		if _, err := profiles.UpdateStatus(ctx, cp, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish("east", "open-cluster-management", "https://east.example.com:6443")
+	publish("west", "secretreader", "https://west.example.com:6443")
+	publish("west-again", "secretreader", "https://WEST.example.com:6443/")
+
+	pm := testutil.StartManager(t, hub, member.ManagerBin, "plane", "--mode=management", "--webhook=false", "--origin=fleet",
+		"--members-from=clusterprofiles", "--clusterprofile-namespace=ome", "--clusterprofile-selector=fleet=gpu", "--clusterprofile-provider-file="+providers)
+	hubAQs := aqsOf(hub)
+	createWhenRootIs(t, hubAQs, aqtest.Cohort("fleet-c", "root").Obj())
+
+	unreachable := "ClusterUnreachable: the plane does not hear from this member, so its copy stays as it was: "
+	want := []string{
+		"east: " + unreachable + "NoCredentialProvider: ClusterProfile ome/east publishes the access providers open-cluster-management, and the credential providers file " + providers +
+			" has secretreader: add a provider named after one of the profile's to the file (the chart's quotaManager.projection.clusterProfiles.providers, with its plugin), or have the profile publish one the file has",
+		"west: " + unreachable + "CredentialPluginFailed: ClusterProfile ome/west, access provider secretreader: the plugin " + plugin +
+			` exited with status 1 and said "secrets \"west\" is forbidden: cannot get resource \"secrets\" in the namespace \"ome\"": fix what the plugin needs (its credentials, its access to them), or the provider's entry in the credential providers file; the plane runs it again every 30s`,
+	}
+	testutil.Eventually(t, time.Minute, func() string {
+		aq, err := hubAQs.Get(ctx, "fleet-c", metav1.GetOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		var got []string
+		for _, c := range aq.Status.Clusters {
+			got = append(got, c.Cluster+": "+c.Message)
+		}
+		if !slices.Equal(got, want) {
+			return fmt.Sprintf("the plane's fleet-c lists\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+		return ""
+	})
+	// docs/install.md's command prints the same lines.
+	root, err := localcluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "install.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`kubectl --context plane get aq NODE -o jsonpath='([^']*)'`).FindSubmatch(doc)
+	if m == nil {
+		t.Fatal("docs/install.md has no kubectl --context plane get aq NODE -o jsonpath='...' command")
+	}
+	out, stderr, err := hub.KubectlOutput(ctx, "get", "aq", "fleet-c", "-o", "jsonpath="+string(m[1]))
+	if err != nil || out != strings.Join(want, "\n")+"\n" {
+		t.Errorf("docs/install.md's command printed (%v, %s)\n%s\nwant\n%s", err, stderr, out, strings.Join(want, "\n"))
+	}
+	dup := "DuplicateCluster: ClusterProfile ome/west-again names the same cluster as ClusterProfile ome/west (the server https://west.example.com:6443): the plane counts a cluster once, as west"
+	if data, err := os.ReadFile(pm.Log); err != nil || !strings.Contains(string(data), strings.ReplaceAll(dup, `"`, `\"`)) {
+		t.Errorf("the plane's log (%v) does not say %q:\n%s", err, dup, pm.Tail(20))
+	}
+}
+
+// installProfileCRD installs the ClusterProfile CRD of the cluster
+// inventory API's module on c.
+func installProfileCRD(t *testing.T, c *localcluster.Cluster) {
+	t.Helper()
+	ctx := context.Background()
+	root, err := localcluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/cluster-inventory-api")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("finding the cluster inventory API's module: %v", err)
+	}
+	crd := filepath.Join(strings.TrimSpace(string(out)), "config", "crd", "bases", "multicluster.x-k8s.io_clusterprofiles.yaml")
+	if _, stderr, err := c.KubectlOutput(ctx, "apply", "--server-side", "-f", crd); err != nil {
+		t.Fatalf("installing the ClusterProfile CRD: %v: %s", err, stderr)
+	}
+	if _, stderr, err := c.KubectlOutput(ctx, "wait", "--for=condition=Established", "crd/clusterprofiles.multicluster.x-k8s.io", "--timeout=60s"); err != nil {
+		t.Fatalf("%v: %s", err, stderr)
 	}
 }
