@@ -94,4 +94,3 @@ func TestCopies(t *testing.T) {
 		t.Fatalf("team-c: %s, want SplitInvalid: the test holds nothing", st.Phase)
 	}
 }
-

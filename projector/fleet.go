@@ -165,9 +165,6 @@ func copyOf(n *FleetNode, cluster, origin string) *v1beta1.AcceleratorQuota {
 func teamCopy(n *FleetNode, cluster, origin string, plan state.CopyPlan) *v1beta1.AcceleratorQuota {
 	c := copyOf(n, cluster, origin)
 	c.ResourceVersion = plan.Version
-	if plan.Writer != "" {
-		c.Annotations[v1beta1.WriterAnnotation] = plan.Writer
-	}
 	if plan.Fence != "" {
 		c.Annotations[v1beta1.FenceAnnotation] = plan.Fence
 	}

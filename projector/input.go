@@ -15,10 +15,10 @@ type Node struct {
 	// Version is the object's resourceVersion as the state last read it:
 	// a plane's team's status, which carries its hold record, is written
 	// on that version or not at all.
-	Version    uint64
-	Role       v1beta1.Role
-	Parent     string
-	Budgets    []v1beta1.Budget
+	Version uint64
+	Role    v1beta1.Role
+	Parent  string
+	Budgets []v1beta1.Budget
 	// Ready is true when the node and all its ancestors keep every rule.
 	Ready bool
 	// Reason and Message explain a node that is not Ready: the rule it breaks

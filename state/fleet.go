@@ -46,6 +46,10 @@ type fleet struct {
 	// the plane forgot (goneClusters; see setGone).
 	gone     map[string]bool
 	goneSpec []v1beta1.GoneCluster
+	// released are the clusters that left the fleet and were read holding
+	// none of its copies: what the hold records say of them no longer
+	// counts.
+	released map[string]bool
 	// out are the members left out of the Proportional splits: never
 	// reported within the grace (splitOut).
 	out map[string]bool
@@ -84,7 +88,7 @@ type cluster struct {
 
 func newFleet() *fleet {
 	return &fleet{clusters: map[string]*cluster{}, marks: map[Pair]Amount{}, flavors: map[string]int{}, reported: map[string]bool{},
-		listed: map[string]events.Membership{}, leaving: map[string]*cluster{}, gone: map[string]bool{},
+		listed: map[string]events.Membership{}, leaving: map[string]*cluster{}, gone: map[string]bool{}, released: map[string]bool{},
 		dirty: map[string]struct{}{}, pending: map[string]struct{}{}}
 }
 
@@ -94,7 +98,7 @@ func (f *fleet) clone() *fleet {
 	}
 	c := &fleet{clusters: make(map[string]*cluster, len(f.clusters)), names: f.names,
 		marks: maps.Clone(f.marks), flavors: maps.Clone(f.flavors), reported: maps.Clone(f.reported), observedAt: f.observedAt,
-		listed: maps.Clone(f.listed), leaving: make(map[string]*cluster, len(f.leaving)), gone: maps.Clone(f.gone), goneSpec: f.goneSpec, out: maps.Clone(f.out),
+		listed: maps.Clone(f.listed), leaving: make(map[string]*cluster, len(f.leaving)), gone: maps.Clone(f.gone), goneSpec: f.goneSpec, out: maps.Clone(f.out), released: maps.Clone(f.released),
 		dirty: maps.Clone(f.dirty), dirtyAll: f.dirtyAll, retryPending: f.retryPending, pending: maps.Clone(f.pending)}
 	for name, cl := range f.clusters {
 		cc := *cl // flavors and the maps are replaced, never modified
@@ -135,8 +139,14 @@ func (s *State) setMembers() {
 			s.report(name, cl, nil, nil)
 			delete(f.clusters, name)
 			delete(f.reported, name)
-			if len(cl.copies) > 0 && !f.gone[name] {
+			switch {
+			case f.gone[name]:
+			case len(cl.copies) > 0 || (!cl.heard && s.recorded(name)):
+				// It may hold copies: the plane deletes them while it
+				// reaches it, and they count until they are read gone.
 				f.leaving[name] = cl
+			case cl.heard:
+				f.released[name] = true // known to hold none
 			}
 			s.changedEverything() // every node's status lists the members
 		}
@@ -153,6 +163,7 @@ func (s *State) setMembers() {
 			// A cluster that comes back while leaving starts anew: what it
 			// holds is in its next report.
 			delete(f.leaving, name)
+			delete(f.released, name)
 			f.clusters[name] = &cluster{message: "not heard from yet", since: s.now}
 			s.changedEverything()
 			joined = true
@@ -284,6 +295,7 @@ func (s *State) setLeaving(name string, cl *cluster, m *events.Member) {
 	s.retakeCopies(cl, m.Copies)
 	if len(cl.copies) == 0 {
 		delete(s.fleet.leaving, name)
+		s.fleet.released[name] = true
 		s.changedEverything()
 		s.holdsEverywhere()
 	}
@@ -812,8 +824,27 @@ func (s *State) regrace() {
 		return
 	}
 	f.out = out
+	// A member's grace ended: what follows is a member's doing, whatever
+	// the event that told the time.
+	s.cause = CauseMember
 	for n := range s.members {
 		s.queue(n)
 	}
 	s.changedEverything()
+}
+
+// recorded reports whether some team's hold record says that cluster may
+// hold some of it.
+func (s *State) recorded(cluster string) bool {
+	for _, m := range s.members {
+		if m.hold == nil {
+			continue
+		}
+		for _, l := range m.hold.record[cluster] {
+			if !l.isZero() {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -61,10 +61,7 @@ func (l Limits) isZero() bool { return l.Nominal == 0 && l.Borrow == 0 }
 // CopyPlan is what the copier should do with one team's copy on one
 // member: write Budgets (conditional on Version, the resourceVersion it
 // read; an empty Version creates the copy, always with zero budgets), or
-// delete it. Writer is the leader's mark, which the copy carries
-// (v1beta1.WriterAnnotation): a copy last written by another leader is
-// written again, even with the same budgets, so that its version moves
-// and no write of that leader made on the old version can land.
+// delete it.
 //
 // Fence, when set, is the version the write must move the copy away from
 // even if nothing else of it changes (v1beta1.FenceAnnotation): this
@@ -72,7 +69,6 @@ func (l Limits) isZero() bool { return l.Nominal == 0 && l.Borrow == 0 }
 // proves that it can no longer land.
 type CopyPlan struct {
 	Version string
-	Writer  string
 	Fence   string
 	Budgets []PlanBudget
 	Delete  bool
@@ -232,7 +228,7 @@ func (s *State) holdClusters(name string, h *nodeHold) []string {
 		}
 	}
 	for c := range set {
-		if f.gone[c] {
+		if f.gone[c] || f.released[c] {
 			delete(set, c)
 		}
 	}
@@ -590,7 +586,7 @@ func (s *State) evalHolds(m *member) {
 			h.plans[c] = CopyPlan{Version: versions[c], Delete: true}
 			continue
 		}
-		plan := CopyPlan{Version: versions[c], Writer: s.mark}
+		plan := CopyPlan{Version: versions[c]}
 		if plan.Version == "?" {
 			plan.Version = ""
 		}
@@ -807,7 +803,7 @@ func recordOfMust(h *v1beta1.FleetHolds) map[string]map[Pair]Limits {
 
 func samePlans(a, b map[string]CopyPlan) bool {
 	return maps.EqualFunc(a, b, func(x, y CopyPlan) bool {
-		return x.Version == y.Version && x.Writer == y.Writer && x.Fence == y.Fence && x.Delete == y.Delete && slices.Equal(x.Budgets, y.Budgets)
+		return x.Version == y.Version && x.Fence == y.Fence && x.Delete == y.Delete && slices.Equal(x.Budgets, y.Budgets)
 	})
 }
 
@@ -869,7 +865,7 @@ func (s *State) Waits(node string) map[string]Wait {
 // copy as read, what this replica let the copier write since, and the
 // team's hold record, whichever is largest.
 func (s *State) Ceiling(node, cluster string, p Pair) Limits {
-	if s.fleet == nil || s.fleet.gone[cluster] {
+	if s.fleet == nil || s.fleet.gone[cluster] || s.fleet.released[cluster] {
 		return Limits{}
 	}
 	m := s.members[node]

@@ -54,8 +54,8 @@ type holdStats struct {
 }
 
 type worldCopy struct {
-	version, writer, fence string
-	budgets                map[Pair]Limits
+	version, fence string
+	budgets        map[Pair]Limits
 }
 
 type worldNode struct {
@@ -72,7 +72,6 @@ type worldNode struct {
 type flightWrite struct {
 	member, node string
 	cond         string // the copy's version it is made from; "" creates it
-	writer       string
 	fence        string
 	budgets      map[Pair]Limits
 	del          bool
@@ -216,14 +215,14 @@ func (w *fleetWorld) pass() {
 		plans := s.Plans(name)
 		for _, c := range slices.Sorted(maps.Keys(plans)) {
 			plan := plans[c]
-			fw := flightWrite{member: c, node: name, cond: plan.Version, writer: plan.Writer, fence: plan.Fence, del: plan.Delete, budgets: map[Pair]Limits{}}
+			fw := flightWrite{member: c, node: name, cond: plan.Version, fence: plan.Fence, del: plan.Delete, budgets: map[Pair]Limits{}}
 			for _, b := range plan.Budgets {
 				fw.budgets[b.Pair] = Limits{b.Nominal, b.Borrow}
 			}
 			// The copier writes only what differs from the member's copy
 			// as its watch holds it.
 			cur := w.copies[c][name]
-			if cur != nil && !fw.del && cur.version == fw.cond && cur.writer == fw.writer && (fw.fence == "" || cur.fence == fw.fence) && maps.Equal(cur.budgets, fw.budgets) {
+			if cur != nil && !fw.del && cur.version == fw.cond && (fw.fence == "" || cur.fence == fw.fence) && maps.Equal(cur.budgets, fw.budgets) {
 				continue
 			}
 			if cur != nil && fw.budgets[holdPair].Nominal > cur.budgets[holdPair].Nominal {
@@ -277,13 +276,13 @@ func (w *fleetWorld) land(i int) bool {
 	switch {
 	case fw.cond == "" && cur == nil:
 		if !fw.del {
-			cps[fw.node] = &worldCopy{version: strconv.FormatUint(w.nextRV(), 10), writer: fw.writer, budgets: fw.budgets}
+			cps[fw.node] = &worldCopy{version: strconv.FormatUint(w.nextRV(), 10), budgets: fw.budgets}
 		}
 	case cur != nil && fw.cond == cur.version:
 		if fw.del {
 			delete(cps, fw.node)
 		} else {
-			cur.version, cur.writer, cur.budgets = strconv.FormatUint(w.nextRV(), 10), fw.writer, fw.budgets
+			cur.version, cur.budgets = strconv.FormatUint(w.nextRV(), 10), fw.budgets
 			if fw.fence != "" {
 				cur.fence = fw.fence
 			}
@@ -580,7 +579,8 @@ func TestFleetHoldsRandomized(t *testing.T) {
 func runRandomFleet(t *testing.T, seed uint64) holdStats {
 	rng := rand.New(rand.NewPCG(seed, 47))
 	w := newFleetWorld(t, "east", "north", "west")
-	w.grace = 0
+	w.grace = 2 * time.Minute // a member that never reports holds the Proportional splits for two ticks
+	w.restart()
 	members := w.members
 	amount := func(n int) Amount { return Amount(n) * 1000 }
 	w.putNode("ml", v1beta1.AcceleratorQuotaSpec{Role: v1beta1.RoleCohort, ParentRef: &v1beta1.ParentReference{Name: "root"},
@@ -920,7 +920,7 @@ func TestSiblingRecordsMustBeCurrent(t *testing.T) {
 	w.nodes["a"].holds = &v1beta1.FleetHolds{Writer: "1/n0", Clusters: []v1beta1.ClusterHolds{{Cluster: "east",
 		Budgets: []v1beta1.HeldBudget{{ResourceName: holdPair.Resource, ResourceFlavor: holdPair.Flavor, Nominal: gpuAmount("6").Quantity()}}}}}
 	w.nodes["a"].version = w.nextRV()
-	w.flight = append(w.flight, flightWrite{member: "east", node: "a", cond: w.copies["east"]["a"].version, writer: "1/n0",
+	w.flight = append(w.flight, flightWrite{member: "east", node: "a", cond: w.copies["east"]["a"].version,
 		budgets: map[Pair]Limits{holdPair: {Nominal: gpuAmount("6")}}})
 	w.held = map[string]Limits{"a": {Nominal: gpuAmount("6")}, "ml": {Nominal: gpuAmount("10")}}
 	// The Cohort grows by 2 and b with it: room, as this leader reads a.
@@ -966,5 +966,78 @@ func TestRaiseWaitsForItsRecord(t *testing.T) {
 	w.settle()
 	if got := w.copyOn("east", "fleet-a"); got != "5" {
 		t.Fatalf("settled, east holds %s, want 5\n%s", got, w.dump())
+	}
+}
+
+// A member that never reports holds the Proportional splits until its
+// grace ends (a tick tells the time), then the others are split without
+// it, and it rejoins the split once it reports.
+func TestGraceSplitsOutASilentMember(t *testing.T) {
+	w := newFleetWorld(t, "east", "west")
+	w.grace = 5 * time.Minute
+	w.restart()
+	w.apply(events.MembershipChanged(w.now, "ghost", events.Membership{Member: true, Source: "test"}))
+	spec := explicitTeam("root", gpuAmount("6"), nil)
+	spec.Budgets[0].Policy = v1beta1.DistributionProportional
+	w.putNode("fleet-p", spec)
+	w.settle()
+	if st, _ := w.st.NodeStatus("fleet-p"); st.Phase != PhaseSplitInvalid || !strings.Contains(st.Message, "ghost has not reported") {
+		t.Fatalf("within ghost's grace, fleet-p: %s %s, want SplitInvalid naming ghost", st.Phase, st.Message)
+	}
+	w.now = w.now.Add(4 * time.Minute)
+	w.apply(events.Tick(w.now))
+	if st, _ := w.st.NodeStatus("fleet-p"); st.Phase != PhaseSplitInvalid {
+		t.Fatalf("4 minutes into a 5-minute grace, fleet-p: %s, want it still held", st.Phase)
+	}
+	w.now = w.now.Add(time.Minute)
+	w.apply(events.Tick(w.now))
+	w.settle()
+	if e, wst := w.copyOn("east", "fleet-p"), w.copyOn("west", "fleet-p"); e != "3" || wst != "3" {
+		t.Fatalf("after ghost's grace, east holds %s and west %s of fleet-p, want 3 and 3\n%s", e, wst, w.dump())
+	}
+	// ghost reports, with as much as east and west: it rejoins the split,
+	// and gets its share once theirs are lowered and read back.
+	w.members = append(w.members, "ghost")
+	w.listed["ghost"], w.reach["ghost"], w.marks["ghost"] = true, true, 40000
+	w.copies["ghost"] = map[string]*worldCopy{}
+	w.settle()
+	for _, m := range []string{"east", "west", "ghost"} {
+		if got := w.copyOn(m, "fleet-p"); got != "2" {
+			t.Fatalf("once ghost reported, %s holds %s of fleet-p, want 2\n%s", m, got, w.dump())
+		}
+	}
+}
+
+// A member that leaves the fleet holding copies keeps counting until the
+// plane has deleted them and read them gone; then its share goes to the
+// others.
+func TestLeaverCountsUntilReadGone(t *testing.T) {
+	w := newFleetWorld(t, "east", "west")
+	spec := explicitTeam("root", gpuAmount("8"), map[string]Amount{"east": gpuAmount("4"), "west": gpuAmount("4")})
+	w.putNode("fleet-a", spec)
+	w.settle()
+	// west leaves the inventory while the plane cannot reach it.
+	w.reach["west"] = false
+	w.report("west")
+	w.listed["west"] = false
+	w.apply(events.MembershipChanged(w.now, "west", events.Membership{Source: "test", Message: "deleted"}))
+	w.putNode("fleet-a", explicitTeam("root", gpuAmount("8"), map[string]Amount{"east": gpuAmount("8")}))
+	for range 4 {
+		w.pass()
+		for i := len(w.flight) - 1; i >= 0; i-- {
+			w.land(i)
+		}
+		w.inform("fleet-a")
+		w.report("east")
+		w.check("west left, unreachable")
+	}
+	if got := w.copyOn("east", "fleet-a"); got != "4" {
+		t.Fatalf("east rose to %s while west, which left, may still hold 4\n%s", got, w.dump())
+	}
+	// west answers: its copy is deleted, read gone, and east rises.
+	w.reach["west"] = true
+	w.settle()
+	if e, wst := w.copyOn("east", "fleet-a"), w.copyOn("west", "fleet-a"); e != "8" || wst != "-" {
+		t.Fatalf("once west's copy is gone, east holds %s and west %s, want 8 and none\n%s", e, wst, w.dump())
 	}
 }

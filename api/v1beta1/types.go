@@ -36,11 +36,6 @@ const (
 	// origin. The member's webhook lets a copy so marked be deleted by
 	// whoever may release it.
 	ReleaseAnnotation = "ome.io/quota-release"
-	// WriterAnnotation names, on a copy, the plane leader that last wrote
-	// it (TERM/NONCE, as FleetHolds.Writer): a new leader writes every
-	// copy of another's once, so that no write the old one made of it can
-	// land after.
-	WriterAnnotation = "ome.io/quota-writer"
 	// FenceAnnotation holds, on a copy, a version of it the plane made the
 	// copy move away from: its writer let more through than the copy held
 	// then, and a new version proves that none of it can land any more.

@@ -210,11 +210,13 @@ func (a *Applier) ApplyNode(ctx context.Context, no *projector.NodeOutput, p Pas
 }
 
 // ApplyNodeStatus writes one node's status when it differs from the
-// cached one.
-func (a *Applier) ApplyNodeStatus(ctx context.Context, name string, st *v1beta1.AcceleratorQuotaStatus, p Pass) *Result {
+// cached one. A non-empty version makes the write conditional on the
+// node's resourceVersion: a conflict writes nothing and asks for the node
+// again shortly (Result.RetryAt), once the state has read the newer one.
+func (a *Applier) ApplyNodeStatus(ctx context.Context, name string, st *v1beta1.AcceleratorQuotaStatus, version string, p Pass) *Result {
 	res := &Result{Outcomes: map[string]events.Outcome{}, pass: p}
 	out := &projector.Output{Statuses: map[string]*v1beta1.AcceleratorQuotaStatus{name: st}}
-	a.runOneByOne(ctx, a.statusWrites(ctx, out, res), res)
+	a.runOneByOne(ctx, a.statusWrites(ctx, out, res, version), res)
 	return res
 }
 

@@ -39,6 +39,11 @@ type CopyReport struct {
 	// Failed are the copies whose write or deletion the member refused,
 	// with its answer.
 	Failed map[string]string
+	// Behind are the team copies not written because the member's copy is
+	// not the one the plan was made from (the plane's state has not read
+	// its latest version yet, or the member refused the write for that
+	// reason): the member's next report plans them again.
+	Behind []string
 }
 
 // Apply brings the member's copies to want, given every AcceleratorQuota
@@ -46,9 +51,10 @@ type CopyReport struct {
 // writes, parents first, each copy that differs from the member's, and
 // then deletes, children first, the copies of its origin that want
 // neither lists nor holds. A refused write or deletion is in the report.
-// A copy written again because the member's object was not yet seen
-// changed is a server-side apply of the same fields, which changes
-// nothing.
+// A team's copy is written only on the version its plan was made from
+// (its metadata.resourceVersion, which the API server checks), or created
+// where the plan read none: a copy the watch shows at another version is
+// left for the next plan (Behind).
 func (w *CopyWriter) Apply(ctx context.Context, want projector.MemberCopies, objects []*v1beta1.AcceleratorQuota) CopyReport {
 	rep := CopyReport{Conflicts: map[string]string{}, Failed: map[string]string{}}
 	aqs := w.Quotas.OmeV1beta1().AcceleratorQuotas()
@@ -71,7 +77,22 @@ func (w *CopyWriter) Apply(ctx context.Context, want projector.MemberCopies, obj
 			blocked[c.Name] = true
 			rep.Conflicts[c.Name] = conflictMessage(cur, w.Origin)
 			continue
-		case cur != nil && copyInPlace(cur, c):
+		}
+		if c.Spec.Role == v1beta1.RoleClusterQueue {
+			// A team's copy is written on the version its plan read, or
+			// created (with zero budgets) where the plan read none.
+			if (c.ResourceVersion == "") != (cur == nil) || (cur != nil && cur.ResourceVersion != c.ResourceVersion) {
+				rep.Behind = append(rep.Behind, c.Name)
+				continue
+			}
+			if cur != nil {
+				if f, ok := cur.Annotations[v1beta1.FenceAnnotation]; ok && c.Annotations[v1beta1.FenceAnnotation] == "" {
+					c = c.DeepCopy()
+					c.Annotations[v1beta1.FenceAnnotation] = f // a past fence stays, so that it costs no write
+				}
+			}
+		}
+		if cur != nil && copyInPlace(cur, c) {
 			rep.Unchanged++
 			continue
 		}
@@ -80,11 +101,14 @@ func (w *CopyWriter) Apply(ctx context.Context, want projector.MemberCopies, obj
 			force := true
 			_, err = aqs.Patch(ctx, c.Name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: FieldManager, Force: &force})
 		}
-		if err != nil {
+		switch {
+		case err == nil:
+			rep.Written = append(rep.Written, c.Name)
+		case c.ResourceVersion != "" && (apierrors.IsConflict(err) || apierrors.IsNotFound(err)):
+			rep.Behind = append(rep.Behind, c.Name)
+		default:
 			rep.Failed[c.Name] = err.Error()
-			continue
 		}
-		rep.Written = append(rep.Written, c.Name)
 	}
 	held := map[string]bool{}
 	for _, n := range want.Held {

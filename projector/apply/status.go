@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,9 +18,14 @@ import (
 	"ome.io/quota-manager/projector"
 )
 
+// conflictRetry is how soon a conditional status write that met a newer
+// version is tried again.
+const conflictRetry = 200 * time.Millisecond
+
 // statusWrites applies every node status that differs from the cached one,
-// stamps as the projection dated them.
-func (a *Applier) statusWrites(ctx context.Context, out *projector.Output, res *Result) []write {
+// stamps as the projection dated them; conditional on version when it is
+// not empty.
+func (a *Applier) statusWrites(ctx context.Context, out *projector.Output, res *Result, version string) []write {
 	names := make([]string, 0, len(out.Statuses))
 	for n := range out.Statuses {
 		names = append(names, n)
@@ -52,9 +58,13 @@ func (a *Applier) statusWrites(ctx context.Context, out *projector.Output, res *
 		klog.V(4).InfoS("status differs", "node", name, "desired", desired, "cached", cached)
 		node := name
 		ws = append(ws, write{kind: "status", node: node, name: node, do: func(ctx context.Context) error {
+			meta := map[string]any{"name": node}
+			if version != "" {
+				meta["resourceVersion"] = version
+			}
 			body, err := json.Marshal(map[string]any{
 				"apiVersion": v1beta1.SchemeGroupVersion.String(), "kind": "AcceleratorQuota",
-				"metadata": map[string]any{"name": node}, "status": desired,
+				"metadata": meta, "status": desired,
 			})
 			if err != nil {
 				return err
@@ -62,6 +72,12 @@ func (a *Applier) statusWrites(ctx context.Context, out *projector.Output, res *
 			force := true
 			_, err = a.aqs(res).Patch(ctx, node, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: FieldManager, Force: &force}, "status")
 			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			if version != "" && apierrors.IsConflict(err) {
+				// Written on a version the state has not read yet: again
+				// once it has.
+				res.retryAt(a.Now().Add(conflictRetry))
 				return nil
 			}
 			if err == nil {
