@@ -297,7 +297,7 @@ func (m *MemberSource) read() (events.Event, bool) {
 	}
 	ev := events.MemberSeen(now, m.Name, names, capacity)
 	for _, aq := range copies {
-		ev.Member.Copies = append(ev.Member.Copies, copyOf(aq))
+		ev.Member.Copies = append(ev.Member.Copies, CopyOf(aq))
 		if aq.Spec.Role != v1beta1.RoleClusterQueue {
 			continue
 		}
@@ -311,12 +311,23 @@ func (m *MemberSource) read() (events.Event, bool) {
 	return ev, true
 }
 
-// copyOf is how one copy stands: the plane's generation it was made from,
+// CopyOf is how one copy stands: the plane's generation it was made from,
 // and that generation again once the member's manager reports its Kueue
-// objects in place for the copy's current spec.
-func copyOf(aq *v1beta1.AcceleratorQuota) events.MemberCopy {
-	c := events.MemberCopy{Node: aq.Name}
+// objects in place for the copy's current spec; its resourceVersion, and
+// the budgets its spec holds.
+func CopyOf(aq *v1beta1.AcceleratorQuota) events.MemberCopy {
+	c := events.MemberCopy{Node: aq.Name, Version: aq.ResourceVersion}
 	c.Applied, _ = strconv.ParseInt(aq.Annotations[v1beta1.SourceGenerationAnnotation], 10, 64)
+	for _, b := range aq.Spec.Budgets {
+		cb := events.CopyBudget{Resource: b.ResourceName, Flavor: b.ResourceFlavor, Nominal: b.Nominal}
+		if b.BorrowingLimit != nil {
+			cb.BorrowingLimit = *b.BorrowingLimit
+		}
+		c.Budgets = append(c.Budgets, cb)
+	}
+	slices.SortFunc(c.Budgets, func(a, b events.CopyBudget) int {
+		return cmp.Or(cmp.Compare(a.Resource, b.Resource), cmp.Compare(a.Flavor, b.Flavor))
+	})
 	if m := apimeta.FindStatusCondition(aq.Status.Conditions, v1beta1.ConditionMaterialized); m != nil &&
 		m.Status == metav1.ConditionTrue && m.ObservedGeneration == aq.Generation {
 		c.Materialized = c.Applied
@@ -332,7 +343,10 @@ func usageText(m *events.Member) []string {
 		out = append(out, u.Node+" "+u.Resource+"@"+u.Flavor+"="+u.Admitted.String()+"/"+u.Reserved.String()+"/"+u.Borrowed.String())
 	}
 	for _, c := range m.Copies {
-		out = append(out, fmt.Sprintf("copy %s %d/%d", c.Node, c.Applied, c.Materialized))
+		out = append(out, fmt.Sprintf("copy %s %d/%d %s", c.Node, c.Applied, c.Materialized, c.Version))
+		for _, b := range c.Budgets {
+			out = append(out, b.Resource+"@"+b.Flavor+"="+b.Nominal.String()+"/"+b.BorrowingLimit.String())
+		}
 	}
 	return out
 }

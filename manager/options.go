@@ -105,6 +105,10 @@ type Options struct {
 	// http server): for test clusters only
 	// (--members-allow-insecure-kubeconfigs).
 	MembersAllowInsecureKubeconfigs bool
+	// MemberGrace is how long a management plane waits for a member that
+	// never reported before it splits Proportional budgets without it
+	// (--member-grace).
+	MemberGrace time.Duration
 	// Origin is the plane's name on the copies it writes to its members
 	// (the ome.io/quota-origin label, --origin).
 	Origin string
@@ -143,6 +147,7 @@ func DefaultOptions() *Options {
 		EventLogSync:       string(store.SyncInterval),
 		MembersConfigMap:   "ome-quota-manager-members",
 		Origin:             "ome-quota-manager",
+		MemberGrace:        5 * time.Minute,
 	}
 }
 
@@ -187,6 +192,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.MembersConfigMap, "members-configmap", o.MembersConfigMap, "management mode with --members-from=secrets: the ConfigMap whose entries list the members, each NAME: SECRET or SECRET/KEY (a kubeconfig Secret of the same namespace; key kubeconfig by default)")
 	fs.StringVar(&o.MembersNamespace, "members-namespace", o.MembersNamespace, "management mode with --members-from=secrets: the namespace of --members-configmap and of the Secrets; empty means the pod's namespace ($POD_NAMESPACE)")
 	fs.BoolVar(&o.MembersAllowInsecureKubeconfigs, "members-allow-insecure-kubeconfigs", o.MembersAllowInsecureKubeconfigs, "management mode with --members-from=secrets, for test clusters only: accept member kubeconfigs that set insecure-skip-tls-verify or reach a plain http server, whose identity the plane cannot check; file paths, tokenFile, exec and auth-provider stay refused")
+	fs.DurationVar(&o.MemberGrace, "member-grace", o.MemberGrace, "management mode: how long a member that has never reported may hold up the fleet's Proportional splits; after it, they are split among the members that reported, and it rejoins them when it reports (its last known copies still count meanwhile); 0 waits for ever")
 	fs.StringVar(&o.Origin, "origin", o.Origin, "management mode: the plane's name on the copies it writes to its members (label ome.io/quota-origin); a member's copies of another origin are never touched")
 	fs.StringVar(&o.EventLogSync, "event-log-sync", o.EventLogSync, `when the event log is flushed to disk: "interval" (every second), "always" (every event) or "never" (left to the OS)`)
 }
@@ -358,10 +364,16 @@ func (o *Options) LeaderIdentity() (string, error) {
 // TickInterval is how often the timer measures: the smaller of the resync
 // and the report interval (the resync alone when reporting is off).
 func (o *Options) TickInterval() time.Duration {
-	if o.ReportInterval > 0 && o.ReportInterval < o.ResyncInterval {
-		return o.ReportInterval
+	tick := o.ResyncInterval
+	if o.ReportInterval > 0 && o.ReportInterval < tick {
+		tick = o.ReportInterval
 	}
-	return o.ResyncInterval
+	if o.Mode == ModeManagement && o.MemberGrace > 0 {
+		// The ticks tell a plane when a member's grace ends: a tenth of it
+		// late at most.
+		tick = min(tick, max(o.MemberGrace/10, time.Second))
+	}
+	return tick
 }
 
 // EventsConfig is the part of the options the state depends on.
@@ -375,6 +387,7 @@ func (o *Options) EventsConfig() events.Config {
 	}
 	if o.Mode == ModeManagement {
 		c.Mode, c.Origin = events.ModeManagement, o.Origin
+		c.MemberGrace.Duration = o.MemberGrace
 	}
 	if len(o.cover) > 0 {
 		c.CoverResources = maps.Clone(o.cover)

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -51,6 +53,10 @@ type plane struct {
 	// reportMu serializes the outcome reports of the members' copiers, so
 	// that the last report sent reads every member's latest pass.
 	reportMu sync.Mutex
+	// guardDirty asks the finalizer keeper for a pass (guard); guardErr
+	// is the last error it logged per node (touched by the keeper alone).
+	guardDirty chan struct{}
+	guardErr   map[string]string
 }
 
 // planeMember is one cluster the plane watches and writes: how it is
@@ -93,7 +99,7 @@ const (
 
 // newPlane builds the plane and its inventory.
 func newPlane(m *Manager) (*plane, error) {
-	p := &plane{m: m, running: map[string]*planeMember{}, access: map[string]memberAccess{}}
+	p := &plane{m: m, running: map[string]*planeMember{}, access: map[string]memberAccess{}, guardDirty: make(chan struct{}, 1), guardErr: map[string]string{}}
 	ns := m.opts.ClusterProfileNamespace
 	if ns == "" {
 		ns = os.Getenv("POD_NAMESPACE")
@@ -131,6 +137,7 @@ func (p *plane) run(ctx context.Context) ([]cache.ResourceEventHandlerRegistrati
 	p.mu.Lock()
 	p.ctx = ctx
 	p.mu.Unlock()
+	go p.guarder(ctx)
 	return p.inv.start(ctx)
 }
 
@@ -256,13 +263,100 @@ func (mb *planeMember) poke() {
 	}
 }
 
-// poke asks every copier for a pass.
+// poke asks every copier, and the finalizer keeper, for a pass.
 func (p *plane) poke() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, mb := range p.running {
 		mb.poke()
 	}
+	select {
+	case p.guardDirty <- struct{}{}:
+	default:
+	}
+}
+
+// guarder keeps the copies finalizer while this replica leads (guard):
+// when poked, and every --resync-interval.
+func (p *plane) guarder(ctx context.Context) {
+	resync := time.NewTicker(p.m.opts.ResyncInterval)
+	defer resync.Stop()
+	var retry <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.guardDirty:
+		case <-resync.C:
+		case <-retry:
+		}
+		retry = nil
+		if p.m.leader.Load() && !p.guard(ctx) {
+			retry = time.After(copyRetry)
+		}
+	}
+}
+
+// guard puts the copies finalizer (v1beta1.CopiesFinalizer) on each team
+// of the fleet tree that lacks it, and takes it off each team being
+// deleted that no member holds a copy of any more (state.Releasable), so
+// that a team's hold record outlives its copies. It reports whether every
+// write went through.
+func (p *plane) guard(ctx context.Context) bool {
+	m := p.m
+	m.mu.Lock()
+	var add, release []string
+	for _, nv := range m.st.Nodes() {
+		if nv.Spec.Role != v1beta1.RoleClusterQueue {
+			continue
+		}
+		switch {
+		case !nv.Deleting && !m.st.Guarded(nv.Name):
+			add = append(add, nv.Name)
+		case m.st.Releasable(nv.Name):
+			release = append(release, nv.Name)
+		}
+	}
+	m.mu.Unlock()
+	ok := true
+	set := func(name string, keep bool) {
+		cur, err := m.aqs.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return
+		}
+		if err == nil {
+			has := slices.Contains(cur.Finalizers, v1beta1.CopiesFinalizer)
+			switch {
+			case keep && !has:
+				cur.Finalizers = append(cur.Finalizers, v1beta1.CopiesFinalizer)
+			case !keep && has:
+				cur.Finalizers = slices.DeleteFunc(cur.Finalizers, func(f string) bool { return f == v1beta1.CopiesFinalizer })
+			default:
+				return
+			}
+			_, err = m.aqs.Update(ctx, cur, metav1.UpdateOptions{FieldManager: apply.FieldManager})
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			ok = false
+			if !apierrors.IsConflict(err) && ctx.Err() == nil && p.guardErr[name] != err.Error() {
+				// Said once per node and error: the keeper retries often.
+				p.guardErr[name] = err.Error()
+				klog.FromContext(ctx).Error(err, "cannot keep the plane's copies finalizer on a team; retrying", "node", name, "finalizer", v1beta1.CopiesFinalizer)
+			}
+			return
+		}
+		delete(p.guardErr, name)
+		if !keep {
+			klog.FromContext(ctx).Info("no member holds a copy of the deleted team any more: its finalizer is let go", "node", name)
+		}
+	}
+	for _, name := range add {
+		set(name, true)
+	}
+	for _, name := range release {
+		set(name, false)
+	}
+	return ok
 }
 
 // copier makes a pass on one cluster when asked, and every

@@ -2,13 +2,16 @@ package manager
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/http/pprof"
 	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -89,6 +92,18 @@ type Manager struct {
 	schema *schemaWatch
 	// plane is management mode's shell (plane.go); nil in workload mode.
 	plane *plane
+	// nonce tells this process's leads from another's of the same term
+	// (events.Leadership.Nonce).
+	nonce string
+}
+
+// newNonce is a process's nonce: 8 random bytes in hex.
+func newNonce() string {
+	b := make([]byte, 8)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand does not fail on Linux
+	}
+	return hex.EncodeToString(b)
 }
 
 // RestConfig builds the client configuration from --kubeconfig, or from the
@@ -121,7 +136,7 @@ func New(o *Options, cfg *rest.Config) (*Manager, error) {
 		return nil, err
 	}
 	o.Identity = id
-	m := &Manager{opts: o, cfg: cfg, metrics: metrics.New(), st: state.New(), applied: make(chan struct{})}
+	m := &Manager{opts: o, cfg: cfg, metrics: metrics.New(), st: state.New(), applied: make(chan struct{}), nonce: newNonce()}
 	if m.kube, err = kubernetes.NewForConfig(cfg); err != nil {
 		return nil, err
 	}
@@ -572,7 +587,16 @@ func (m *Manager) lead(ctx context.Context, id string) error {
 // reports.
 func (m *Manager) becomeLeader(ctx context.Context, id string) {
 	log := klog.FromContext(ctx)
-	seq, err := m.stream.Publish(ctx, events.LeadershipChanged(time.Now(), id, events.LeadershipAcquired))
+	ev := events.LeadershipChanged(time.Now(), id, events.LeadershipAcquired)
+	term, err := m.leaseTerm(ctx, id)
+	if err != nil {
+		if ctx.Err() == nil {
+			log.Error(err, "cannot read the Lease just taken; not applying")
+		}
+		return
+	}
+	ev.Leadership.Term, ev.Leadership.Nonce = term, m.nonce
+	seq, err := m.stream.Publish(ctx, ev)
 	if err == nil {
 		err = m.waitApplied(ctx, seq)
 	}
@@ -595,6 +619,29 @@ func (m *Manager) becomeLeader(ctx context.Context, id string) {
 	if m.plane != nil {
 		m.plane.poke()
 	}
+}
+
+// leaseTerm is this lead's term: the resourceVersion of the Lease as read
+// once it is held, which grows with every write of the Lease and so with
+// every change of holder (a management plane marks its hold records with
+// it); 0 without leader election. It fails when the Lease cannot be read
+// or another replica holds it by then.
+func (m *Manager) leaseTerm(ctx context.Context, id string) (uint64, error) {
+	if !m.opts.LeaderElect {
+		return 0, nil
+	}
+	ns := m.opts.LeaseNamespace
+	if ns == "" {
+		ns = os.Getenv("POD_NAMESPACE")
+	}
+	lease, err := m.kube.CoordinationV1().Leases(ns).Get(ctx, m.opts.LeaseName, metav1.GetOptions{})
+	if err != nil {
+		return 0, err
+	}
+	if h := lease.Spec.HolderIdentity; h == nil || *h != id {
+		return 0, fmt.Errorf("the Lease %s/%s is no longer held by %s", ns, m.opts.LeaseName, id)
+	}
+	return strconv.ParseUint(lease.ResourceVersion, 10, 64)
 }
 
 // serve runs the metrics and health endpoints. /metrics is HTTPS with

@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -509,7 +510,13 @@ func (m *Manager) materialize(ctx context.Context, name string, how apply.Pass) 
 				m.rec.Wait(oseq)
 			}
 			st := projector.ProjectStatus(&n, in)
-			sres := m.applier.ApplyNodeStatus(ctx, name, st, how)
+			// A plane's team's status carries its hold record: written on
+			// the version the state read, or not at all.
+			version := ""
+			if in.Plane && n.Role == v1beta1.RoleClusterQueue && n.Version > 0 {
+				version = strconv.FormatUint(n.Version, 10)
+			}
+			sres := m.applier.ApplyNodeStatus(ctx, name, st, version, how)
 			if sres.Writes > 0 {
 				m.shell.statusWritten(name, time.Now())
 			}

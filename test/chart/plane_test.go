@@ -341,7 +341,7 @@ func TestPlaneClusterRole(t *testing.T) {
 			cr := convert[rbacv1.ClusterRole](t, r.Get("ClusterRole", "ome-quota-manager"))
 			require.Equal(t, []string{
 				"ome.io acceleratorquotas: get,list,watch,create",
-				"ome.io acceleratorquotas/root: update",
+				"ome.io acceleratorquotas: update", // the copies finalizer on its teams
 				"ome.io acceleratorquotas/status: patch",
 				"apiextensions.k8s.io customresourcedefinitions/acceleratorquotas.ome.io: get",
 				" events: create,patch",

@@ -787,6 +787,8 @@ func TestManagementModeInstall(t *testing.T) {
 			"get configmaps/another": "no", "list configmaps": "no", "update configmaps/ome-quota-manager-members": "no",
 			"watch secrets/east-kubeconfig": "yes", "list secrets/west-kubeconfig": "yes",
 			"list secrets": "no", "watch secrets/another": "no", "update secrets/east-kubeconfig": "no",
+			// The copies finalizer on the fleet's teams; never a deletion.
+			"update acceleratorquotas/fleet-a": "yes", "delete acceleratorquotas/fleet-a": "no",
 		} {
 			require.Equal(t, want, as(append(strings.Fields(args), "-n", ns)...), "kubectl auth can-i %s", args)
 		}

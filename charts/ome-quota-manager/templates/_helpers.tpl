@@ -65,6 +65,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- with $q.projection.origin }}
 - --origin={{ . }}
 {{- end }}
+{{- if eq $q.mode "management" }}
+- --member-grace={{ $q.projection.memberGrace | default "5m" }}
+{{- end }}
 - --capacity-resources={{ join "," $q.capacity.resources }}
 {{- $cover := list -}}
 {{- range $k, $v := $q.materialize.coverResources }}
