@@ -371,6 +371,24 @@ func stale(t *testing.T, plane, c typed.AcceleratorQuotaInterface, prefix string
 		if got := aq.Annotations[v1beta1.SourceGenerationAnnotation]; got != fmt.Sprint(node.Generation) {
 			return fmt.Sprintf("the member's %s was made from generation %s of %d", aq.Name, got, node.Generation)
 		}
+		// A copy is made with zero budgets and raised to its share once
+		// read back: it is in place when it holds the share.
+		for _, b := range node.Spec.Budgets {
+			for _, sh := range b.PerCluster {
+				if sh.Cluster != aq.Annotations[v1beta1.ClusterAnnotation] {
+					continue
+				}
+				held := "none"
+				for _, cb := range aq.Spec.Budgets {
+					if cb.ResourceName == b.ResourceName && cb.ResourceFlavor == b.ResourceFlavor {
+						held = cb.Nominal.String()
+					}
+				}
+				if held != sh.Nominal.String() {
+					return fmt.Sprintf("the member's %s holds %s of %s, its share is %s", aq.Name, held, b.ResourceName, sh.Nominal.String())
+				}
+			}
+		}
 	}
 	if n != want {
 		return fmt.Sprintf("the member holds %d copies named %s*, want %d", n, prefix, want)

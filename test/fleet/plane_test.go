@@ -50,8 +50,9 @@ import (
 // Prometheus scraping the plane reads the same usage; a node of east's own under a fleet
 // team's name is left as it is and reported on the plane's node; a member
 // cut off (and for how long), or whose API server is stopped, is reported ClusterUnreachable
-// and keeps its shares while the other is still written, and catches up
-// when it returns; a member's growth moves a Proportional split once,
+// and keeps its shares while the other is still written, a raise that
+// needs its lowering waiting until it is read back, and catches up when it
+// returns; a member's growth moves a Proportional split once,
 // which the plane's recorded log explains, and a drop within its damping
 // band not at all; and fleet nodes deleted
 // on the plane are swept from both members, with east's Kueue objects.
@@ -383,37 +384,43 @@ func TestPlaneProjectsShares(t *testing.T) {
 	// nothing comes through them; the HTTP/2 health check of the plane's
 	// client closes them (after 30 s without a frame and 15 s without an
 	// answer to a ping), and the next attempts time out; it reports west
-	// ClusterUnreachable, and a change for east does not wait on west.
-	// Once it runs again, west catches up.
+	// ClusterUnreachable. fleet-a then moves from 5/4 to 6/3: east's raise
+	// waits until west's lower is read back, once west runs again; the
+	// members' copies, sampled throughout, never hold more than 9.
 	apiserver := west.Processes()["kube-apiserver"]
 	if apiserver == 0 {
 		t.Fatal("west's kube-apiserver process is not found")
 	}
+	sampled := watchSum(t, "fleet-a", map[string]typed.AcceleratorQuotaInterface{"east": aqs, "west": westAQs})
 	if err := syscall.Kill(apiserver, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	resume := func() { _ = syscall.Kill(apiserver, syscall.SIGCONT) }
 	t.Cleanup(resume)
 	reachableWithin(0, 2*time.Minute)
-	stopped := time.Now()
 	patch = fmt.Sprintf(`{"spec":{"budgets":[{"resourceName":%q,"resourceFlavor":"a100","nominal":"9","policy":"Explicit","perCluster":[{"cluster":"east","nominal":"6"},{"cluster":"west","nominal":"3"}]}]}}`, gpu)
 	if _, err := hubAQs.Patch(ctx, "fleet-a", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	nominal("fleet-a", "6")
-	t.Logf("with west's API server stopped, a change reached east's ClusterQueue in %s", time.Since(stopped).Round(time.Millisecond))
 	testutil.Eventually(t, 30*time.Second, func() string {
 		aq, err := hubAQs.Get(ctx, "fleet-a", metav1.GetOptions{})
 		if err != nil {
 			return err.Error()
 		}
+		var west, east bool
 		for _, c := range aq.Status.Clusters {
-			if c.Cluster == "west" && strings.HasPrefix(c.Message, "ClusterUnreachable:") {
-				return ""
-			}
+			west = west || c.Cluster == "west" && strings.HasPrefix(c.Message, "ClusterUnreachable:")
+			east = east || c.Cluster == "east" && strings.Contains(c.Waiting, "west to release 1") && c.WaitingSince != nil
 		}
-		return fmt.Sprintf("the plane's fleet-a does not report west ClusterUnreachable: %+v", aq.Status.Clusters)
+		if !west || !east {
+			return fmt.Sprintf("the plane's fleet-a does not report west ClusterUnreachable and east's raise waiting for it: %+v", aq.Status.Clusters)
+		}
+		return ""
 	})
+	nominal("fleet-a", "5")
+	if got := copyOf(t, aqs, "fleet-a"); got != "5" {
+		t.Fatalf("with west's API server stopped, east's copy of fleet-a holds %s, want 5", got)
+	}
 	behind := func(cluster string, want float64) {
 		t.Helper()
 		testutil.Eventually(t, 30*time.Second, func() string {
@@ -426,10 +433,14 @@ func TestPlaneProjectsShares(t *testing.T) {
 	}
 	behind("west", 1) // fleet-a's copy there is from the generation before
 	behind("east", 1) // east's own fleet-d stands where the copy would
+	resumed := time.Now()
 	resume()
 	reachable(1)
 	copies(westAQs, "fleet-a<-fleet-c [a100=3] origin=fleet", "fleet-b<-fleet-c [a100=2] origin=fleet",
 		"fleet-c<-root [] origin=fleet", "fleet-d<-fleet-c [a100=1] origin=fleet")
+	nominal("fleet-a", "6")
+	t.Logf("once west's API server ran again, east's raise reached its ClusterQueue in %s", time.Since(resumed).Round(time.Millisecond))
+	sampled.atMost(t, "9")
 	behind("west", 0)
 
 	// East grows past its mark (a third Node of 8: 24 of 32): fleet-b's

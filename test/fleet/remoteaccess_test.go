@@ -26,11 +26,11 @@ import (
 	"ome.io/quota-manager/test/testutil"
 )
 
-// splitOne is a split of nvidia.com/gpu@a100 that gives cluster amount
-// (in milli-units).
-func splitOne(cluster string, amount state.Amount) []state.BudgetSplit {
-	return []state.BudgetSplit{{Pair: state.Pair{Resource: "nvidia.com/gpu", Flavor: "a100"}, Policy: v1beta1.DistributionExplicit,
-		Shares: []state.Share{{Cluster: cluster, Amount: amount}}}}
+// planOne is a plan that writes cluster's copy with amount of
+// nvidia.com/gpu@a100 (in milli-units), creating it.
+func planOne(cluster string, amount state.Amount) map[string]state.CopyPlan {
+	return map[string]state.CopyPlan{cluster: {Budgets: []state.PlanBudget{
+		{Pair: state.Pair{Resource: "nvidia.com/gpu", Flavor: "a100"}, Nominal: amount}}}}
 }
 
 // The chart's remoteAccess values on a member create the identity a
@@ -64,7 +64,7 @@ func TestRemoteAccessRBAC(t *testing.T) {
 	copyOf := projector.Copies([]projector.FleetNode{
 		{Name: "root", Spec: &aqtest.Root().Obj().Spec, Depth: 0, Ready: true},
 		{Name: "rbac-team", UID: "u1", Generation: 1, Spec: &aqtest.Team("rbac-team", "root").Budget("nvidia.com/gpu", "a100", "1").Obj().Spec,
-			Parent: "root", Depth: 1, Ready: true, Splits: splitOne("east", 1000)},
+			Parent: "root", Depth: 1, Ready: true, Plans: planOne("east", 1000)},
 	}, "east", "plane-rbac")
 	have, _ := src.Objects()
 	if rep := w.Apply(ctx, copyOf, have); len(rep.Failed) > 0 || len(rep.Written) != 1 {
