@@ -392,8 +392,8 @@ func (s *State) targets(m *member) map[string]map[Pair]Limits {
 	return out
 }
 
-// budgetOf is a node's fleet budget of p; false when it has none.
-func budgetOf(m *member, p Pair) (Limits, bool) {
+// fleetBudget is a node's fleet budget of p; false when it has none.
+func fleetBudget(m *member, p Pair) (Limits, bool) {
 	for _, b := range m.spec.Budgets {
 		if b.ResourceName == p.Resource && b.ResourceFlavor == p.Flavor {
 			l := Limits{Nominal: AmountOf(b.Nominal)}
@@ -463,7 +463,7 @@ func (s *State) evalHolds(m *member) {
 	allow := make(map[string]map[Pair]Limits, len(clusters))
 	waits := map[string]Wait{}
 	for _, p := range slices.SortedFunc(maps.Keys(pairs), Pair.Compare) {
-		budget, _ := budgetOf(m, p)
+		budget, _ := fleetBudget(m, p)
 		var total Limits
 		for _, c := range clusters {
 			l := ceil(c, p)
@@ -530,7 +530,7 @@ func (s *State) evalHolds(m *member) {
 				a.Nominal, shortN = raise(want.Nominal, r.Nominal, cur.Nominal, func() Amount {
 					room := budget.Nominal - (total.Nominal - cur.Nominal)
 					for _, anc := range ancestors {
-						ab, _ := budgetOf(s.members[anc], p)
+						ab, _ := fleetBudget(s.members[anc], p)
 						room = min(room, ab.Nominal-(s.heldUnderExcept(anc, p, m.name, clusters, ceil)-cur.Nominal))
 					}
 					return room
@@ -721,7 +721,7 @@ func (s *State) mayOverwrite(writer string) bool {
 func (s *State) budgetedAncestors(m *member, p Pair) []string {
 	var out []string
 	for cur, steps := s.members[m.shape.parent], 0; cur != nil && steps <= len(s.members); cur, steps = s.members[cur.shape.parent], steps+1 {
-		if _, ok := budgetOf(cur, p); ok {
+		if _, ok := fleetBudget(cur, p); ok {
 			out = append(out, cur.name)
 		}
 		if cur.shape.parent == "" || cur.name == v1beta1.RootName {
@@ -763,7 +763,7 @@ func (s *State) blockers(m *member, p Pair, to string, clusters []string, ceil f
 		return "waits for " + joinFew(over)
 	}
 	for _, a := range ancestors {
-		ab, _ := budgetOf(s.members[a], p)
+		ab, _ := fleetBudget(s.members[a], p)
 		return fmt.Sprintf("waits for the teams under %s to release: they may hold more of %s than its budget of %s leaves room for", a, p, ab.Nominal)
 	}
 	return "waits: the team's budget leaves no room"
