@@ -57,6 +57,9 @@ type Reviewer struct {
 	// An error means it cannot be known now: the write is refused with
 	// 503. nil: nobody but the plane may touch a copy.
 	MayRelease func(ctx context.Context, user authenticationv1.UserInfo, name string) (bool, error)
+	// Warn, when set, adds warnings to an admitted write (usageWarnings);
+	// it never changes a verdict.
+	Warn func(w Write) []string
 }
 
 // notReady is the refusal of a write that this replica cannot judge,
@@ -273,6 +276,9 @@ func (r *Reviewer) judge(ctx context.Context, req *admissionv1.AdmissionRequest)
 	v, err := r.Judge(ctx, w)
 	if err != nil {
 		return unavailable("the quota manager cannot judge this write now: %v; retry in a few seconds", err)
+	}
+	if v.Allowed && r.Warn != nil {
+		v.Warnings = append(v.Warnings, r.Warn(w)...)
 	}
 	if r.OnVerdict != nil && !w.DryRun {
 		r.OnVerdict(ctx, w.Name, auditOf(req, w, v))

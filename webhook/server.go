@@ -86,7 +86,7 @@ func New(opts *Options, cfg *rest.Config, st StateReader, m *metrics.Metrics) (*
 		Watch:  cache.NewListWatchFromClient(quotas.OmeV1beta1().RESTClient(), "admissionledgers", "", fields.OneTermEqualSelector("metadata.name", opts.Ledger)),
 		Expiry: opts.ReservationExpiry, Reuse: opts.Timeout, Hold: opts.StandingHold, Now: clockOf(), Metrics: m}
 	reviewer := &Reviewer{Judge: l.Judge, Synced: st.Synced, NotReady: st.NotReady, OnVerdict: st.OnVerdict, Planes: opts.ProjectionWriters,
-		MayRelease: mayRelease(kube)}
+		MayRelease: mayRelease(kube), Warn: usageWarnings(st)}
 	return &Server{
 		opts:     opts,
 		reviewer: reviewer,
