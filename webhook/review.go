@@ -252,6 +252,11 @@ func (r *Reviewer) judge(ctx context.Context, req *admissionv1.AdmissionRequest)
 		// neither judged nor serialized.
 		oldSpec, err := old.quotaSpec()
 		if err == nil && state.SameShape(w.Name, oldSpec, w.Spec) {
+			// A borrowingLimit lowered below usage still warns.
+			w.Old = oldSpec
+			if v := r.warned(Verdict{Allowed: true}, w); len(v.Warnings) > 0 {
+				return labeled(v, VerdictWarned)
+			}
 			return allowed
 		}
 		w.Old = oldSpec
@@ -277,9 +282,7 @@ func (r *Reviewer) judge(ctx context.Context, req *admissionv1.AdmissionRequest)
 	if err != nil {
 		return unavailable("the quota manager cannot judge this write now: %v; retry in a few seconds", err)
 	}
-	if v.Allowed && r.Warn != nil {
-		v.Warnings = append(v.Warnings, r.Warn(w)...)
-	}
+	v = r.warned(v, w)
 	if r.OnVerdict != nil && !w.DryRun {
 		r.OnVerdict(ctx, w.Name, auditOf(req, w, v))
 	}

@@ -17,3 +17,11 @@ func usageWarnings(st StateReader) func(Write) []string {
 		return out
 	}
 }
+
+// warned is v with Warn's warnings added when v admits the write.
+func (r *Reviewer) warned(v Verdict, w Write) Verdict {
+	if v.Allowed && r.Warn != nil {
+		v.Warnings = append(v.Warnings, r.Warn(w)...)
+	}
+	return v
+}

@@ -54,7 +54,8 @@ func guideWithUsage(t *testing.T) usageState {
 // TestUsageWarningNeverChangesAVerdict judges the same writes with and
 // without the warning of a lowering below usage: every answer is the
 // same but for the warnings, and only a lowering of team-beta below its
-// 12 admitted GPUs gets one.
+// 12 admitted GPUs gets one, a lowered borrowingLimit too, which the
+// webhook admits without judging.
 func TestUsageWarningNeverChangesAVerdict(t *testing.T) {
 	st := guideWithUsage(t)
 	beta := aqtest.GuideTree()[2]
@@ -82,7 +83,12 @@ func TestUsageWarningNeverChangesAVerdict(t *testing.T) {
 			body: reviewOf(t, admissionv1.Update, "team-beta", with("8", ""), beta, false),
 			warn: "4 above its budget of 8 (nominal 8)",
 		},
-		"team-beta lowered, still holding its 12": {body: reviewOf(t, admissionv1.Update, "team-beta", with("6", "6"), beta, false)},
+		"team-beta's borrowing lowered (no rule reads it)": {
+			body: reviewOf(t, admissionv1.Update, "team-beta", with("8", "2"), beta, false),
+			warn: "2 above its budget of 10 (nominal 8 + borrowingLimit 2)",
+		},
+		"team-beta lowered, still holding its 12":         {body: reviewOf(t, admissionv1.Update, "team-beta", with("6", "6"), beta, false)},
+		"team-beta's borrowing raised (no rule reads it)": {body: reviewOf(t, admissionv1.Update, "team-beta", with("8", "6"), beta, false)},
 		"team-beta raised past ml-research (denied)": {
 			body: reviewOf(t, admissionv1.Update, "team-beta", with("12", "4"), beta, false),
 		},
@@ -118,7 +124,7 @@ func TestUsageWarningNeverChangesAVerdict(t *testing.T) {
 			}
 		})
 	}
-	if warned != 3 {
-		t.Errorf("%d lowerings were warned, want 3", warned)
+	if warned != 4 {
+		t.Errorf("%d lowerings were warned, want 4", warned)
 	}
 }
