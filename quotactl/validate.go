@@ -14,6 +14,7 @@ import (
 
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/events"
+	"ome.io/quota-manager/quotafile"
 	"ome.io/quota-manager/state"
 )
 
@@ -107,12 +108,12 @@ func (v *validateOptions) run(c *cobra.Command) error {
 	if err != nil {
 		return usageError(c, "%s", err)
 	}
-	writes, err := readWrites(v.files, v.streams.In)
+	writes, err := quotafile.Read(v.files, v.streams.In, "validate")
 	if err != nil {
 		return err
 	}
 	for _, d := range v.deletes {
-		writes = append(writes, write{name: d})
+		writes = append(writes, quotafile.Write{Name: d})
 	}
 	cfg, err := v.coreConfig(c)
 	if err != nil {
@@ -148,28 +149,51 @@ func (v *validateOptions) run(c *cobra.Command) error {
 		}
 	}
 
-	rep := &ValidationReport{TypeMeta: typeMeta("ValidationReport"), Offline: v.offline}
+	rep, _, err := judge(r, cl, cfg, now, writes, without, v.offline, marks)
+	if err != nil {
+		return err
+	}
+
+	if done, err := printReport(c, v.output, rep, v.streams.Out); done {
+		if err != nil {
+			return err
+		}
+	} else {
+		v.printText(v.streams.Out, rep)
+	}
+	if len(rep.Violations) > 0 || len(rep.WouldFreeze) > 0 {
+		return violationsFound
+	}
+	return nil
+}
+
+// judge lays writes over r, the replayed cluster, judging each as the
+// webhook does, then checks the resulting tree whole and, with without,
+// replays cl without those Nodes. It returns the report and the state
+// after the writes (and without the Nodes).
+func judge(r *replayer, cl *cluster, cfg events.Config, now time.Time, writes []quotafile.Write, without []string, offline bool, marks []v1beta1.CapacityStatus) (*ValidationReport, *state.State, error) {
+	rep := &ValidationReport{TypeMeta: typeMeta("ValidationReport"), Offline: offline}
 	var admitted []events.Event
 	for _, w := range writes {
-		if _, ok := r.s.Node(w.name); !ok && w.spec == nil {
-			return notFound(w.name)
+		if _, ok := r.s.Node(w.Name); !ok && w.Spec == nil {
+			return nil, nil, notFound(w.Name)
 		}
-		a := r.s.Admit(w.name, w.spec)
+		a := r.s.Admit(w.Name, w.Spec)
 		if !a.Allowed {
-			rep.Violations = append(rep.Violations, Finding{Source: w.source, Node: w.name, Reason: "Denied", Message: a.Message})
+			rep.Violations = append(rep.Violations, Finding{Source: w.Source, Node: w.Name, Reason: "Denied", Message: a.Message})
 			continue
 		}
-		ev := events.Deleted(now, events.KindAcceleratorQuota, w.name)
-		if w.spec != nil {
-			ev = events.QuotaUpserted(now, &events.Quota{Name: w.name, Spec: *w.spec})
+		ev := events.Deleted(now, events.KindAcceleratorQuota, w.Name)
+		if w.Spec != nil {
+			ev = events.QuotaUpserted(now, &events.Quota{Name: w.Name, Spec: *w.Spec})
 		}
 		r.apply(ev)
 		admitted = append(admitted, ev)
 	}
 	sources := map[string]string{}
 	for _, w := range writes {
-		if w.spec != nil {
-			sources[w.name] = w.source
+		if w.Spec != nil {
+			sources[w.Name] = w.Source
 		}
 	}
 	known := map[string]bool{}
@@ -179,7 +203,7 @@ func (v *validateOptions) run(c *cobra.Command) error {
 	for _, vi := range r.s.Violations() {
 		f := Finding{Source: sources[vi.Node], Node: vi.Node, Reason: string(vi.Reason), Message: vi.Message}
 		if vi.Reason == state.ReasonCapacityExceeded {
-			if v.offline && !known[vi.Subject] {
+			if offline && !known[vi.Subject] {
 				continue // no mark given for the pair: capacity not judged
 			}
 			rep.Warnings = append(rep.Warnings, f)
@@ -187,6 +211,7 @@ func (v *validateOptions) run(c *cobra.Command) error {
 		}
 		rep.Violations = append(rep.Violations, f)
 	}
+	final := r.s
 	before, after := r.s.Marks(), r.s.Marks()
 	if len(without) > 0 {
 		// The cluster replayed without those Nodes, measured once, with the
@@ -204,7 +229,7 @@ func (v *validateOptions) run(c *cobra.Command) error {
 		for _, ev := range admitted {
 			w.apply(ev)
 		}
-		after = w.s.Marks()
+		after, final = w.s.Marks(), w.s
 		for _, n := range w.s.Nodes() {
 			if n.Ready() || (was[n.Name].Reason == n.Reason && was[n.Name].Message == n.Message) {
 				continue
@@ -213,7 +238,7 @@ func (v *validateOptions) run(c *cobra.Command) error {
 		}
 	}
 	for _, p := range slices.SortedFunc(maps.Keys(before), func(a, b state.Pair) int { return a.Compare(b) }) {
-		if v.offline && !known[p.String()] {
+		if offline && !known[p.String()] {
 			continue
 		}
 		m := MarkReport{Resource: p.Resource, Flavor: p.Flavor, HighWaterMark: before[p].String()}
@@ -222,30 +247,19 @@ func (v *validateOptions) run(c *cobra.Command) error {
 		}
 		rep.Marks = append(rep.Marks, m)
 	}
-
-	if done, err := printReport(c, v.output, rep, v.streams.Out); done {
-		if err != nil {
-			return err
-		}
-	} else {
-		v.printText(v.streams.Out, rep)
-	}
-	if len(rep.Violations) > 0 || len(rep.WouldFreeze) > 0 {
-		return violationsFound
-	}
-	return nil
+	return rep, final, nil
 }
 
 // offlineBase is the state that files are judged on offline: the
 // configuration, every flavor the files or --capacity name, and a root
 // Cohort carrying the --capacity marks (the files' own root replaces its
 // spec when they hold one).
-func offlineBase(cfg events.Config, now time.Time, writes []write, marks []v1beta1.CapacityStatus) *replayer {
+func offlineBase(cfg events.Config, now time.Time, writes []quotafile.Write, marks []v1beta1.CapacityStatus) *replayer {
 	r := newReplayer(cfg, now)
 	flavors := map[string]bool{}
 	for _, w := range writes {
-		if w.spec != nil {
-			for _, b := range w.spec.Budgets {
+		if w.Spec != nil {
+			for _, b := range w.Spec.Budgets {
 				flavors[b.ResourceFlavor] = true
 			}
 		}

@@ -1,4 +1,7 @@
-package quotactl
+// Package quotafile reads AcceleratorQuotas from files, folders and
+// standard input, as kubectl apply -f takes them, naming the file and
+// line of every document, and of every error.
+package quotafile
 
 import (
 	"bufio"
@@ -17,19 +20,21 @@ import (
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
 )
 
-// write is one AcceleratorQuota read from a file, or a deletion.
-type write struct {
-	source string // file:line of the document, "" for --delete
-	name   string
-	spec   *v1beta1.AcceleratorQuotaSpec // nil: delete
+// Write is one AcceleratorQuota read from a file, or a deletion.
+type Write struct {
+	// Source is "file:line" of the document, "" for a deletion.
+	Source string
+	Name   string
+	// Spec is nil for a deletion.
+	Spec *v1beta1.AcceleratorQuotaSpec
 }
 
-// readWrites reads every AcceleratorQuota document of the -f arguments, in
+// Read reads every AcceleratorQuota document of the -f arguments, in
 // order: a file, every .yaml, .yml and .json file of a folder (by name, not
 // recursive), or "-" for standard input. Anything else is an error naming
-// the file and line.
-func readWrites(args []string, stdin io.Reader) ([]write, error) {
-	var out []write
+// the file and line; command names what reads them, for that error.
+func Read(args []string, stdin io.Reader, command string) ([]Write, error) {
+	var out []Write
 	for _, arg := range args {
 		var paths []string
 		if arg == "-" {
@@ -69,7 +74,7 @@ func readWrites(args []string, stdin io.Reader) ([]write, error) {
 			if err != nil {
 				return nil, err
 			}
-			ws, err := parseDocuments(p, data)
+			ws, err := parseDocuments(p, data, command)
 			if err != nil {
 				return nil, err
 			}
@@ -99,8 +104,8 @@ func keyLine(doc []byte, key string, def int) int {
 // parseDocuments splits a YAML stream on "---" lines and decodes each
 // document that is not empty as an AcceleratorQuota, strictly: an unknown
 // field is an error, as the API server's strict field validation makes it.
-func parseDocuments(file string, data []byte) ([]write, error) {
-	var out []write
+func parseDocuments(file string, data []byte, command string) ([]Write, error) {
+	var out []Write
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
 	var doc bytes.Buffer
@@ -110,7 +115,7 @@ func parseDocuments(file string, data []byte) ([]write, error) {
 		if isBlank(doc.Bytes()) {
 			return nil
 		}
-		w, err := decodeQuota(file, start, doc.Bytes())
+		w, err := decodeQuota(file, start, doc.Bytes(), command)
 		if err != nil {
 			return err
 		}
@@ -147,7 +152,7 @@ func isBlank(doc []byte) bool {
 	return true
 }
 
-func decodeQuota(file string, start int, doc []byte) (write, error) {
+func decodeQuota(file string, start int, doc []byte, command string) (Write, error) {
 	at := func(rel int) string { return file + ":" + strconv.Itoa(start+rel-1) }
 	// The first line with content, for errors about the document as a whole.
 	first := 1
@@ -162,11 +167,11 @@ func decodeQuota(file string, start int, doc []byte) (write, error) {
 		Kind       string `json:"kind"`
 	}
 	if err := yaml.Unmarshal(doc, &head); err != nil {
-		return write{}, fmt.Errorf("%s: the document does not parse: %s", at(lineOf(err, first)), cleanYAMLError(err))
+		return Write{}, fmt.Errorf("%s: the document does not parse: %s", at(lineOf(err, first)), cleanYAMLError(err))
 	}
 	if head.Kind != "AcceleratorQuota" || head.APIVersion != v1beta1.SchemeGroupVersion.String() {
-		return write{}, fmt.Errorf("%s: kind %q of apiVersion %q is not an AcceleratorQuota (apiVersion %s): validate checks AcceleratorQuotas only, remove the document or pass another file",
-			at(first), head.Kind, head.APIVersion, v1beta1.SchemeGroupVersion)
+		return Write{}, fmt.Errorf("%s: kind %q of apiVersion %q is not an AcceleratorQuota (apiVersion %s): %s checks AcceleratorQuotas only, remove the document or pass another file",
+			at(first), head.Kind, head.APIVersion, v1beta1.SchemeGroupVersion, command)
 	}
 	var aq v1beta1.AcceleratorQuota
 	if err := yaml.UnmarshalStrict(doc, &aq); err != nil {
@@ -174,12 +179,12 @@ func decodeQuota(file string, start int, doc []byte) (write, error) {
 		if m := unknownField.FindStringSubmatch(err.Error()); m != nil {
 			line = keyLine(doc, m[1], line)
 		}
-		return write{}, fmt.Errorf("%s: the AcceleratorQuota does not decode: %s", at(line), cleanYAMLError(err))
+		return Write{}, fmt.Errorf("%s: the AcceleratorQuota does not decode: %s", at(line), cleanYAMLError(err))
 	}
 	if aq.Name == "" {
-		return write{}, fmt.Errorf("%s: the AcceleratorQuota has no metadata.name: name it", at(first))
+		return Write{}, fmt.Errorf("%s: the AcceleratorQuota has no metadata.name: name it", at(first))
 	}
-	return write{source: at(first), name: aq.Name, spec: &aq.Spec}, nil
+	return Write{Source: at(first), Name: aq.Name, Spec: &aq.Spec}, nil
 }
 
 // lineOf is the line a YAML error names, within its document, or def.
