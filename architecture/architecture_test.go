@@ -13,7 +13,7 @@ const module = "ome.io/quota-manager/"
 
 // pure are the packages that decide: what they compute is a function of
 // the events they are given.
-var pure = []string{module + "state", module + "events", module + "projector", module + "kueuesim"}
+var pure = []string{module + "state", module + "events", module + "projector", module + "kueuesim", module + "impact"}
 
 // shell are the packages that only the shell may reach.
 var shell = []string{

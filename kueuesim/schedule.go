@@ -336,3 +336,13 @@ func (s *Sim) Nominate(w *Workload) (Assignment, []Target) {
 	slices.SortFunc(targets, func(x, y Target) int { return s.order(q.Name, x.W, y.W) })
 	return a, targets
 }
+
+// Withdraw takes a pending Workload out of its queue.
+func (s *Sim) Withdraw(w *Workload) {
+	if q := s.queues[w.Queue]; q != nil {
+		q.pending = slices.DeleteFunc(q.pending, func(p *Workload) bool { return p == w })
+		if q.sticky == w {
+			q.sticky = nil
+		}
+	}
+}
