@@ -6,6 +6,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"ome.io/quota-manager/impact"
 )
 
 // ReportGroupVersion versions the reports that -o json|yaml prints. They
@@ -190,6 +192,20 @@ type MarkReport struct {
 	Without string `json:"without,omitempty"`
 }
 
+// PlanReport is `kubectl ome quota plan -o json|yaml`: the rule book's
+// findings, as validate reports them, and the change's impact on the work
+// Kueue runs.
+type PlanReport struct {
+	metav1.TypeMeta `json:",inline"`
+	Violations      []Finding    `json:"violations,omitempty"`
+	Warnings        []Finding    `json:"warnings,omitempty"`
+	Marks           []MarkReport `json:"marks,omitempty"`
+	WithoutNodes    []string     `json:"withoutNodes,omitempty"`
+	WouldFreeze     []Finding    `json:"wouldFreeze,omitempty"`
+	// Impact is what the change does to admitted and pending Workloads.
+	Impact *impact.Report `json:"impact"`
+}
+
 func deepCopyJSON[T any](in *T) *T {
 	data, err := json.Marshal(in)
 	if err != nil {
@@ -210,6 +226,9 @@ func (r *StatusReport) DeepCopyObject() runtime.Object { return deepCopyJSON(r) 
 
 // DeepCopyObject implements runtime.Object.
 func (r *ValidationReport) DeepCopyObject() runtime.Object { return deepCopyJSON(r) }
+
+// DeepCopyObject implements runtime.Object.
+func (r *PlanReport) DeepCopyObject() runtime.Object { return deepCopyJSON(r) }
 
 func typeMeta(kind string) metav1.TypeMeta {
 	return metav1.TypeMeta{APIVersion: ReportGroupVersion.String(), Kind: kind}

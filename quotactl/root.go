@@ -25,6 +25,7 @@ const (
 	ExitClean      = 0
 	ExitError      = 1 // a usage or API error
 	ExitViolations = 2 // validate found violations
+	ExitImpact     = 3 // plan: admissible, but admitted work is left above budget or open to preemption
 )
 
 // exitError carries an exit code up through cobra; its message, when not
@@ -45,6 +46,9 @@ func (e *exitError) Unwrap() error { return e.err }
 
 // violationsFound is validate's exit 2: the report is already printed.
 var violationsFound = &exitError{code: ExitViolations}
+
+// impactFound is plan's exit 3: the report is already printed.
+var impactFound = &exitError{code: ExitImpact}
 
 // options are what every command shares.
 type options struct {
@@ -95,8 +99,9 @@ func (o *options) command() *cobra.Command {
 		Use:   "quota",
 		Short: "Print, explain and check the AcceleratorQuota tree",
 		Long: "quota prints the AcceleratorQuota tree (tree), explains one node's state (status), checks\n" +
-			"a change against the quota manager's rule book before you apply it (validate), and, on a\n" +
-			"member cluster, deletes the copies of a management plane that can no longer do it (release).",
+			"a change against the quota manager's rule book before you apply it (validate), shows what it\n" +
+			"does to the Workloads Kueue runs (plan), and, on a member cluster, deletes the copies of a\n" +
+			"management plane that can no longer do it (release).",
 		Example: `  # The whole tree, with budgets, usage, states and root's capacity
   kubectl ome quota tree
 
@@ -107,7 +112,10 @@ func (o *options) command() *cobra.Command {
   kubectl ome quota validate -f quota-tree.yaml
 
   # What if gpu-node-1 and gpu-node-2 were retired?
-  kubectl ome quota validate --without-nodes gpu-node-1,gpu-node-2`,
+  kubectl ome quota validate --without-nodes gpu-node-1,gpu-node-2
+
+  # Whose running Workloads would this change leave above budget, or open to reclaim?
+  kubectl ome quota plan -f quota-tree.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
@@ -115,7 +123,7 @@ func (o *options) command() *cobra.Command {
 		"The quota manager's --max-tree-depth, which the rules read; 0 turns the check off.")
 	quota.PersistentFlags().IntVar(&o.hysteresis, "capacity-hysteresis-percent", events.DefaultHysteresisPercent,
 		"The quota manager's --capacity-hysteresis-percent, by which marks move.")
-	quota.AddCommand(o.treeCommand(), o.statusCommand(), o.validateCommand(), o.releaseCommand())
+	quota.AddCommand(o.treeCommand(), o.statusCommand(), o.validateCommand(), o.planCommand(), o.releaseCommand())
 	root.AddCommand(quota)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &exitError{code: ExitError, err: fmt.Errorf("%w\nSee '%s --help' for usage.", err, commandPath(c))}
