@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 	"sigs.k8s.io/yaml"
 
+	"ome.io/quota-manager/quotafile"
 	"ome.io/quota-manager/state"
 )
 
@@ -47,6 +49,15 @@ Views (one at a time; the timeline by default):
                       at --at, and every node's status as the leader writes it
                       from that state (Materialized from the applier's outcomes)
   --objects           the Kueue objects the projector wants at the end or at --at
+  -f FILE, --delete NAME
+                      what a change would have done at the end or at --at: the
+                      files' AcceleratorQuotas laid over the tree as kubectl apply
+                      writes them, then the deletions, each judged by the rule
+                      book; the budgets that change and each team's admitted
+                      usage left above its new budget, as the log recorded its
+                      ClusterQueue's usage (the log holds no Workloads: which
+                      ones, and what Kueue would reclaim, is kubectl ome quota
+                      plan's, on the live cluster)
 
 Examples:
   # Why is big-team frozen?
@@ -57,6 +68,8 @@ Examples:
   ome-quota-manager replay /logs/replica-0 /logs/replica-1 --node team-alpha --history
   # What would a 5% hysteresis have changed?
   ome-quota-manager replay /var/lib/ome/events --capacity-hysteresis-percent 5
+  # Had team-beta been lowered just before event 1200, whose usage was above budget?
+  ome-quota-manager replay /var/lib/ome/events --at 1199 -f lower-beta.yaml
 
 Flags:
 `
@@ -81,6 +94,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	hyst := fs.Int("capacity-hysteresis-percent", 0, "what-if: replay with this hysteresis")
 	measured := fs.StringSlice("capacity-resources", nil, "what-if: replay measuring these resources")
 	enrolled := fs.StringSlice("enrolled-namespaces", nil, "what-if: replay with these enrolled namespaces (changes --objects)")
+	files := fs.StringSliceP("filename", "f", nil, "what-if: files, folders or - of AcceleratorQuotas to lay over the tree at the end or at --at")
+	deletes := fs.StringSlice("delete", nil, "what-if: nodes to delete after the files")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0
@@ -103,14 +118,15 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if *output != "text" && *output != "json" {
 		return fail(2, "-o must be text or json, got %q", *output)
 	}
+	planning := len(*files) > 0 || len(*deletes) > 0
 	views := 0
-	for _, v := range []bool{*node != "", *why != "", *showState, *objects} {
+	for _, v := range []bool{*node != "", *why != "", *showState, *objects, planning} {
 		if v {
 			views++
 		}
 	}
 	if views > 1 {
-		return fail(2, "--node, --why, --state and --objects are separate views: pick one")
+		return fail(2, "--node, --why, --state, --objects and -f/--delete are separate views: pick one")
 	}
 	var o Options
 	if *at != "" {
@@ -146,8 +162,18 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			o.WhatIf.EnrolledNamespaces = []string{}
 		}
 	}
+	var writes []quotafile.Write
+	if planning {
+		var err error
+		if writes, err = quotafile.Read(*files, os.Stdin, "replay"); err != nil {
+			return fail(2, "%v", err)
+		}
+		for _, d := range *deletes {
+			writes = append(writes, quotafile.Write{Name: d})
+		}
+	}
 	dir := fs.Arg(0)
-	o.Objects = *objects
+	o.Objects = *objects || planning
 	o.Others = fs.Args()[1:]
 	res, err := Run(dir, o)
 	if err != nil {
@@ -184,6 +210,12 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	case *objects:
 		objs := res.Objects()
 		out, text = objs, func(w io.Writer) error { return writeObjects(w, objs) }
+	case planning:
+		p, err := res.Plan(writes)
+		if err != nil {
+			return fail(1, "%v", err)
+		}
+		out, text = p, func(w io.Writer) error { return writePlan(w, p) }
 	case !o.WhatIf.IsZero():
 		recorded, err := Run(dir, Options{AtSeq: o.AtSeq, AtTime: o.AtTime})
 		if err != nil {
