@@ -174,3 +174,65 @@ func TestRaiseAdmitsPending(t *testing.T) {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 }
+
+// TestPreemptedWorkloadReturns: a preempted Workload is requeued with its
+// requests and comes back when room frees up, as Kueue does; the next
+// claim then preempts it again. team-alpha (8) claims its quota one GPU
+// at a time from team-beta, which borrows all of it.
+func TestPreemptedWorkloadReturns(t *testing.T) {
+	mk := func(name string, gpus, priority int64, at int) *Workload {
+		w := running("team-beta", name, gpus, priority, at)
+		w.PodSets = []PodSet{{Name: "main", Count: 1, Requests: map[string]int64{"nvidia.com/gpu": gpus}}}
+		return w
+	}
+	s := New(objects(
+		team("team-alpha", "ml-research", 8, ptr.To[int64](0), kueue.PreemptionPolicyAny),
+		team("team-beta", "ml-research", 0, nil, kueue.PreemptionPolicyNever),
+	), []*Workload{mk("small-new", 3, 0, 2), mk("big-high", 4, 10, 1)}, t0.Add(time.Hour))
+	var got []string
+	for i := 1; i <= 8; i++ {
+		claim := s.Claim("team-alpha", fmt.Sprintf("claim-%d", i), gpu, 1, 0)
+		if err := s.Submit(claim); err != nil {
+			t.Fatal(err)
+		}
+		events, err := s.Run()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range events {
+			if e.W != claim {
+				got = append(got, fmt.Sprintf("%d: %s %s", i, e.Kind, e.W.Name))
+			}
+		}
+		if !claim.Admitted {
+			t.Fatalf("claim %d waits", i)
+		}
+	}
+	want := []string{"2: Preempted small-new", "5: Preempted big-high", "5: Admitted small-new", "6: Preempted small-new"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// TestAdmittedKeepsItsRequests: an admitted Workload read from the API
+// keeps its pod sets' requests, which it asks for again once evicted.
+func TestAdmittedKeepsItsRequests(t *testing.T) {
+	gpus := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("2")}
+	obj := &kueue.Workload{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "w", UID: "u"},
+		Spec: kueue.WorkloadSpec{QueueName: "lq", PodSets: []kueue.PodSet{{Name: "main", Count: 3, Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: gpus, Limits: gpus}}}}}}}},
+		Status: kueue.WorkloadStatus{
+			Admission: &kueue.Admission{ClusterQueue: "team", PodSetAssignments: []kueue.PodSetAssignment{{Name: "main", Count: ptr.To[int32](3),
+				Flavors: map[corev1.ResourceName]kueue.ResourceFlavorReference{"nvidia.com/gpu": "a100"}, ResourceUsage: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("6")}}}},
+			Conditions: []metav1.Condition{{Type: kueue.WorkloadQuotaReserved, Status: metav1.ConditionTrue, Reason: "QuotaReserved", LastTransitionTime: metav1.NewTime(t0)}},
+		},
+	}
+	w, st := FromAPI(obj)
+	if st != Holding || w.Usage[gpu] != 6 {
+		t.Fatalf("state %v, usage %v", st, w.Usage)
+	}
+	if diff := cmp.Diff(map[string]int64{"nvidia.com/gpu": 6}, w.Requests()); diff != "" {
+		t.Errorf("requests (-want +got):\n%s", diff)
+	}
+}

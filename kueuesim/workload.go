@@ -33,7 +33,8 @@ type Workload struct {
 	// Usage is an admitted Workload's quota, by resource and flavor,
 	// from its admission (a pair assigned with no request counts 0).
 	Usage map[FR]int64
-	// PodSets are a pending Workload's requests.
+	// PodSets are its requests, which it asks for while pending and
+	// again once evicted and requeued.
 	PodSets []PodSet
 	// Hypothetical marks a Workload that does not exist: a lender's
 	// claim.
@@ -106,22 +107,11 @@ func FromAPI(obj *kueue.Workload) (*Workload, State) {
 	active := obj.Spec.Active == nil || *obj.Spec.Active
 	reserved := meta.FindStatusCondition(obj.Status.Conditions, kueue.WorkloadQuotaReserved)
 	hasReservation := reserved != nil && reserved.Status == metav1.ConditionTrue
-	switch {
-	case finished || !active:
-		return w, Ignored
-	case hasReservation && obj.Status.Admission != nil:
-		w.Admitted = true
-		w.Queue = string(obj.Status.Admission.ClusterQueue)
-		w.ReservedAt = reserved.LastTransitionTime.Time
-		w.Evicted = meta.IsStatusConditionTrue(obj.Status.Conditions, kueue.WorkloadEvicted)
-		w.Usage = admittedUsage(obj)
-		return w, Holding
-	case hasReservation:
+	if finished || !active || len(obj.Spec.PodSets) == 0 {
 		return w, Ignored
 	}
-	if len(obj.Spec.PodSets) == 0 || hasAdmissionGate(obj) {
-		return w, Ignored
-	}
+	// Its requests: what it asks for while pending, and again once
+	// evicted and requeued.
 	after := countsAfterReclaim(obj)
 	for _, ps := range obj.Spec.PodSets {
 		count := after[ps.Name]
@@ -131,6 +121,17 @@ func FromAPI(obj *kueue.Workload) (*Workload, State) {
 			set.Requests[string(name)] = Value(string(name), q) * int64(count)
 		}
 		w.PodSets = append(w.PodSets, set)
+	}
+	switch {
+	case hasReservation && obj.Status.Admission != nil:
+		w.Admitted = true
+		w.Queue = string(obj.Status.Admission.ClusterQueue)
+		w.ReservedAt = reserved.LastTransitionTime.Time
+		w.Evicted = meta.IsStatusConditionTrue(obj.Status.Conditions, kueue.WorkloadEvicted)
+		w.Usage = admittedUsage(obj)
+		return w, Holding
+	case hasReservation || hasAdmissionGate(obj):
+		return w, Ignored
 	}
 	return w, Waiting
 }
