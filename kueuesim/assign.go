@@ -93,65 +93,67 @@ type Assignment struct {
 	// Borrow is the borrowing level: 0 within the queue's nominal quota.
 	Borrow int
 	// Usage is the quota the Workload would take, by flavor.
-	Usage map[FR]int64
-	// NeedPreemption are the pairs that need preemption.
-	NeedPreemption map[FR]bool
+	Usage Amounts
+	// need are the ids of the pairs that need preemption.
+	need []int
 	// Reasons say why it does not fit, as Kueue words them.
 	Reasons []string
+}
+
+// assigned is a resource's flavor in an assignment, and its mode.
+type assigned struct {
+	res, flavor string
+	id          int
+	m           pmode
 }
 
 // assign is Kueue's flavor assignment of a pending Workload in q, pod set
 // by pod set, each resource group trying its flavors in order.
 func (s *Sim) assign(w *Workload, q *Queue) Assignment {
-	a := Assignment{Mode: Fit, Usage: map[FR]int64{}, NeedPreemption: map[FR]bool{}}
-	if len(w.PodSets) == 0 {
+	a := Assignment{Mode: Fit}
+	podSets := w.podSets()
+	if len(podSets) == 0 {
 		a.Mode = NoFit
 		return a
 	}
-	for _, ps := range w.PodSets {
-		reqs := ps.Requests
+	var got []assigned
+	for i := range podSets {
+		ps := &podSets[i]
+		reqs, keys := ps.Requests, ps.keys()
 		if q.groupOf(string(corev1.ResourcePods)) != nil {
 			reqs = maps.Clone(reqs)
 			reqs[string(corev1.ResourcePods)] = int64(ps.Count)
+			keys = slices.Sorted(maps.Keys(reqs))
 		}
-		assigned := map[string]string{}
-		modes := map[string]pmode{}
-		failed := false
-		for _, res := range slices.Sorted(maps.Keys(reqs)) {
-			if _, done := assigned[res]; done {
+		got = got[:0]
+		for _, res := range keys {
+			if slices.ContainsFunc(got, func(g assigned) bool { return g.res == res }) {
 				continue
 			}
 			if reqs[res] == 0 && q.groupOf(res) == nil {
 				continue
 			}
-			flavors, mode, borrow, reasons := s.findFlavor(w, q, &ps, reqs, res, a.Usage)
-			a.Reasons = append(a.Reasons, reasons...)
-			if len(flavors) == 0 {
-				failed = true
-				break
+			var borrow int
+			var ok bool
+			got, borrow, ok = s.findFlavor(w, q, ps, reqs, keys, res, a.Usage, got, &a.Reasons)
+			if !ok {
+				a.Mode = NoFit
+				return a
 			}
 			a.Borrow = max(a.Borrow, borrow)
-			for r, f := range flavors {
-				assigned[r] = f
-				modes[r] = mode[r]
-			}
 		}
-		if failed {
-			a.Mode = NoFit
-			return a
-		}
-		for r, f := range assigned {
-			fr := FR{Flavor: f, Resource: r}
-			if reqs[r] != 0 {
+		for _, g := range got {
+			fr := FR{Flavor: g.flavor, Resource: g.res}
+			if reqs[g.res] != 0 {
 				// Zero requests take no quota (TotalRequestsFor).
-				a.Usage[fr] += reqs[r]
+				a.Usage = a.Usage.add(fr, g.id, reqs[g.res])
 			}
-			m := modes[r].mode()
+			m := g.m.mode()
 			if m < a.Mode {
 				a.Mode = m
 			}
-			if m == Preempt {
-				a.NeedPreemption[fr] = true
+			if m == Preempt && !slices.Contains(a.need, g.id) {
+				a.need = append(a.need, g.id)
 			}
 		}
 	}
@@ -159,38 +161,34 @@ func (s *Sim) assign(w *Workload, q *Queue) Assignment {
 }
 
 // findFlavor is findFlavorForPodSets for one pod set and the resource
-// group of res: the flavors for the group's resources, each one's mode,
-// the borrowing level, and why flavors did not fit.
-func (s *Sim) findFlavor(w *Workload, q *Queue, ps *PodSet, reqs map[string]int64, res string, used map[FR]int64) (map[string]string, map[string]pmode, int, []string) {
+// group of res: it appends to got the flavor of each of the group's
+// resources with its mode, and returns the borrowing level; false when no
+// flavor fits. Why flavors did not fit goes to reasons when the Sim
+// explains.
+func (s *Sim) findFlavor(w *Workload, q *Queue, ps *PodSet, reqs map[string]int64, keys []string, res string, used Amounts, got []assigned, reasons *[]string) ([]assigned, int, bool) {
 	g := q.groupOf(res)
 	if g == nil {
-		return nil, nil, 0, []string{fmt.Sprintf("resource %s unavailable in ClusterQueue", res)}
+		s.explainf(reasons, "resource %s unavailable in ClusterQueue", res)
+		return got, 0, false
 	}
-	requests := map[string]int64{}
-	for r, v := range reqs {
-		if g.Covered[r] {
-			requests[r] = v
-		}
-	}
-	var reasons []string
-	var bestFlavors map[string]string
-	var bestModes map[string]pmode
+	base := len(got)
+	chosen, try := s.chosen[:0], s.try[:0]
+	defer func() { s.chosen, s.try = chosen, try }()
 	bestMode, bestBorrow := worst(), 0
-	for _, fname := range g.Flavors {
-		if why := s.flavorMismatch(fname, ps, g); why != "" {
-			reasons = append(reasons, why)
+	for k, fname := range g.Flavors {
+		if why := s.mismatch(fname, ps, g); why != "" {
+			s.explainf(reasons, "%s", why)
 			continue
 		}
-		flavors := map[string]string{}
-		modes := map[string]pmode{}
+		try = try[:0]
 		rep := best()
 		maxBorrow := 0
-		for _, r := range slices.Sorted(maps.Keys(requests)) {
-			fr := FR{Flavor: fname, Resource: r}
-			m, borrow, why := s.fitsQuota(w, q, fr, used[fr], requests[r])
-			if why != "" {
-				reasons = append(reasons, why)
+		for _, r := range keys {
+			if !g.Covered[r] {
+				continue
 			}
+			id := g.ids[r][k]
+			m, borrow := s.fitsQuota(w, q, FR{Flavor: fname, Resource: r}, id, used.getID(id), reqs[r], reasons)
 			maxBorrow = max(maxBorrow, borrow)
 			gm := granular{m, borrow}
 			if preferred(rep, gm, q.Fungibility) {
@@ -199,20 +197,42 @@ func (s *Sim) findFlavor(w *Workload, q *Queue, ps *PodSet, reqs map[string]int6
 			if rep.p == pNoFit {
 				break
 			}
-			flavors[r], modes[r] = fname, m
+			try = append(try, assigned{res: r, flavor: fname, id: id, m: m})
 		}
 		if !tryNext(rep, q.Fungibility) {
-			bestFlavors, bestModes, bestMode, bestBorrow = flavors, modes, rep, maxBorrow
+			chosen, bestMode, bestBorrow = append(chosen[:0], try...), rep, maxBorrow
 			break
 		}
 		if preferred(rep, bestMode, q.Fungibility) {
-			bestFlavors, bestModes, bestMode, bestBorrow = flavors, modes, rep, maxBorrow
+			chosen, bestMode, bestBorrow = append(chosen[:0], try...), rep, maxBorrow
 		}
 	}
 	if bestMode.p == pNoFit {
-		return nil, nil, 0, reasons
+		return got[:base], 0, false
 	}
-	return bestFlavors, bestModes, bestBorrow, reasons
+	return append(got, chosen...), bestBorrow, true
+}
+
+// explainf adds a reason when the Sim explains (Nominate); the scheduling
+// loop does not pay for words it never prints.
+func (s *Sim) explainf(reasons *[]string, format string, args ...any) {
+	if s.explain && reasons != nil {
+		*reasons = append(*reasons, fmt.Sprintf(format, args...))
+	}
+}
+
+// mismatch is flavorMismatch, remembered per pod set and flavor: neither
+// changes during a simulation.
+func (s *Sim) mismatch(fname string, ps *PodSet, g *Group) string {
+	if why, ok := ps.mismatch[fname]; ok {
+		return why
+	}
+	why := s.flavorMismatch(fname, ps, g)
+	if ps.mismatch == nil {
+		ps.mismatch = map[string]string{}
+	}
+	ps.mismatch[fname] = why
+	return why
 }
 
 // flavorMismatch is checkFlavorForPodSets: why the flavor cannot hold the
@@ -277,39 +297,44 @@ func selectorOf(spec *corev1.PodSpec, keys map[string]bool) nodeaffinity.Require
 
 // fitsQuota is fitsResourceQuota: whether val more of fr fits q now, by
 // preempting, or not at all, and the borrowing level.
-func (s *Sim) fitsQuota(w *Workload, q *Queue, fr FR, assumed, request int64) (pmode, int, string) {
-	available := max(0, q.available(fr))
-	maxCapacity := q.potentialAvailable(fr)
+func (s *Sim) fitsQuota(w *Workload, q *Queue, fr FR, id int, assumed, request int64, reasons *[]string) (pmode, int) {
+	available := max(0, q.available(id))
+	maxCapacity := q.potentialAvailable(id)
 	val := assumed + request
 	if val > maxCapacity {
-		return pNoFit, 0, fmt.Sprintf("insufficient quota for %s in flavor %s, previously considered podsets requests (%d) + current podset request (%d) > maximum capacity (%d)",
+		s.explainf(reasons, "insufficient quota for %s in flavor %s, previously considered podsets requests (%d) + current podset request (%d) > maximum capacity (%d)",
 			fr.Resource, fr.Flavor, assumed, request, maxCapacity)
+		return pNoFit, 0
 	}
-	borrow, mayReclaim := q.lowestFit(fr, val)
+	borrow, mayReclaim := q.lowestFit(id, val)
 	if val <= available {
-		return pFit, borrow, ""
+		return pFit, borrow
 	}
-	why := fmt.Sprintf("insufficient unused quota for %s in flavor %s, %d more needed", fr.Resource, fr.Flavor, val-available)
-	if val <= q.nominal(fr) || mayReclaim || (q.Preemption.BorrowWithinCohort != "" && q.Preemption.BorrowWithinCohort != kueue.BorrowWithinCohortPolicyNever) {
-		m, after := s.oracle(w, q, fr, val)
-		return m, after, why
+	s.explainf(reasons, "insufficient unused quota for %s in flavor %s, %d more needed", fr.Resource, fr.Flavor, val-available)
+	if val <= q.nominal(id) || mayReclaim || (q.Preemption.BorrowWithinCohort != "" && q.Preemption.BorrowWithinCohort != kueue.BorrowWithinCohortPolicyNever) {
+		return s.oracle(w, q, fr, id, val)
 	}
-	return pNoFit, borrow, why
+	return pNoFit, borrow
 }
 
 // oracle is PreemptionOracle.SimulatePreemption: whether preempting could
 // make room for val of fr, and the borrowing level after it.
-func (s *Sim) oracle(w *Workload, q *Queue, fr FR, val int64) (pmode, int) {
-	p := &preemption{s: s, preemptor: w, cq: q, frsNeed: map[FR]bool{fr: true}, requests: map[FR]int64{fr: val}}
+func (s *Sim) oracle(w *Workload, q *Queue, fr FR, id int, val int64) (pmode, int) {
+	if q.Preemption.WithinClusterQueue == kueue.PreemptionPolicyNever && (q.parent == nil || q.Preemption.ReclaimWithinCohort == kueue.PreemptionPolicyNever) {
+		// No candidate at all: the search would find none.
+		borrow, _ := q.lowestFit(id, val)
+		return pNoCandidates, borrow
+	}
+	p := &preemption{s: s, preemptor: w, cq: q, frsNeed: []int{id}, requests: Amounts{{FR: fr, V: val, id: id}}}
 	targets := p.targets()
 	if len(targets) == 0 {
-		borrow, _ := q.lowestFit(fr, val)
+		borrow, _ := q.lowestFit(id, val)
 		return pNoCandidates, borrow
 	}
 	for _, t := range targets {
 		s.remove(t.W)
 	}
-	borrow, _ := q.lowestFit(fr, val)
+	borrow, _ := q.lowestFit(id, val)
 	for _, t := range targets {
 		s.restore(t.W)
 	}

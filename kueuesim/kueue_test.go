@@ -272,8 +272,8 @@ func simOutcome(sc *scenario) outcome {
 	in.Queue = sc.targetCQ
 	a, targets := sim.Nominate(in)
 	out.mode, out.borrow = int(a.Mode), a.Borrow
-	for fr, v := range a.Usage {
-		out.usage[fr.String()] = v
+	for _, u := range a.Usage {
+		out.usage[u.FR.String()] = u.V
 	}
 	for _, tg := range targets {
 		out.targets = append(out.targets, tg.W.Name+"/"+tg.Reason)

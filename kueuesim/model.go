@@ -48,82 +48,106 @@ type Quota struct {
 // node is Kueue's resourceNode: the quotas of a ClusterQueue or Cohort,
 // its SubtreeQuota (its own nominal and what its children lend it), and
 // the usage counted against it (a ClusterQueue's own; a Cohort's, what its
-// children use beyond their local quota).
+// children use beyond their local quota). Each is indexed by the Sim's id
+// of a pair (Sim.id): the simulation looks them up millions of times.
 type node struct {
 	parent  *Cohort
-	quotas  map[FR]Quota
-	subtree map[FR]int64
-	usage   map[FR]int64
+	quota   []Quota
+	subtree []int64
+	usage   []int64
 }
 
-func newNode() node {
-	return node{quotas: map[FR]Quota{}, subtree: map[FR]int64{}, usage: map[FR]int64{}}
+func (n *node) grow(size int) {
+	for len(n.quota) < size {
+		n.quota = append(n.quota, Quota{})
+		n.subtree = append(n.subtree, 0)
+		n.usage = append(n.usage, 0)
+	}
 }
 
 // localQuota is the part of the subtree's quota that lending limits keep
 // from the parent.
-func (n *node) localQuota(fr FR) int64 {
-	if ll := n.quotas[fr].LendingLimit; ll != nil {
-		return max(0, n.subtree[fr]-*ll)
+func (n *node) localQuota(i int) int64 {
+	if ll := n.quota[i].LendingLimit; ll != nil {
+		return max(0, n.subtree[i]-*ll)
 	}
 	return 0
 }
 
-func (n *node) localAvailable(fr FR) int64 {
-	return max(0, n.localQuota(fr)-n.usage[fr])
+func (n *node) localAvailable(i int) int64 {
+	return max(0, n.localQuota(i)-n.usage[i])
 }
 
 // available is what remains for the node, through its borrowing limit and
 // its ancestors; negative when the node holds more than it may (Kueue's
 // available).
-func (n *node) available(fr FR) int64 {
+func (n *node) available(i int) int64 {
 	if n.parent == nil {
-		return n.subtree[fr] - n.usage[fr]
+		return n.subtree[i] - n.usage[i]
 	}
-	parentAvailable := n.parent.available(fr)
-	if bl := n.quotas[fr].BorrowingLimit; bl != nil {
-		stored := n.subtree[fr] - n.localQuota(fr)
-		used := max(0, n.usage[fr]-n.localQuota(fr))
+	parentAvailable := n.parent.available(i)
+	if bl := n.quota[i].BorrowingLimit; bl != nil {
+		stored := n.subtree[i] - n.localQuota(i)
+		used := max(0, n.usage[i]-n.localQuota(i))
 		parentAvailable = min(stored-used+*bl, parentAvailable)
 	}
-	return n.localAvailable(fr) + parentAvailable
+	return n.localAvailable(i) + parentAvailable
 }
 
 // potentialAvailable is the most the node could hold with no usage at all
 // (Kueue's potentialAvailable): the largest Workload it could admit.
-func (n *node) potentialAvailable(fr FR) int64 {
+func (n *node) potentialAvailable(i int) int64 {
 	if n.parent == nil {
-		return n.subtree[fr]
+		return n.subtree[i]
 	}
-	avail := n.localQuota(fr) + n.parent.potentialAvailable(fr)
-	if bl := n.quotas[fr].BorrowingLimit; bl != nil {
-		avail = min(n.subtree[fr]+*bl, avail)
+	avail := n.localQuota(i) + n.parent.potentialAvailable(i)
+	if bl := n.quota[i].BorrowingLimit; bl != nil {
+		avail = min(n.subtree[i]+*bl, avail)
 	}
 	return avail
 }
 
-func (n *node) addUsage(fr FR, v int64) {
-	local := n.localAvailable(fr)
-	n.usage[fr] += v
+func (n *node) addUsage(i int, v int64) {
+	local := n.localAvailable(i)
+	n.usage[i] += v
 	if n.parent != nil && v > local {
-		n.parent.addUsage(fr, v-local)
+		n.parent.addUsage(i, v-local)
 	}
 }
 
-func (n *node) removeUsage(fr FR, v int64) {
-	stored := n.usage[fr] - n.localQuota(fr)
-	n.usage[fr] -= v
+// delta is a change of one node's usage, to undo it exactly.
+type delta struct {
+	n *node
+	i int
+	v int64
+}
+
+// addUsageLogged is addUsage recording what it changed at each level, so
+// that a change within a scheduling cycle (Kueue throws its snapshot
+// away) can be undone exactly, negative reservations included.
+func (n *node) addUsageLogged(i int, v int64, log *[]delta) {
+	local := n.localAvailable(i)
+	n.usage[i] += v
+	*log = append(*log, delta{n, i, v})
+	if n.parent != nil && v > local {
+		n.parent.addUsageLogged(i, v-local, log)
+	}
+}
+
+func (n *node) removeUsage(i int, v int64) {
+	stored := n.usage[i] - n.localQuota(i)
+	n.usage[i] -= v
 	if stored <= 0 || n.parent == nil {
 		return
 	}
-	n.parent.removeUsage(fr, min(v, stored))
+	n.parent.removeUsage(i, min(v, stored))
 }
 
 // withinNominal: the node uses no more than its subtree's quota of any of
-// frs (Kueue's IsWithinNominalInResources).
-func (n *node) withinNominal(frs map[FR]bool) bool {
-	for fr := range frs {
-		if n.usage[fr] > n.subtree[fr] {
+// ids (Kueue's IsWithinNominalInResources).
+func (n *node) withinNominal(ids []int) bool {
+	for _, i := range ids {
+		if n.usage[i] > n.subtree[i] {
 			return false
 		}
 	}
@@ -132,16 +156,65 @@ func (n *node) withinNominal(frs map[FR]bool) bool {
 
 // fitsInQuota is Kueue's QuantitiesFitInQuota: whether requests fit the
 // node's subtree quota, and what of them its local quota does not hold.
-func (n *node) fitsInQuota(requests map[FR]int64) (bool, map[FR]int64) {
+func (n *node) fitsInQuota(requests Amounts) (bool, Amounts) {
 	fits := true
-	remaining := make(map[FR]int64, len(requests))
-	for fr, v := range requests {
-		if n.usage[fr]+v > n.subtree[fr] {
+	remaining := make(Amounts, len(requests))
+	for k, r := range requests {
+		if n.usage[r.id]+r.V > n.subtree[r.id] {
 			fits = false
 		}
-		remaining[fr] = max(0, v-n.localAvailable(fr))
+		remaining[k] = Amount{FR: r.FR, V: max(0, r.V-n.localAvailable(r.id)), id: r.id}
 	}
 	return fits, remaining
+}
+
+// Amount is an amount of one resource on one flavor.
+type Amount struct {
+	FR
+	V  int64
+	id int
+}
+
+// Amounts are amounts of a few pairs, each once: a Workload asks for one
+// or two, where a map would cost more than it saves.
+type Amounts []Amount
+
+// Get is the amount of fr, 0 when absent.
+func (a Amounts) Get(fr FR) int64 {
+	for _, x := range a {
+		if x.FR == fr {
+			return x.V
+		}
+	}
+	return 0
+}
+
+func (a Amounts) getID(id int) int64 {
+	for _, x := range a {
+		if x.id == id {
+			return x.V
+		}
+	}
+	return 0
+}
+
+func (a Amounts) add(fr FR, id int, v int64) Amounts {
+	for k := range a {
+		if a[k].id == id {
+			a[k].V += v
+			return a
+		}
+	}
+	return append(a, Amount{FR: fr, V: v, id: id})
+}
+
+// Map is the amounts by pair.
+func (a Amounts) Map() map[FR]int64 {
+	out := make(map[FR]int64, len(a))
+	for _, x := range a {
+		out[x.FR] += x.V
+	}
+	return out
 }
 
 // Cohort is a Kueue Cohort, explicit or implied by a cohortName.
@@ -153,6 +226,7 @@ type Cohort struct {
 	// lends its quota).
 	cohorts []*Cohort
 	queues  []*Queue
+	h       int
 }
 
 func (c *Cohort) root() *Cohort {
@@ -162,17 +236,20 @@ func (c *Cohort) root() *Cohort {
 	return c
 }
 
-func (c *Cohort) borrowingWith(fr FR, v int64) bool {
-	return c.usage[fr]+v > c.subtree[fr]
+func (c *Cohort) borrowingWith(i int, v int64) bool {
+	return c.usage[i]+v > c.subtree[i]
 }
 
-// height is the distance to the furthest leaf (Kueue's getNodeHeight).
+// height is the distance to the furthest leaf (Kueue's getNodeHeight),
+// computed once: the tree does not change.
 func (c *Cohort) height() int {
-	h := min(len(c.cohorts)+len(c.queues), 1)
-	for _, ch := range c.cohorts {
-		h = max(h, ch.height()+1)
+	if c.h < 0 {
+		c.h = min(len(c.cohorts)+len(c.queues), 1)
+		for _, ch := range c.cohorts {
+			c.h = max(c.h, ch.height()+1)
+		}
 	}
-	return h
+	return c.h
 }
 
 // Preemption is a ClusterQueue's preemption policy.
@@ -190,6 +267,8 @@ type Group struct {
 	Covered   map[string]bool
 	Flavors   []string
 	LabelKeys map[string]bool
+	// ids are, by resource, the id of each flavor's pair with it.
+	ids map[string][]int
 }
 
 // Queue is a ClusterQueue.
@@ -204,21 +283,22 @@ type Queue struct {
 	// flavor, a stop policy, a Cohort in a cycle); "" when active.
 	Inactive string
 	Selector labels.Selector
+	sim      *Sim
 
 	admitted map[string]*Workload
 	pending  []*Workload // in queue order
 	// sticky is the Workload that issued preemptions and stays the head
 	// until admitted (Kueue's stickyWorkload).
 	sticky *Workload
+	// selects remembers which namespaces the selector matches.
+	selects map[string]bool
 }
 
-func (q *Queue) nominal(fr FR) int64 { return q.quotas[fr].Nominal }
+func (q *Queue) nominal(i int) int64 { return q.quota[i].Nominal }
 
-func (q *Queue) borrowingWith(fr FR, v int64) bool {
-	return q.usage[fr]+v > q.quotas[fr].Nominal
+func (q *Queue) borrowingWith(i int, v int64) bool {
+	return q.usage[i]+v > q.quota[i].Nominal
 }
-
-func (q *Queue) borrowing(fr FR) bool { return q.borrowingWith(fr, 0) }
 
 func (q *Queue) groupOf(res string) *Group {
 	for i := range q.Groups {
@@ -238,30 +318,43 @@ type Objects struct {
 
 // Sim is Kueue's view of the cluster, which simulations change.
 type Sim struct {
+	// frs are the pairs by id, ids their ids; nodes are every Cohort's
+	// and ClusterQueue's, grown when a pair is first seen.
+	frs     []FR
+	ids     map[FR]int
+	nodes   []*node
 	cohorts map[string]*Cohort
 	queues  map[string]*Queue
 	flavors map[string]*kueue.ResourceFlavor
 	// now stands for the current time where Kueue reads the clock: the
 	// reservation time of a Workload without one.
 	now time.Time
+	// sorted are the queues by name.
+	sorted []*Queue
 	// Unplaced are Workloads whose ClusterQueue does not exist (Kueue
 	// does not count them), by key.
 	Unplaced []string
 	claims   int
+	// explain: flavor assignment says why, in Kueue's words.
+	explain bool
+	// chosen and try are findFlavor's buffers.
+	chosen, try []assigned
 }
 
 // New builds Kueue's view of objs with the admitted and pending
 // Workloads. now stands for Kueue's clock.
 func New(objs Objects, workloads []*Workload, now time.Time) *Sim {
-	s := &Sim{cohorts: map[string]*Cohort{}, queues: map[string]*Queue{}, flavors: map[string]*kueue.ResourceFlavor{}, now: now}
+	s := &Sim{cohorts: map[string]*Cohort{}, queues: map[string]*Queue{}, flavors: map[string]*kueue.ResourceFlavor{}, ids: map[FR]int{}, now: now}
 	for i := range objs.Flavors {
 		s.flavors[objs.Flavors[i].Name] = &objs.Flavors[i]
 	}
 	cohort := func(name string) *Cohort {
 		c := s.cohorts[name]
 		if c == nil {
-			c = &Cohort{node: newNode(), Name: name}
+			c = &Cohort{Name: name, h: -1}
 			s.cohorts[name] = c
+			s.nodes = append(s.nodes, &c.node)
+			c.grow(len(s.frs))
 		}
 		return c
 	}
@@ -269,7 +362,7 @@ func New(objs Objects, workloads []*Workload, now time.Time) *Sim {
 	for i := range objs.Cohorts {
 		co := &objs.Cohorts[i]
 		c := cohort(co.Name)
-		c.quotas = quotasOf(co.Spec.ResourceGroups)
+		s.setQuotas(&c.node, quotasOf(co.Spec.ResourceGroups))
 		if p := string(co.Spec.ParentName); p != "" {
 			parents[co.Name] = p
 			cohort(p)
@@ -315,6 +408,12 @@ func New(objs Objects, workloads []*Workload, now time.Time) *Sim {
 		slices.SortFunc(c.queues, func(a, b *Queue) int { return cmp.Compare(a.Name, b.Name) })
 		slices.SortFunc(c.cohorts, func(a, b *Cohort) int { return cmp.Compare(a.Name, b.Name) })
 	}
+	// Every pair a Workload holds, so that the tree sums it.
+	for _, w := range workloads {
+		for _, fr := range slices.SortedFunc(maps.Keys(w.Usage), FR.Compare) {
+			s.id(fr)
+		}
+	}
 	// Quota through the tree: each root accumulates from its leaves up.
 	for _, c := range s.cohorts {
 		if c.parent == nil && !cyclic[c.Name] {
@@ -323,7 +422,9 @@ func New(objs Objects, workloads []*Workload, now time.Time) *Sim {
 	}
 	for _, q := range s.queues {
 		if q.parent == nil {
-			q.subtree = nominals(q.quotas)
+			for i := range q.quota {
+				q.subtree[i] = q.quota[i].Nominal
+			}
 		}
 	}
 	for _, w := range workloads {
@@ -338,40 +439,61 @@ func New(objs Objects, workloads []*Workload, now time.Time) *Sim {
 			q.pending = append(q.pending, w)
 		}
 	}
-	for _, q := range s.queues {
-		q.sortPending()
+	for _, name := range slices.Sorted(maps.Keys(s.queues)) {
+		s.sorted = append(s.sorted, s.queues[name])
+		s.queues[name].sortPending()
 	}
 	slices.Sort(s.Unplaced)
 	return s
 }
 
+// id is the pair's id, given on first sight: every node grows a slot.
+func (s *Sim) id(fr FR) int {
+	if i, ok := s.ids[fr]; ok {
+		return i
+	}
+	i := len(s.frs)
+	s.frs = append(s.frs, fr)
+	s.ids[fr] = i
+	for _, n := range s.nodes {
+		n.grow(len(s.frs))
+	}
+	return i
+}
+
+// lookup is the pair's id, or false when the Sim has never seen it.
+func (s *Sim) lookup(fr FR) (int, bool) {
+	i, ok := s.ids[fr]
+	return i, ok
+}
+
+func (s *Sim) setQuotas(n *node, quotas map[FR]Quota) {
+	for _, fr := range slices.SortedFunc(maps.Keys(quotas), FR.Compare) {
+		n.quota[s.id(fr)] = quotas[fr]
+	}
+}
+
 // accumulate computes a Cohort's SubtreeQuota from its children
 // (updateCohortResourceNode), inactive ClusterQueues included.
 func (s *Sim) accumulate(c *Cohort) {
-	c.subtree = nominals(c.quotas)
+	for i := range c.quota {
+		c.subtree[i] = c.quota[i].Nominal
+	}
 	for _, ch := range c.cohorts {
 		s.accumulate(ch)
-		for fr, v := range ch.subtree {
-			c.subtree[fr] += v - ch.localQuota(fr)
+		for i, v := range ch.subtree {
+			c.subtree[i] += v - ch.localQuota(i)
 		}
 	}
 	for _, q := range s.queues {
 		if q.parent != c {
 			continue
 		}
-		q.subtree = nominals(q.quotas)
-		for fr, v := range q.subtree {
-			c.subtree[fr] += v - q.localQuota(fr)
+		for i := range q.quota {
+			q.subtree[i] = q.quota[i].Nominal
+			c.subtree[i] += q.subtree[i] - q.localQuota(i)
 		}
 	}
-}
-
-func nominals(quotas map[FR]Quota) map[FR]int64 {
-	out := make(map[FR]int64, len(quotas))
-	for fr, q := range quotas {
-		out[fr] = q.Nominal
-	}
-	return out
 }
 
 func quotasOf(groups []kueue.ResourceGroup) map[FR]Quota {
@@ -397,12 +519,19 @@ func quotasOf(groups []kueue.ResourceGroup) map[FR]Quota {
 }
 
 func (s *Sim) queueOf(cq *kueue.ClusterQueue) *Queue {
-	q := &Queue{node: newNode(), Name: cq.Name, admitted: map[string]*Workload{}}
-	q.quotas = quotasOf(cq.Spec.ResourceGroups)
+	q := &Queue{Name: cq.Name, admitted: map[string]*Workload{}, sim: s}
+	s.nodes = append(s.nodes, &q.node)
+	q.grow(len(s.frs))
+	s.setQuotas(&q.node, quotasOf(cq.Spec.ResourceGroups))
 	for _, rg := range cq.Spec.ResourceGroups {
-		g := Group{Covered: map[string]bool{}, LabelKeys: map[string]bool{}}
+		g := Group{Covered: map[string]bool{}, LabelKeys: map[string]bool{}, ids: map[string][]int{}}
 		for _, r := range rg.CoveredResources {
 			g.Covered[string(r)] = true
+		}
+		for _, r := range rg.CoveredResources {
+			for _, f := range rg.Flavors {
+				g.ids[string(r)] = append(g.ids[string(r)], s.id(FR{Flavor: string(f.Name), Resource: string(r)}))
+			}
 		}
 		for _, f := range rg.Flavors {
 			g.Flavors = append(g.Flavors, string(f.Name))
@@ -452,8 +581,8 @@ func (s *Sim) queueOf(cq *kueue.ClusterQueue) *Queue {
 func (s *Sim) admit(q *Queue, w *Workload) {
 	w.Admitted, w.Queue = true, q.Name
 	q.admitted[w.Key()] = w
-	for fr, v := range w.Usage {
-		q.addUsage(fr, v)
+	for _, u := range s.usageOf(w) {
+		q.addUsage(u.id, u.V)
 	}
 }
 
@@ -462,9 +591,19 @@ func (s *Sim) admit(q *Queue, w *Workload) {
 func (s *Sim) remove(w *Workload) {
 	q := s.queues[w.Queue]
 	delete(q.admitted, w.Key())
-	for fr, v := range w.Usage {
-		q.removeUsage(fr, v)
+	for _, u := range s.usageOf(w) {
+		q.removeUsage(u.id, u.V)
 	}
+}
+
+// usageOf is w's usage by pair id, read once from its Usage.
+func (s *Sim) usageOf(w *Workload) Amounts {
+	if w.usage == nil && len(w.Usage) > 0 {
+		for _, fr := range slices.SortedFunc(maps.Keys(w.Usage), FR.Compare) {
+			w.usage = append(w.usage, Amount{FR: fr, V: w.Usage[fr], id: s.id(fr)})
+		}
+	}
+	return w.usage
 }
 
 // restore puts back a Workload that remove took out.
@@ -479,10 +618,20 @@ func (q *Queue) Admitted() []*Workload {
 }
 
 // Usage is what the queue's admitted Workloads use of fr.
-func (q *Queue) Usage(fr FR) int64 { return q.usage[fr] }
+func (q *Queue) Usage(fr FR) int64 {
+	if i, ok := q.sim.lookup(fr); ok {
+		return q.usage[i]
+	}
+	return 0
+}
 
 // Quota is the queue's quota of fr.
-func (q *Queue) Quota(fr FR) Quota { return q.quotas[fr] }
+func (q *Queue) Quota(fr FR) Quota {
+	if i, ok := q.sim.lookup(fr); ok {
+		return q.quota[i]
+	}
+	return Quota{}
+}
 
 // Cohort is the name of the queue's Cohort, "" when it has none.
 func (q *Queue) Cohort() string {
@@ -495,5 +644,5 @@ func (q *Queue) Cohort() string {
 // Available is what the queue can still admit of fr without preempting
 // (never negative), and MaxCapacity the largest Workload it could admit
 // with the rest of the tree idle (Kueue's PotentialAvailable).
-func (q *Queue) Available(fr FR) int64   { return max(0, q.available(fr)) }
-func (q *Queue) MaxCapacity(fr FR) int64 { return q.potentialAvailable(fr) }
+func (q *Queue) Available(fr FR) int64   { return max(0, q.available(q.sim.id(fr))) }
+func (q *Queue) MaxCapacity(fr FR) int64 { return q.potentialAvailable(q.sim.id(fr)) }

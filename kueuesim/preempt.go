@@ -53,8 +53,8 @@ type preemption struct {
 	s         *Sim
 	preemptor *Workload
 	cq        *Queue
-	frsNeed   map[FR]bool
-	requests  map[FR]int64
+	frsNeed   []int
+	requests  Amounts
 }
 
 // satisfies is SatisfiesPreemptionPolicy.
@@ -69,9 +69,10 @@ func satisfies(preemptor, candidate *Workload, policy kueue.PreemptionPolicy) bo
 	return policy == kueue.PreemptionPolicyAny
 }
 
-func usesResources(w *Workload, frs map[FR]bool) bool {
-	for fr := range w.Usage {
-		if frs[fr] {
+// usesResources: w holds one of the pairs frs (WorkloadUsesResources).
+func (s *Sim) usesResources(w *Workload, frs []int) bool {
+	for _, u := range s.usageOf(w) {
+		if slices.Contains(frs, u.id) {
 			return true
 		}
 	}
@@ -86,7 +87,7 @@ func borrowForbidden(q *Queue) (bool, *int32) {
 }
 
 func (p *preemption) classify(w *Workload, advantage bool) variant {
-	if !usesResources(w, p.frsNeed) {
+	if !p.s.usesResources(w, p.frsNeed) {
 		return never
 	}
 	policy := p.cq.Preemption.ReclaimWithinCohort
@@ -262,11 +263,11 @@ func (it *iterator) valid(c candidate, borrow bool) bool {
 // fits is workloadFits: the preemptor's requests fit what its queue has
 // available, without borrowing when borrowing is not allowed.
 func (p *preemption) fits(allowBorrowing bool) bool {
-	for fr, v := range p.requests {
-		if !allowBorrowing && p.cq.borrowingWith(fr, v) {
+	for _, r := range p.requests {
+		if !allowBorrowing && p.cq.borrowingWith(r.id, r.V) {
 			return false
 		}
-		if v > max(0, p.cq.available(fr)) {
+		if r.V > max(0, p.cq.available(r.id)) {
 			return false
 		}
 	}
@@ -274,8 +275,8 @@ func (p *preemption) fits(allowBorrowing bool) bool {
 }
 
 func (p *preemption) underNominal() bool {
-	for fr := range p.frsNeed {
-		if p.cq.usage[fr] >= p.cq.nominal(fr) {
+	for _, i := range p.frsNeed {
+		if p.cq.usage[i] >= p.cq.nominal(i) {
 			return false
 		}
 	}
@@ -341,16 +342,16 @@ func (p *preemption) fillBack(targets []Target, borrow bool) []Target {
 // lowestFit is FindHeightOfLowestSubtreeThatFits: how far from q the
 // quota for val more of fr comes, and whether q may reclaim it in its
 // tree.
-func (q *Queue) lowestFit(fr FR, val int64) (int, bool) {
-	if !q.borrowingWith(fr, val) || q.parent == nil {
+func (q *Queue) lowestFit(i int, val int64) (int, bool) {
+	if !q.borrowingWith(i, val) || q.parent == nil {
 		return 0, q.parent != nil
 	}
-	remaining := val - q.localAvailable(fr)
+	remaining := val - q.localAvailable(i)
 	for t := q.parent; t != nil; t = t.parent {
-		if !t.borrowingWith(fr, remaining) {
+		if !t.borrowingWith(i, remaining) {
 			return t.height(), t.parent != nil
 		}
-		remaining -= t.localAvailable(fr)
+		remaining -= t.localAvailable(i)
 	}
 	return q.parent.root().height(), false
 }

@@ -73,30 +73,38 @@ func (s *Sim) Run() ([]Event, error) {
 	var out []Event
 	parked := map[*Workload]bool{}
 	limit := 10 + 4*s.workloadCount()
+	// The cycle's buffers, kept from one cycle to the next.
+	var entries []entry
+	var nominated, admitted, preemptors []*entry
+	var temporary []delta
+	preempted := map[*Workload]bool{}
 	for cycle := 1; ; cycle++ {
 		if cycle > limit {
 			return out, fmt.Errorf("the simulation of Kueue's scheduler did not settle after %d cycles", limit)
 		}
-		var entries []*entry
-		for _, name := range slices.Sorted(maps.Keys(s.queues)) {
-			q := s.queues[name]
+		entries = entries[:0]
+		for _, q := range s.sorted {
+			if len(q.pending) == 0 {
+				continue
+			}
 			if w := q.head(parked); w != nil {
-				entries = append(entries, &entry{w: w, q: q})
+				entries = append(entries, entry{w: w, q: q})
 			}
 		}
 		if len(entries) == 0 {
 			return out, nil
 		}
 		changed := false
-		var nominated []*entry
-		for _, e := range entries {
+		nominated = nominated[:0]
+		for i := range entries {
+			e := &entries[i]
 			if why := e.q.refuses(e.w); why != "" {
 				parked[e.w], changed = true, true
 				continue
 			}
 			e.a = s.assign(e.w, e.q)
 			if e.a.Mode == Preempt {
-				p := &preemption{s: s, preemptor: e.w, cq: e.q, frsNeed: e.a.NeedPreemption, requests: e.a.Usage}
+				p := &preemption{s: s, preemptor: e.w, cq: e.q, frsNeed: e.a.need, requests: e.a.Usage}
 				e.targets = p.targets()
 			}
 			nominated = append(nominated, e)
@@ -105,21 +113,17 @@ func (s *Sim) Run() ([]Event, error) {
 			return cmp.Or(cmp.Compare(a.a.Borrow, b.a.Borrow), cmp.Compare(b.w.Priority, a.w.Priority),
 				a.w.QueuedAt.Compare(b.w.QueuedAt), cmp.Compare(a.w.UID, b.w.UID))
 		})
-		type usage struct {
-			q  *Queue
-			fr FR
-			v  int64
-		}
-		var temporary []usage
-		add := func(q *Queue, u map[FR]int64) {
-			for fr, v := range u {
-				q.addUsage(fr, v)
-				temporary = append(temporary, usage{q, fr, v})
+		// Usage added within the cycle (an admission, a preemptor's, a
+		// reservation), undone at its end, as Kueue drops its snapshot;
+		// admissions are then counted afresh, as its cache counts them.
+		temporary = temporary[:0]
+		add := func(q *Queue, u Amounts) {
+			for _, x := range u {
+				q.addUsageLogged(x.id, x.V, &temporary)
 			}
 		}
-		preempted := map[*Workload]bool{}
-		var admitted []*entry
-		var preemptors []*entry
+		clear(preempted)
+		admitted, preemptors = admitted[:0], preemptors[:0]
 		for _, e := range nominated {
 			switch {
 			case e.a.Mode == NoFit:
@@ -129,7 +133,7 @@ func (s *Sim) Run() ([]Event, error) {
 				continue
 			case e.a.Mode == Preempt && len(e.targets) == 0:
 				if e.q.Preemption.ReclaimWithinCohort != kueue.PreemptionPolicyAny {
-					add(e.q, reserve(e))
+					reserve(e, &temporary)
 				}
 				if !parked[e.w] && !e.q.StrictFIFO {
 					parked[e.w], changed = true, true
@@ -151,19 +155,16 @@ func (s *Sim) Run() ([]Event, error) {
 				preemptors = append(preemptors, e)
 				continue
 			}
-			for fr, v := range e.a.Usage {
-				e.q.addUsage(fr, v)
-			}
+			add(e.q, e.a.Usage)
 			admitted = append(admitted, e)
 		}
 		for i := len(temporary) - 1; i >= 0; i-- {
-			temporary[i].q.removeUsage(temporary[i].fr, temporary[i].v)
+			temporary[i].n.usage[temporary[i].i] -= temporary[i].v
 		}
 		for _, e := range admitted {
-			// Its usage is in already: count it as admitted.
 			e.q.pending = slices.DeleteFunc(e.q.pending, func(w *Workload) bool { return w == e.w })
-			e.w.Admitted, e.w.Usage, e.w.ReservedAt, e.w.Evicted = true, e.a.Usage, s.now, false
-			e.q.admitted[e.w.Key()] = e.w
+			e.w.Usage, e.w.usage, e.w.ReservedAt, e.w.Evicted = e.a.Usage.Map(), e.a.Usage, s.now, false
+			s.admit(e.q, e.w)
 			if e.q.sticky == e.w {
 				e.q.sticky = nil
 			}
@@ -232,7 +233,15 @@ func (q *Queue) refuses(w *Workload) string {
 	if w.Hypothetical {
 		return ""
 	}
-	if !q.Selector.Matches(labels.Set{corev1.LabelMetadataName: w.Namespace}) {
+	ok, known := q.selects[w.Namespace]
+	if !known {
+		ok = q.Selector.Matches(labels.Set{corev1.LabelMetadataName: w.Namespace})
+		if q.selects == nil {
+			q.selects = map[string]bool{}
+		}
+		q.selects[w.Namespace] = ok
+	}
+	if !ok {
 		return "Workload namespace doesn't match ClusterQueue selector"
 	}
 	return ""
@@ -251,8 +260,8 @@ func (s *Sim) fitsWithout(e *entry, preempted map[*Workload]bool) bool {
 		s.remove(w)
 	}
 	fits := true
-	for fr, v := range e.a.Usage {
-		if max(0, e.q.available(fr)) < v {
+	for _, x := range e.a.Usage {
+		if max(0, e.q.available(x.id)) < x.V {
 			fits = false
 		}
 	}
@@ -263,22 +272,19 @@ func (s *Sim) fitsWithout(e *entry, preempted map[*Workload]bool) bool {
 }
 
 // reserve is quotaResourcesToReserve for a Workload that needs preemption
-// and found no targets: the capacity it holds for the rest of the cycle.
-func reserve(e *entry) map[FR]int64 {
-	out := map[FR]int64{}
-	for fr, v := range e.a.Usage {
-		q := e.q.quotas[fr]
+// and found no targets: it holds that capacity for the rest of the cycle.
+func reserve(e *entry, log *[]delta) {
+	for _, x := range e.a.Usage {
+		q := e.q.quota[x.id]
+		v := max(0, min(x.V, q.Nominal-e.q.usage[x.id]))
 		if e.a.Borrow > 0 {
-			if q.BorrowingLimit == nil {
-				out[fr] = v
-			} else {
-				out[fr] = min(v, q.Nominal+*q.BorrowingLimit-e.q.usage[fr])
+			v = x.V
+			if q.BorrowingLimit != nil {
+				v = min(x.V, q.Nominal+*q.BorrowingLimit-e.q.usage[x.id])
 			}
-		} else {
-			out[fr] = max(0, min(v, q.Nominal-e.q.usage[fr]))
 		}
+		e.q.addUsageLogged(x.id, v, log)
 	}
-	return out
 }
 
 // Excess are the admitted Workloads of queue that hold its usage of fr
@@ -288,7 +294,7 @@ func reserve(e *entry) map[FR]int64 {
 // without, in Kueue's candidate order.
 func (s *Sim) Excess(queue string, fr FR, limit int64) []*Workload {
 	q := s.queues[queue]
-	if q == nil || q.usage[fr] <= limit {
+	if q == nil || q.Usage(fr) <= limit {
 		return nil
 	}
 	var ws []*Workload
@@ -298,7 +304,7 @@ func (s *Sim) Excess(queue string, fr FR, limit int64) []*Workload {
 		}
 	}
 	slices.SortFunc(ws, func(a, b *Workload) int { return s.order(queue, a, b) })
-	used := q.usage[fr]
+	used := q.Usage(fr)
 	var taken []*Workload
 	for _, w := range ws {
 		taken = append(taken, w)
@@ -327,11 +333,13 @@ func (s *Sim) Nominate(w *Workload) (Assignment, []Target) {
 	if q == nil {
 		return Assignment{Mode: NoFit, Reasons: []string{fmt.Sprintf("ClusterQueue %s not found", w.Queue)}}, nil
 	}
+	s.explain = true
 	a := s.assign(w, q)
+	s.explain = false
 	if a.Mode != Preempt {
 		return a, nil
 	}
-	p := &preemption{s: s, preemptor: w, cq: q, frsNeed: a.NeedPreemption, requests: a.Usage}
+	p := &preemption{s: s, preemptor: w, cq: q, frsNeed: a.need, requests: a.Usage}
 	targets := p.targets()
 	slices.SortFunc(targets, func(x, y Target) int { return s.order(q.Name, x.W, y.W) })
 	return a, targets

@@ -39,6 +39,33 @@ type Workload struct {
 	// Hypothetical marks a Workload that does not exist: a lender's
 	// claim.
 	Hypothetical bool
+	// obj is the object read, whose pod sets PodSets reads when needed;
+	// usage is Usage by pair id (Sim.usageOf), key its Key.
+	obj   *kueue.Workload
+	usage Amounts
+	key   string
+}
+
+// podSets are the Workload's pod sets, read from its object the first
+// time (PodRequests, as Kueue computes them, scaled by each count after
+// reclaimable pods). The pod specs are the object's, never changed.
+func (w *Workload) podSets() []PodSet {
+	if w.PodSets != nil || w.obj == nil {
+		return w.PodSets
+	}
+	obj := w.obj
+	after := countsAfterReclaim(obj)
+	for i := range obj.Spec.PodSets {
+		ps := &obj.Spec.PodSets[i]
+		count := after[ps.Name]
+		reqs := resourcehelpers.PodRequests(&corev1.Pod{Spec: ps.Template.Spec}, resourcehelpers.PodResourcesOptions{})
+		set := PodSet{Name: string(ps.Name), Count: count, Requests: make(map[string]int64, len(reqs)), Spec: &ps.Template.Spec}
+		for name, q := range reqs {
+			set.Requests[string(name)] = Value(string(name), q) * int64(count)
+		}
+		w.PodSets = append(w.PodSets, set)
+	}
+	return w.PodSets
 }
 
 // PodSet is one pod set of a pending Workload: its total requests in
@@ -53,10 +80,26 @@ type PodSet struct {
 	// Flavor, for a hypothetical pod set, is the one flavor its pods
 	// select.
 	Flavor string
+	// sorted are the names of Requests, sorted; mismatch remembers why a
+	// flavor cannot hold the pod set ("" when it can).
+	sorted   []string
+	mismatch map[string]string
+}
+
+func (ps *PodSet) keys() []string {
+	if ps.sorted == nil || len(ps.sorted) != len(ps.Requests) {
+		ps.sorted = slices.Sorted(maps.Keys(ps.Requests))
+	}
+	return ps.sorted
 }
 
 // Key is "namespace/name".
-func (w *Workload) Key() string { return w.Namespace + "/" + w.Name }
+func (w *Workload) Key() string {
+	if w.key == "" {
+		w.key = w.Namespace + "/" + w.Name
+	}
+	return w.key
+}
 
 // UsageOf is what w uses of fr.
 func (w *Workload) UsageOf(fr FR) int64 { return w.Usage[fr] }
@@ -64,7 +107,7 @@ func (w *Workload) UsageOf(fr FR) int64 { return w.Usage[fr] }
 // Requests is a pending Workload's total requests, by resource.
 func (w *Workload) Requests() map[string]int64 {
 	out := map[string]int64{}
-	for _, ps := range w.PodSets {
+	for _, ps := range w.podSets() {
 		for r, v := range ps.Requests {
 			out[r] += v
 		}
@@ -74,7 +117,7 @@ func (w *Workload) Requests() map[string]int64 {
 
 func (w *Workload) clone() *Workload {
 	c := *w
-	c.Usage = maps.Clone(w.Usage)
+	c.Usage, c.usage = maps.Clone(w.Usage), nil
 	return &c
 }
 
@@ -110,18 +153,9 @@ func FromAPI(obj *kueue.Workload) (*Workload, State) {
 	if finished || !active || len(obj.Spec.PodSets) == 0 {
 		return w, Ignored
 	}
-	// Its requests: what it asks for while pending, and again once
-	// evicted and requeued.
-	after := countsAfterReclaim(obj)
-	for _, ps := range obj.Spec.PodSets {
-		count := after[ps.Name]
-		reqs := resourcehelpers.PodRequests(&corev1.Pod{Spec: ps.Template.Spec}, resourcehelpers.PodResourcesOptions{})
-		set := PodSet{Name: string(ps.Name), Count: count, Requests: map[string]int64{}, Spec: ps.Template.Spec.DeepCopy()}
-		for name, q := range reqs {
-			set.Requests[string(name)] = Value(string(name), q) * int64(count)
-		}
-		w.PodSets = append(w.PodSets, set)
-	}
+	// Its requests, read when first needed: what it asks for while
+	// pending, and again once evicted and requeued.
+	w.obj = obj
 	switch {
 	case hasReservation && obj.Status.Admission != nil:
 		w.Admitted = true
