@@ -347,11 +347,12 @@ func Compute(in Input) (*Report, error) {
 		}
 		rep.Claims = append(rep.Claims, c)
 	}
+	reasons := newSpareReasons(afterSim, afterRun.claims)
 	for _, w := range borrowing {
 		if preempted[w.Key()] {
 			continue
 		}
-		rep.NotReclaimed = append(rep.NotReclaimed, Spared{Workload: workloadOf(w), Why: whySpared(afterSim, w, afterRun.claims)})
+		rep.NotReclaimed = append(rep.NotReclaimed, Spared{Workload: workloadOf(w), Why: reasons.why(w)})
 	}
 	for _, key := range afterSim.Unplaced {
 		rep.Limits = append(rep.Limits, fmt.Sprintf("Workload %s names a ClusterQueue that does not exist: Kueue does not count it", key))
@@ -683,20 +684,34 @@ func waitReason(q *kueuesim.Queue, a kueuesim.Assignment) string {
 	return a.Mode.String()
 }
 
-// whySpared says why no claim preempts a borrowing Workload.
-func whySpared(sim *kueuesim.Sim, w *kueuesim.Workload, claims []Claim) string {
-	var waiting []Claim
+// spareReasons says why no claim preempts a borrowing Workload, by its
+// priority, the claims left waiting read once.
+type spareReasons struct {
+	sim     *kueuesim.Sim
+	waiting []Claim
+	byPrio  map[int64]string
+}
+
+func newSpareReasons(sim *kueuesim.Sim, claims []Claim) *spareReasons {
+	r := &spareReasons{sim: sim, byPrio: map[int64]string{}}
 	for _, c := range claims {
 		if c.Waits != "" {
-			waiting = append(waiting, c)
+			r.waiting = append(r.waiting, c)
 		}
 	}
-	if len(waiting) == 0 {
+	return r
+}
+
+func (r *spareReasons) why(w *kueuesim.Workload) string {
+	if len(r.waiting) == 0 {
 		return "not needed: every lender's claim is admitted without it"
 	}
+	if why, ok := r.byPrio[w.Priority]; ok {
+		return why
+	}
 	var never, priority []string
-	for _, c := range waiting {
-		q := sim.Queue(c.Team)
+	for _, c := range r.waiting {
+		q := r.sim.Queue(c.Team)
 		switch q.Preemption.ReclaimWithinCohort {
 		case kueue.PreemptionPolicyNever:
 			never = append(never, c.Team)
@@ -706,11 +721,13 @@ func whySpared(sim *kueuesim.Sim, w *kueuesim.Workload, claims []Claim) string {
 			}
 		}
 	}
+	why := "Kueue's preemption does not pick it: the waiting claims fit without it, or their ClusterQueues may not borrow to reach it"
 	switch {
-	case len(never) == len(waiting):
-		return fmt.Sprintf("the waiting lenders' ClusterQueues (%s) never reclaim: preemption.reclaimWithinCohort is Never", strings.Join(slices.Compact(never), ", "))
+	case len(never) == len(r.waiting):
+		why = fmt.Sprintf("the waiting lenders' ClusterQueues (%s) never reclaim: preemption.reclaimWithinCohort is Never", strings.Join(slices.Compact(never), ", "))
 	case len(priority) > 0:
-		return fmt.Sprintf("its priority %d is not below the claims' of %s, whose reclaimWithinCohort preempts lower priorities only", w.Priority, strings.Join(slices.Compact(priority), ", "))
+		why = fmt.Sprintf("its priority %d is not below the claims' of %s, whose reclaimWithinCohort preempts lower priorities only", w.Priority, strings.Join(slices.Compact(priority), ", "))
 	}
-	return "Kueue's preemption does not pick it: the waiting claims fit without it, or their ClusterQueues may not borrow to reach it"
+	r.byPrio[w.Priority] = why
+	return why
 }
