@@ -4,11 +4,14 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
+	"ome.io/quota-manager/events"
 	"ome.io/quota-manager/impact"
 	"ome.io/quota-manager/kueuesim"
 	"ome.io/quota-manager/quotafile"
@@ -126,26 +129,12 @@ func (p *planOptions) run(c *cobra.Command) error {
 			return err
 		}
 	}
-	before := cl.replay(cfg, now)
-	val, after, err := judge(cl.replay(cfg, now), cl, cfg, now, writes, without, false, nil)
+	val, rep, err := planOf(cl, kueueLists{cohorts: cohorts.Items, localQueues: lqs.Items, workloads: wls.Items}, cfg, now, writes, without,
+		impact.ClaimOptions{Priority: int64(p.claimPriority), Size: size})
 	if err != nil {
 		return err
 	}
-	imp, err := impact.Compute(impact.Input{
-		Before: before.s, After: after,
-		Settings:      impact.SettingsOf(before.s, cl.queues, lqs.Items),
-		Live:          kueuesim.Objects{Cohorts: cohorts.Items, ClusterQueues: cl.queues, Flavors: cl.flavors},
-		LocalQueues:   impact.LocalQueuesOf(lqs.Items),
-		Workloads:     wls.Items,
-		WithWorkloads: true,
-		Claims:        impact.ClaimOptions{Priority: int64(p.claimPriority), Size: size},
-		Now:           now,
-	})
-	if err != nil {
-		return err
-	}
-	rep := &PlanReport{TypeMeta: typeMeta("PlanReport"), Violations: val.Violations, Warnings: val.Warnings,
-		Marks: val.Marks, WithoutNodes: val.WithoutNodes, WouldFreeze: val.WouldFreeze, Impact: imp}
+	imp := rep.Impact
 	if done, err := printReport(c, p.output, rep, p.streams.Out); done {
 		if err != nil {
 			return err
@@ -160,6 +149,39 @@ func (p *planOptions) run(c *cobra.Command) error {
 		return impactFound
 	}
 	return nil
+}
+
+// kueueLists are what plan lists of Kueue beside what every command reads.
+type kueueLists struct {
+	cohorts     []kueue.Cohort
+	localQueues []kueue.LocalQueue
+	workloads   []kueue.Workload
+}
+
+// planOf is plan's own work on what it listed: the rule book's verdict on
+// the writes and the change's impact.
+func planOf(cl *cluster, kl kueueLists, cfg events.Config, now time.Time, writes []quotafile.Write, without []string, claims impact.ClaimOptions) (*ValidationReport, *PlanReport, error) {
+	before := cl.replay(cfg, now)
+	val, after, err := judge(cl.replay(cfg, now), cl, cfg, now, writes, without, false, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	imp, err := impact.Compute(impact.Input{
+		Before: before.s, After: after,
+		Settings:      impact.SettingsOf(before.s, cl.queues, kl.localQueues),
+		Live:          kueuesim.Objects{Cohorts: kl.cohorts, ClusterQueues: cl.queues, Flavors: cl.flavors},
+		LocalQueues:   impact.LocalQueuesOf(kl.localQueues),
+		Workloads:     kl.workloads,
+		WithWorkloads: true,
+		Claims:        claims,
+		Now:           now,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	rep := &PlanReport{TypeMeta: typeMeta("PlanReport"), Violations: val.Violations, Warnings: val.Warnings,
+		Marks: val.Marks, WithoutNodes: val.WithoutNodes, WouldFreeze: val.WouldFreeze, Impact: imp}
+	return val, rep, nil
 }
 
 func (p *planOptions) printText(w io.Writer, val *ValidationReport, rep *PlanReport) error {
