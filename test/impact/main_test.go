@@ -6,7 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1beta1 "ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/test/localcluster"
 )
 
@@ -73,7 +77,16 @@ func run(m *testing.M) int {
 		// ml-serving, and no periodic refresh of root's stamps, so that
 		// nothing writes while a plan runs but what the test does.
 		args := append([]string{"--enrolled-namespaces=" + ns, "--capacity-report-interval=0s", "-v=1"}, localcluster.WebhookFlags(port)...)
-		manager, err = c.StartManager(ctx, c.ManagerBin, "m1", dir, args...)
-		return err
+		if manager, err = c.StartManager(ctx, c.ManagerBin, "m1", dir, args...); err != nil {
+			return err
+		}
+		// The manager creates root: the tests' trees hang from it.
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+			if _, err := c.AQs.Get(ctx, v1beta1.RootName, metav1.GetOptions{}); err == nil {
+				return nil
+			} else if time.Now().After(deadline) {
+				return fmt.Errorf("the manager did not create root: %w", err)
+			}
+		}
 	})
 }
