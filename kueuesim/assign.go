@@ -107,6 +107,44 @@ type assigned struct {
 	m           pmode
 }
 
+// psPlan is a pod set's requests as one queue covers them, worked out
+// once: each request's resource group and the pair id on each of the
+// group's flavors, and whether each flavor can hold the pod set.
+type psPlan struct {
+	q     *Queue
+	reqs  map[string]int64
+	keys  []string
+	group []int   // per key: its group in q.Groups, -1 when none covers it
+	ids   [][]int // per key: the pair's id on each flavor of its group
+	fits  [][]int8
+}
+
+func (s *Sim) planFor(ps *PodSet, q *Queue) *psPlan {
+	if ps.plan != nil && ps.plan.q == q {
+		return ps.plan
+	}
+	p := &psPlan{q: q, reqs: ps.Requests, keys: ps.keys()}
+	if q.groupOf(string(corev1.ResourcePods)) != nil {
+		p.reqs = maps.Clone(ps.Requests)
+		p.reqs[string(corev1.ResourcePods)] = int64(ps.Count)
+		p.keys = slices.Sorted(maps.Keys(p.reqs))
+	}
+	for _, r := range p.keys {
+		gi := slices.IndexFunc(q.Groups, func(g Group) bool { return g.Covered[r] })
+		p.group = append(p.group, gi)
+		if gi < 0 {
+			p.ids = append(p.ids, nil)
+			continue
+		}
+		p.ids = append(p.ids, q.Groups[gi].ids[r])
+	}
+	for _, g := range q.Groups {
+		p.fits = append(p.fits, make([]int8, len(g.Flavors)))
+	}
+	ps.plan = p
+	return p
+}
+
 // assign is Kueue's flavor assignment of a pending Workload in q, pod set
 // by pod set, each resource group trying its flavors in order.
 func (s *Sim) assign(w *Workload, q *Queue) Assignment {
@@ -116,26 +154,22 @@ func (s *Sim) assign(w *Workload, q *Queue) Assignment {
 		a.Mode = NoFit
 		return a
 	}
-	var got []assigned
+	got := s.got[:0]
+	defer func() { s.got = got }()
 	for i := range podSets {
 		ps := &podSets[i]
-		reqs, keys := ps.Requests, ps.keys()
-		if q.groupOf(string(corev1.ResourcePods)) != nil {
-			reqs = maps.Clone(reqs)
-			reqs[string(corev1.ResourcePods)] = int64(ps.Count)
-			keys = slices.Sorted(maps.Keys(reqs))
-		}
+		p := s.planFor(ps, q)
 		got = got[:0]
-		for _, res := range keys {
+		for k, res := range p.keys {
 			if slices.ContainsFunc(got, func(g assigned) bool { return g.res == res }) {
 				continue
 			}
-			if reqs[res] == 0 && q.groupOf(res) == nil {
+			if p.reqs[res] == 0 && p.group[k] < 0 {
 				continue
 			}
 			var borrow int
 			var ok bool
-			got, borrow, ok = s.findFlavor(w, q, ps, reqs, keys, res, a.Usage, got, &a.Reasons)
+			got, borrow, ok = s.findFlavor(w, q, ps, p, k, a.Usage, got, &a.Reasons)
 			if !ok {
 				a.Mode = NoFit
 				return a
@@ -143,10 +177,9 @@ func (s *Sim) assign(w *Workload, q *Queue) Assignment {
 			a.Borrow = max(a.Borrow, borrow)
 		}
 		for _, g := range got {
-			fr := FR{Flavor: g.flavor, Resource: g.res}
-			if reqs[g.res] != 0 {
+			if v := p.reqs[g.res]; v != 0 {
 				// Zero requests take no quota (TotalRequestsFor).
-				a.Usage = a.Usage.add(fr, g.id, reqs[g.res])
+				a.Usage = a.Usage.add(FR{Flavor: g.flavor, Resource: g.res}, g.id, v)
 			}
 			m := g.m.mode()
 			if m < a.Mode {
@@ -161,34 +194,43 @@ func (s *Sim) assign(w *Workload, q *Queue) Assignment {
 }
 
 // findFlavor is findFlavorForPodSets for one pod set and the resource
-// group of res: it appends to got the flavor of each of the group's
-// resources with its mode, and returns the borrowing level; false when no
-// flavor fits. Why flavors did not fit goes to reasons when the Sim
-// explains.
-func (s *Sim) findFlavor(w *Workload, q *Queue, ps *PodSet, reqs map[string]int64, keys []string, res string, used Amounts, got []assigned, reasons *[]string) ([]assigned, int, bool) {
-	g := q.groupOf(res)
-	if g == nil {
-		s.explainf(reasons, "resource %s unavailable in ClusterQueue", res)
+// group of its request k: it appends to got the flavor of each of the
+// group's resources with its mode, and returns the borrowing level; false
+// when no flavor fits. Why flavors did not fit goes to reasons when the
+// Sim explains.
+func (s *Sim) findFlavor(w *Workload, q *Queue, ps *PodSet, p *psPlan, k int, used Amounts, got []assigned, reasons *[]string) ([]assigned, int, bool) {
+	gi := p.group[k]
+	if gi < 0 {
+		s.explainf(reasons, "resource %s unavailable in ClusterQueue", p.keys[k])
 		return got, 0, false
 	}
+	g := &q.Groups[gi]
 	base := len(got)
 	chosen, try := s.chosen[:0], s.try[:0]
 	defer func() { s.chosen, s.try = chosen, try }()
 	bestMode, bestBorrow := worst(), 0
-	for k, fname := range g.Flavors {
-		if why := s.mismatch(fname, ps, g); why != "" {
-			s.explainf(reasons, "%s", why)
+	for f, fname := range g.Flavors {
+		if p.fits[gi][f] == 0 {
+			p.fits[gi][f] = 1
+			if s.flavorMismatch(fname, ps, g) != "" {
+				p.fits[gi][f] = 2
+			}
+		}
+		if p.fits[gi][f] == 2 {
+			if s.explain {
+				s.explainf(reasons, "%s", s.flavorMismatch(fname, ps, g))
+			}
 			continue
 		}
 		try = try[:0]
 		rep := best()
 		maxBorrow := 0
-		for _, r := range keys {
-			if !g.Covered[r] {
+		for j, r := range p.keys {
+			if p.group[j] != gi {
 				continue
 			}
-			id := g.ids[r][k]
-			m, borrow := s.fitsQuota(w, q, FR{Flavor: fname, Resource: r}, id, used.getID(id), reqs[r], reasons)
+			id := p.ids[j][f]
+			m, borrow := s.fitsQuota(w, q, FR{Flavor: fname, Resource: r}, id, used.getID(id), p.reqs[r], reasons)
 			maxBorrow = max(maxBorrow, borrow)
 			gm := granular{m, borrow}
 			if preferred(rep, gm, q.Fungibility) {
@@ -219,20 +261,6 @@ func (s *Sim) explainf(reasons *[]string, format string, args ...any) {
 	if s.explain && reasons != nil {
 		*reasons = append(*reasons, fmt.Sprintf(format, args...))
 	}
-}
-
-// mismatch is flavorMismatch, remembered per pod set and flavor: neither
-// changes during a simulation.
-func (s *Sim) mismatch(fname string, ps *PodSet, g *Group) string {
-	if why, ok := ps.mismatch[fname]; ok {
-		return why
-	}
-	why := s.flavorMismatch(fname, ps, g)
-	if ps.mismatch == nil {
-		ps.mismatch = map[string]string{}
-	}
-	ps.mismatch[fname] = why
-	return why
 }
 
 // flavorMismatch is checkFlavorForPodSets: why the flavor cannot hold the
@@ -320,7 +348,7 @@ func (s *Sim) fitsQuota(w *Workload, q *Queue, fr FR, id int, assumed, request i
 // oracle is PreemptionOracle.SimulatePreemption: whether preempting could
 // make room for val of fr, and the borrowing level after it.
 func (s *Sim) oracle(w *Workload, q *Queue, fr FR, id int, val int64) (pmode, int) {
-	if q.Preemption.WithinClusterQueue == kueue.PreemptionPolicyNever && (q.parent == nil || q.Preemption.ReclaimWithinCohort == kueue.PreemptionPolicyNever) {
+	if !q.canPreempt() {
 		// No candidate at all: the search would find none.
 		borrow, _ := q.lowestFit(id, val)
 		return pNoCandidates, borrow

@@ -296,6 +296,14 @@ type Queue struct {
 
 func (q *Queue) nominal(i int) int64 { return q.quota[i].Nominal }
 
+// canPreempt: the queue's policies let it preempt some Workload: in
+// itself, or, in a Cohort, one that borrows. A queue that cannot finds no
+// candidate, whatever the tree holds.
+func (q *Queue) canPreempt() bool {
+	return q.Preemption.WithinClusterQueue != kueue.PreemptionPolicyNever ||
+		(q.parent != nil && q.Preemption.ReclaimWithinCohort != kueue.PreemptionPolicyNever)
+}
+
 func (q *Queue) borrowingWith(i int, v int64) bool {
 	return q.usage[i]+v > q.quota[i].Nominal
 }
@@ -337,8 +345,9 @@ type Sim struct {
 	claims   int
 	// explain: flavor assignment says why, in Kueue's words.
 	explain bool
-	// chosen and try are findFlavor's buffers.
-	chosen, try []assigned
+	// got, chosen and try are assign's buffers, buffers Run's.
+	got, chosen, try []assigned
+	buffers          buffers
 }
 
 // New builds Kueue's view of objs with the admitted and pending

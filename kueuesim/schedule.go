@@ -59,6 +59,14 @@ func (s *Sim) Claim(queue, name string, fr FR, amount, priority int64) *Workload
 	}
 }
 
+// buffers are Run's, kept from one run to the next.
+type buffers struct {
+	entries                         []entry
+	nominated, admitted, preemptors []*entry
+	temporary                       []delta
+	parked, preempted               map[*Workload]bool
+}
+
 type entry struct {
 	w       *Workload
 	q       *Queue
@@ -71,13 +79,18 @@ type entry struct {
 // did not settle within its bound of cycles.
 func (s *Sim) Run() ([]Event, error) {
 	var out []Event
-	parked := map[*Workload]bool{}
 	limit := 10 + 4*s.workloadCount()
-	// The cycle's buffers, kept from one cycle to the next.
-	var entries []entry
-	var nominated, admitted, preemptors []*entry
-	var temporary []delta
-	preempted := map[*Workload]bool{}
+	// The cycles' buffers, kept from one cycle, and one run, to the next.
+	b := &s.buffers
+	if b.parked == nil {
+		b.parked, b.preempted = map[*Workload]bool{}, map[*Workload]bool{}
+	}
+	clear(b.parked)
+	parked, preempted := b.parked, b.preempted
+	entries, nominated, admitted, preemptors, temporary := b.entries, b.nominated, b.admitted, b.preemptors, b.temporary
+	defer func() {
+		b.entries, b.nominated, b.admitted, b.preemptors, b.temporary = entries, nominated, admitted, preemptors, temporary
+	}()
 	for cycle := 1; ; cycle++ {
 		if cycle > limit {
 			return out, fmt.Errorf("the simulation of Kueue's scheduler did not settle after %d cycles", limit)
@@ -102,8 +115,8 @@ func (s *Sim) Run() ([]Event, error) {
 				parked[e.w], changed = true, true
 				continue
 			}
-			e.a = s.assign(e.w, e.q)
-			if e.a.Mode == Preempt {
+			e.a, e.targets = s.assign(e.w, e.q), nil
+			if e.a.Mode == Preempt && e.q.canPreempt() {
 				p := &preemption{s: s, preemptor: e.w, cq: e.q, frsNeed: e.a.need, requests: e.a.Usage}
 				e.targets = p.targets()
 			}

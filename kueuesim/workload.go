@@ -80,10 +80,10 @@ type PodSet struct {
 	// Flavor, for a hypothetical pod set, is the one flavor its pods
 	// select.
 	Flavor string
-	// sorted are the names of Requests, sorted; mismatch remembers why a
-	// flavor cannot hold the pod set ("" when it can).
-	sorted   []string
-	mismatch map[string]string
+	// sorted are the names of Requests, sorted; plan is the pod set as
+	// the queue of its last nomination covers it.
+	sorted []string
+	plan   *psPlan
 }
 
 func (ps *PodSet) keys() []string {
