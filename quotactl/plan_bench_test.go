@@ -26,7 +26,7 @@ import (
 // of 20 under root, 10 GPUs each) and 10,000 admitted Workloads of one
 // GPU: every team runs 10, 6 or 14 of them, the last borrowing what the
 // others lend. 1,250 Nodes of 8 A100 GPUs hold them.
-func bigCluster(b *testing.B) (*cluster, kueueLists, events.Config, time.Time) {
+func bigCluster(b *testing.B, reclaim bool) (*cluster, kueueLists, events.Config, time.Time) {
 	b.Helper()
 	now := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	cfg := events.DefaultConfig()
@@ -62,6 +62,9 @@ func bigCluster(b *testing.B) (*cluster, kueueLists, events.Config, time.Time) {
 		// The lenders reclaim from anyone, the borrowers never, the rest
 		// from lower priorities.
 		policy := map[int]kueue.PreemptionPolicy{6: kueue.PreemptionPolicyAny, 14: kueue.PreemptionPolicyNever, 10: kueue.PreemptionPolicyLowerPriority}[usage[cq.Name]]
+		if !reclaim {
+			policy = kueue.PreemptionPolicyNever
+		}
 		cq.Spec.Preemption = &kueue.ClusterQueuePreemption{ReclaimWithinCohort: policy, WithinClusterQueue: kueue.PreemptionPolicyNever}
 		cq.Status.FlavorsUsage = []kueue.FlavorUsage{{Name: "a100", Resources: []kueue.ResourceUsage{
 			{Name: "nvidia.com/gpu", Total: *resource.NewQuantity(int64(usage[cq.Name]), resource.DecimalSI)}}}}
@@ -110,9 +113,16 @@ func mustRoundTrip(b *testing.B, in, out any) {
 // tree twice, judging the write, and the impact (two simulations of
 // Kueue, with some 250 lenders' claims each). team-00-01, which runs 6 of
 // its 10, is lowered to 2: the cluster's quota is then 8 short of what
-// runs, and the lenders' claims reclaim it from borrowers.
+// runs. With reclaim, the lenders reclaim from any borrower, and their
+// claims preempt about 1,000 Workloads; without, every ClusterQueue keeps
+// Kueue's default, and nothing is preempted.
 func BenchmarkPlan(b *testing.B) {
-	cl, kl, cfg, now := bigCluster(b)
+	b.Run("reclaim", func(b *testing.B) { benchmarkPlan(b, true) })
+	b.Run("no-reclaim", func(b *testing.B) { benchmarkPlan(b, false) })
+}
+
+func benchmarkPlan(b *testing.B, reclaim bool) {
+	cl, kl, cfg, now := bigCluster(b, reclaim)
 	spec := aqtest.Team("team-00-01", "group-00").Budget("nvidia.com/gpu", "a100", "2").Obj().Spec
 	writes := []quotafile.Write{{Source: "bench", Name: "team-00-01", Spec: &spec}}
 	b.ReportAllocs()
@@ -157,7 +167,7 @@ func cpuTime(b *testing.B) time.Duration {
 // Workloads, the largest of plan's lists, as JSON (Kueue's types have no
 // protobuf).
 func BenchmarkDecodeWorkloads(b *testing.B) {
-	_, kl, _, _ := bigCluster(b)
+	_, kl, _, _ := bigCluster(b, true)
 	data, err := json.Marshal(kueue.WorkloadList{Items: kl.workloads})
 	if err != nil {
 		b.Fatal(err)
@@ -165,12 +175,14 @@ func BenchmarkDecodeWorkloads(b *testing.B) {
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu0 := cpuTime(b)
 	for b.Loop() {
 		var list kueue.WorkloadList
 		if err := json.Unmarshal(data, &list); err != nil {
 			b.Fatal(err)
 		}
 	}
+	b.ReportMetric(float64((cpuTime(b)-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 }
 
 func impactClaims() impact.ClaimOptions { return impact.ClaimOptions{} }
