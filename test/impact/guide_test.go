@@ -158,10 +158,10 @@ func TestPlanOnTheGuide(t *testing.T) {
 	golden(t, "plan-guide.txt", normalize(text.out))
 	t.Logf("kubectl ome quota plan -f change.yaml printed:\n%s", text.out)
 
-	_, errOut, err = apply(t, guideChange)
+	out, errOut, err := apply(t, guideChange)
 	require.NoError(t, err, errOut)
 	require.Contains(t, errOut, "Warning: team-beta: admitted nvidia.com/gpu on a100 is 12, 4 above its budget of 8 (nominal 4 + borrowingLimit 4)")
-	t.Logf("kubectl apply -f change.yaml printed:\n%s", errOut)
+	t.Logf("kubectl apply -f change.yaml printed:\n%s%s", errOut, out)
 	waitNominal(t, "team-beta", "a100", 4)
 	waitNominal(t, "team-alpha", "a100", 20)
 	applied := settle(t)
