@@ -80,18 +80,25 @@ func TestExcessGivesBack(t *testing.T) {
 	}
 }
 
-// TestClaimReclaimsNewestFirst is the guide's tree after team-beta is
-// lowered to 4 (borrowing 4) with 12 GPUs admitted: team-alpha claiming
-// its 16 takes back 8, from beta's most recently admitted Workloads.
-func TestClaimReclaimsNewestFirst(t *testing.T) {
+// guideLowered is the guide's tree with team-beta lowered to 4 (borrowing
+// 4) and holding 12 Workloads of one GPU, admitted a second apart;
+// team-alpha (16) reclaims as policy says.
+func guideLowered(policy kueue.PreemptionPolicy) *Sim {
 	var ws []*Workload
 	for i := range 12 {
 		ws = append(ws, running("team-beta", fmt.Sprintf("beta-%02d", i), 1, 0, i))
 	}
-	s := New(objects(
-		team("team-alpha", "ml-research", 16, ptr.To[int64](0), kueue.PreemptionPolicyAny),
+	return New(objects(
+		team("team-alpha", "ml-research", 16, ptr.To[int64](0), policy),
 		team("team-beta", "ml-research", 4, ptr.To[int64](4), kueue.PreemptionPolicyNever),
 	), ws, t0.Add(time.Hour))
+}
+
+// TestClaimReclaimsNewestFirst is the guide's tree after team-beta is
+// lowered to 4 (borrowing 4) with 12 GPUs admitted: team-alpha claiming
+// its 16 takes back 8, from beta's most recently admitted Workloads.
+func TestClaimReclaimsNewestFirst(t *testing.T) {
+	s := guideLowered(kueue.PreemptionPolicyAny)
 	claim := s.Claim("team-alpha", "alpha-claim", gpu, 16, 0)
 	if err := s.Submit(claim); err != nil {
 		t.Fatal(err)
@@ -128,14 +135,7 @@ func TestClaimReclaimsNewestFirst(t *testing.T) {
 // TestClaimNeverPolicy: a lender whose ClusterQueue never reclaims
 // preempts nothing, and its claim waits.
 func TestClaimNeverPolicy(t *testing.T) {
-	var ws []*Workload
-	for i := range 12 {
-		ws = append(ws, running("team-beta", fmt.Sprintf("beta-%02d", i), 1, 0, i))
-	}
-	s := New(objects(
-		team("team-alpha", "ml-research", 16, ptr.To[int64](0), kueue.PreemptionPolicyNever),
-		team("team-beta", "ml-research", 4, ptr.To[int64](4), kueue.PreemptionPolicyNever),
-	), ws, t0.Add(time.Hour))
+	s := guideLowered(kueue.PreemptionPolicyNever)
 	claim := s.Claim("team-alpha", "alpha-claim", gpu, 16, 0)
 	if err := s.Submit(claim); err != nil {
 		t.Fatal(err)

@@ -1,14 +1,11 @@
 package dra
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -19,10 +16,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
-	"ome.io/quota-manager/quotactl"
 	"ome.io/quota-manager/test/localcluster"
 	"ome.io/quota-manager/test/testutil"
 )
@@ -92,13 +87,7 @@ func TestPlanCountsDRAClaims(t *testing.T) {
 	// Three Jobs, admitted one after another, each in a second of its own.
 	var admittedAt []time.Time
 	for i := range 3 {
-		next := time.Now().Truncate(time.Second).Add(time.Second)
-		testutil.Eventually(t, 5*time.Second, func() string {
-			if time.Now().Before(next) {
-				return "waiting for the next second"
-			}
-			return ""
-		})
+		testutil.NextSecond(t)
 		name := fmt.Sprintf("plan-claim-%d", i)
 		claimJob(t, name, "dra-plan-team", "plan-one-gpu")
 		var at time.Time
@@ -134,13 +123,9 @@ func TestPlanCountsDRAClaims(t *testing.T) {
 
 	file := filepath.Join(t.TempDir(), "lower.yaml")
 	require.NoError(t, os.WriteFile(file, []byte(fmt.Sprintf(planTree, "1")), 0o600))
-	var out, errOut bytes.Buffer
-	code := quotactl.Run([]string{"quota", "plan", "-f", file, "-o", "json", "--kubeconfig", cluster.Kubeconfig},
-		genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
-	require.Equal(t, 3, code, "%s\n%s", out.String(), errOut.String())
-	var rep quotactl.PlanReport
-	require.NoError(t, json.Unmarshal(out.Bytes(), &rep))
-	require.Len(t, rep.Impact.AboveBudget, 1, out.String())
+	code, rep := testutil.Plan(t, cluster, "-f", file)
+	require.Equal(t, 3, code)
+	require.Len(t, rep.Impact.AboveBudget, 1, "%+v", rep.Impact)
 	ex := rep.Impact.AboveBudget[0]
 	require.Equal(t, []string{"dra-plan-team", "3", "1", "2"}, []string{ex.Team, ex.Admitted, ex.Budget, ex.Above})
 	var named []string

@@ -1,24 +1,18 @@
 package pods
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
-	"ome.io/quota-manager/quotactl"
 	"ome.io/quota-manager/test/localcluster"
 	"ome.io/quota-manager/test/testutil"
 )
@@ -72,13 +66,7 @@ func TestPlanCountsPods(t *testing.T) {
 
 	// Five Pods, each admitted in a second of its own.
 	for i := range 5 {
-		next := time.Now().Truncate(time.Second).Add(time.Second)
-		testutil.Eventually(t, 5*time.Second, func() string {
-			if time.Now().Before(next) {
-				return "waiting for the next second"
-			}
-			return ""
-		})
+		testutil.NextSecond(t)
 		gpu := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
 		p := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("plan-pod-%d", i), Namespace: ns, Labels: map[string]string{"kueue.x-k8s.io/queue-name": "pods-plan-team"}},
@@ -93,13 +81,9 @@ func TestPlanCountsPods(t *testing.T) {
 
 	file := filepath.Join(t.TempDir(), "lower.yaml")
 	require.NoError(t, os.WriteFile(file, []byte(fmt.Sprintf(podsPlanTree, "2")), 0o600))
-	var out, errOut bytes.Buffer
-	code := quotactl.Run([]string{"quota", "plan", "-f", file, "-o", "json", "--kubeconfig", cluster.Kubeconfig},
-		genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
-	require.Equal(t, 3, code, "%s\n%s", out.String(), errOut.String())
-	var rep quotactl.PlanReport
-	require.NoError(t, json.Unmarshal(out.Bytes(), &rep))
-	require.Len(t, rep.Impact.AboveBudget, 1, out.String())
+	code, rep := testutil.Plan(t, cluster, "-f", file)
+	require.Equal(t, 3, code)
+	require.Len(t, rep.Impact.AboveBudget, 1, "%+v", rep.Impact)
 	ex := rep.Impact.AboveBudget[0]
 	require.Equal(t, []string{"pods-plan-team", "5", "2", "3"}, []string{ex.Team, ex.Admitted, ex.Budget, ex.Above})
 	owners := map[string]string{}
