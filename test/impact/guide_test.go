@@ -127,7 +127,7 @@ func TestPlanOnTheGuide(t *testing.T) {
 		}
 		// Each admitted in a second of its own, so that the order by
 		// admission time, and the output below, do not hang on uids.
-		nextSecond(t)
+		testutil.NextSecond(t)
 		submit(t, fmt.Sprintf("beta-%d", i), "team-beta", class, 2, localcluster.A100Labels)
 		settle(t)
 	}

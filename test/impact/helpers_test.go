@@ -538,16 +538,3 @@ func waitUsage(t *testing.T, flavor string, ws map[string]wl, queues ...string) 
 		return ""
 	})
 }
-
-// nextSecond returns once the clock has reached the next whole second:
-// what the API server stamps conditions with.
-func nextSecond(t *testing.T) {
-	t.Helper()
-	next := time.Now().Truncate(time.Second).Add(time.Second)
-	testutil.Eventually(t, 5*time.Second, func() string {
-		if time.Now().Before(next) {
-			return "waiting for the next second"
-		}
-		return ""
-	})
-}
