@@ -166,13 +166,16 @@ func planOf(cl *cluster, kl kueueLists, cfg events.Config, now time.Time, writes
 	if err != nil {
 		return nil, nil, err
 	}
+	// A management plane runs no Workloads: its teams' work is on its
+	// members, which the report does not reach yet (impact.Report.Members).
+	onPlane := cl.planeMembers() != nil
 	imp, err := impact.Compute(impact.Input{
 		Before: before.s, After: after,
 		Settings:      impact.SettingsOf(before.s, cl.queues, kl.localQueues),
 		Live:          kueuesim.Objects{Cohorts: kl.cohorts, ClusterQueues: cl.queues, Flavors: cl.flavors},
 		LocalQueues:   impact.LocalQueuesOf(kl.localQueues),
 		Workloads:     kl.workloads,
-		WithWorkloads: true,
+		WithWorkloads: !onPlane,
 		Claims:        claims,
 		Now:           now,
 	})

@@ -45,7 +45,7 @@ const guideTree = "../config/samples/quota-tree.yaml"
 func TestHelpHasExamples(t *testing.T) {
 	for _, args := range [][]string{
 		{"--help"}, {"quota", "--help"}, {"quota", "tree", "--help"},
-		{"quota", "status", "--help"}, {"quota", "validate", "--help"}, {"quota", "release", "--help"},
+		{"quota", "status", "--help"}, {"quota", "validate", "--help"}, {"quota", "plan", "--help"}, {"quota", "release", "--help"},
 	} {
 		r := runWith("", args...)
 		require.Equal(t, 0, r.code, args)
@@ -85,6 +85,16 @@ func TestUsageErrorsAreKubectlStyle(t *testing.T) {
 		"release of a bad origin": {[]string{"quota", "release", "--origin", "a b"},
 			"error: --origin=\"a b\" is not a label value: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')\nSee 'kubectl ome quota release --help' for usage.\n"},
 		"unknown command": {[]string{"quota", "trees"}, "error: unknown command \"trees\" for \"kubectl ome quota\"\n"},
+		"plan with an argument": {[]string{"quota", "plan", "quota-tree.yaml"},
+			"error: plan takes no arguments, got [\"quota-tree.yaml\"]: pass files with -f\nSee 'kubectl ome quota plan --help' for usage.\n"},
+		"plan with a claim of nothing": {[]string{"quota", "plan", "--claim-size", "0"},
+			"error: --claim-size \"0\" is not an amount above 0: write one such as 1 or 4\nSee 'kubectl ome quota plan --help' for usage.\n"},
+		"plan with a claim of words": {[]string{"quota", "plan", "--claim-size", "one"},
+			"error: --claim-size \"one\" is not an amount above 0: write one such as 1 or 4\nSee 'kubectl ome quota plan --help' for usage.\n"},
+		"plan as a table": {[]string{"quota", "plan", "-o", "wide"},
+			"error: unable to match a printer suitable for the output format \"wide\", allowed formats are: json,yaml\nSee 'kubectl ome quota plan --help' for usage.\n"},
+		"plan of a missing file": {[]string{"quota", "plan", "-f", "nope.yaml"},
+			"error: the path \"nope.yaml\" does not exist\n"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
