@@ -307,16 +307,18 @@ func Compute(in Input) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	// What happens without the change: the pending Workloads Kueue
+	// admits anyway, and every Workload preempted, by them or by claims.
 	reclaimedBefore := map[string]bool{}
-	admittedBefore := map[string]bool{}
 	for _, e := range beforeRun.events {
-		switch e.Kind {
-		case kueuesim.Preempted:
+		if e.Kind == kueuesim.Preempted {
 			reclaimedBefore[e.W.Key()] = true
-		case kueuesim.Admitted:
-			if !e.W.Hypothetical {
-				admittedBefore[e.W.Key()] = true
-			}
+		}
+	}
+	admittedBefore := map[string]bool{}
+	for _, e := range beforeRun.pending {
+		if e.Kind == kueuesim.Admitted {
+			admittedBefore[e.W.Key()] = true
 		}
 	}
 	preempted := map[string]bool{}
