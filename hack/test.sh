@@ -33,7 +33,7 @@ if [ $# -eq 0 ] || [ "$*" = "./..." ]; then
   # longest first (their times are in docs/performance.md), so that the
   # two slots end together instead of one running a long package alone at
   # the end; the rest follow in go list's order.
-  long="webhook fleet image failures e2e helm observability plugin pods dra"
+  long="webhook fleet impact image failures e2e helm observability plugin pods dra"
   pkgs=()
   for p in $long; do pkgs+=("./test/$p"); done
   for p in $(go list ./test/...); do
