@@ -14,6 +14,7 @@ import (
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/events"
 	"ome.io/quota-manager/kueuesim"
 	"ome.io/quota-manager/state"
 )
@@ -154,7 +155,7 @@ type Spared struct {
 
 // MemberReport is the impact on one member cluster of a management plane:
 // the share of each budget that moves there, and the member's admitted
-// usage above its new share. Not computed yet: a plane reports a Limit.
+// usage above its new share.
 type MemberReport struct {
 	Cluster string        `json:"cluster"`
 	Shares  []ShareChange `json:"shares,omitempty"`
@@ -177,6 +178,11 @@ type ShareChange struct {
 func (r *Report) Harmful() bool {
 	if len(r.AboveBudget) > 0 {
 		return true
+	}
+	for _, m := range r.Members {
+		if len(m.AboveBudget) > 0 {
+			return true
+		}
 	}
 	for _, a := range r.Admits {
 		for _, w := range a.Preempts {
@@ -227,8 +233,8 @@ type Input struct {
 func Compute(in Input) (*Report, error) {
 	rep := &Report{}
 	changed := changedNodes(in.Before, in.After)
-	if in.Before.Config().Mode == "management" {
-		rep.Limits = append(rep.Limits, "on a management plane the impact on each member cluster is not computed yet: the report holds the fleet tree's budgets only")
+	if in.Before.Config().Mode == events.ModeManagement {
+		rep.Members = members(in.Before, in.After)
 	}
 	admitted := map[string]bool{}
 	for _, nv := range in.Before.Nodes() {
@@ -732,4 +738,89 @@ func (r *spareReasons) why(w *kueuesim.Workload) string {
 	}
 	r.byPrio[w.Priority] = why
 	return why
+}
+
+// members is, on a management plane, what the change moves on each member
+// cluster: each team's share that changes there, and the member's
+// admitted usage of the team's copy (as the member last reported it)
+// above its new share, nominal plus its part of the fleet's
+// borrowingLimit; usage the old share already left above is not counted
+// again. A share goes down on a member at once and up once the lowerings
+// it needs are read back (docs/manager.md): the shares are where the
+// plane takes each copy, not the order.
+func members(before, after *state.State) []MemberReport {
+	byCluster := map[string]*MemberReport{}
+	at := func(c string) *MemberReport {
+		if byCluster[c] == nil {
+			byCluster[c] = &MemberReport{Cluster: c}
+		}
+		return byCluster[c]
+	}
+	teams := map[string]bool{}
+	for _, s := range []*state.State{before, after} {
+		for _, nv := range s.Nodes() {
+			if nv.Spec.Role == v1beta1.RoleClusterQueue {
+				teams[nv.Name] = true
+			}
+		}
+	}
+	for _, team := range slices.Sorted(maps.Keys(teams)) {
+		old, cur := before.MemberShares(team), after.MemberShares(team)
+		usage := map[string]map[state.Pair]state.Amount{}
+		for _, u := range before.MemberUsage(team) {
+			if usage[u.Cluster] == nil {
+				usage[u.Cluster] = map[state.Pair]state.Amount{}
+			}
+			usage[u.Cluster][u.Pair] = u.Admitted
+		}
+		clusters := map[string]bool{}
+		for c := range old {
+			clusters[c] = true
+		}
+		for c := range cur {
+			clusters[c] = true
+		}
+		for c := range usage {
+			clusters[c] = true
+		}
+		for _, c := range slices.Sorted(maps.Keys(clusters)) {
+			pairs := map[state.Pair]bool{}
+			for p := range old[c] {
+				pairs[p] = true
+			}
+			for p := range cur[c] {
+				pairs[p] = true
+			}
+			for p := range usage[c] {
+				pairs[p] = true
+			}
+			for _, p := range slices.SortedFunc(maps.Keys(pairs), state.Pair.Compare) {
+				o, n := old[c][p], cur[c][p]
+				if o.Nominal != n.Nominal {
+					at(c).Shares = append(at(c).Shares, ShareChange{Team: team, Resource: p.Resource, Flavor: p.Flavor,
+						Share: Change{Old: o.Nominal.String(), New: n.Nominal.String()}})
+				}
+				admitted := usage[c][p]
+				budget, was := n.Nominal+n.Borrow, o.Nominal+o.Borrow
+				if admitted <= budget || admitted-budget <= max(admitted-was, 0) {
+					continue
+				}
+				ex := Excess{Team: team, Resource: p.Resource, Flavor: p.Flavor, Admitted: admitted.String(), Nominal: n.Nominal.String(),
+					Budget: budget.String(), Above: (admitted - budget).String(),
+					Message: fmt.Sprintf("%s on %s: admitted %s of %s is above its new share of %s", team, c, admitted, p, budget)}
+				if n.Borrow > 0 {
+					ex.BorrowingLimit = n.Borrow.String()
+				}
+				if admitted > was {
+					ex.AboveBefore = (admitted - was).String()
+				}
+				at(c).AboveBudget = append(at(c).AboveBudget, ex)
+			}
+		}
+	}
+	var out []MemberReport
+	for _, c := range slices.Sorted(maps.Keys(byCluster)) {
+		out = append(out, *byCluster[c])
+	}
+	return out
 }

@@ -169,3 +169,45 @@ func TestGuideChange(t *testing.T) {
 		t.Errorf("no change, yet: %+v", same)
 	}
 }
+
+// On a management plane the report says, per member, the shares that
+// move there and the member's admitted usage above its new share.
+func TestMembersOnAPlane(t *testing.T) {
+	plane := func(eastShare, westShare string) *state.State {
+		s := state.New()
+		evs := aqtest.FleetEvents(t0, "8", "8", aqtest.Root().Obj(),
+			aqtest.Team("fleet-a", "root").Budget("nvidia.com/gpu", "a100", "9").Share("east", eastShare).Share("west", westShare).Obj(),
+			aqtest.Team("fleet-b", "root").Budget("nvidia.com/gpu", "a100", "4").Obj())
+		// What the members' Kueue admitted for the copies.
+		seen := events.MemberSeen(t0, "west", []string{"a100"}, []events.MemberCapacity{{Resource: "nvidia.com/gpu", Flavor: "a100",
+			Allocatable: resource.MustParse("8"), HighWaterMark: resource.MustParse("8")}})
+		seen.Member.Usage = []events.MemberUsage{{Node: "fleet-a", Resource: "nvidia.com/gpu", Flavor: "a100", Admitted: resource.MustParse("4")}}
+		for i, ev := range append(evs, seen) {
+			ev.Seq = uint64(i + 1)
+			s.Apply(ev)
+		}
+		return s
+	}
+	before, after := plane("5", "4"), plane("7", "2")
+	rep, err := Compute(Input{Before: before, After: after, Now: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []MemberReport{
+		{Cluster: "east", Shares: []ShareChange{{Team: "fleet-a", Resource: "nvidia.com/gpu", Flavor: "a100", Share: Change{Old: "5", New: "7"}}}},
+		{Cluster: "west", Shares: []ShareChange{{Team: "fleet-a", Resource: "nvidia.com/gpu", Flavor: "a100", Share: Change{Old: "4", New: "2"}}},
+			AboveBudget: []Excess{{Team: "fleet-a", Resource: "nvidia.com/gpu", Flavor: "a100", Admitted: "4", Nominal: "2", Budget: "2", Above: "2",
+				Message: "fleet-a on west: admitted 4 of nvidia.com/gpu@a100 is above its new share of 2"}}},
+	}
+	if diff := cmp.Diff(want, rep.Members); diff != "" {
+		t.Errorf("members (-want +got):\n%s", diff)
+	}
+	if !rep.Harmful() {
+		t.Error("a change that leaves a member's admitted usage above its new share is not harmful (exit 3)")
+	}
+	// fleet-b's Proportional split over equal marks does not move: not
+	// listed. No change at all: nothing listed.
+	if rep, _ := Compute(Input{Before: before, After: plane("5", "4"), Now: t0}); len(rep.Members) != 0 || rep.Harmful() {
+		t.Errorf("no change: members %+v", rep.Members)
+	}
+}

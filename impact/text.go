@@ -70,6 +70,22 @@ func WriteText(w io.Writer, r *Report, st Style) error {
 			}
 		}
 	}
+	if len(r.Members) > 0 {
+		b.WriteString("Shares that move on each member cluster (lowerings are written first, raises once they are read back):\n")
+		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  MEMBER\tTEAM\tRESOURCE@FLAVOR\tSHARE")
+		for _, m := range r.Members {
+			for _, sc := range m.Shares {
+				fmt.Fprintf(tw, "  %s\t%s\t%s@%s\t%s\n", m.Cluster, sc.Team, sc.Resource, sc.Flavor, sc.Share.text())
+			}
+		}
+		tw.Flush()
+		for _, m := range r.Members {
+			for _, e := range m.AboveBudget {
+				fmt.Fprintf(&b, "  %s\n", st.bad(e.Message))
+			}
+		}
+	}
 	if len(r.AboveBudget) > 0 {
 		head := "Admitted usage left above budget (Kueue does not evict it):\n"
 		for _, e := range r.AboveBudget {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -161,6 +162,11 @@ func (cl *cluster) replayWithout(cfg events.Config, now time.Time, without map[s
 	for i := range cl.queues {
 		r.apply(events.QueueUpserted(now, sources.QueueOf(&cl.queues[i])))
 	}
+	if cfg.Mode == events.ModeManagement {
+		for _, ev := range cl.memberReports(now) {
+			r.apply(ev)
+		}
+	}
 	// Every object is in: the state measures from here on, as the manager
 	// does after its informers' initial lists. Then the named Nodes go, as
 	// if they were deleted while the manager runs, and it measures again.
@@ -175,6 +181,44 @@ func (cl *cluster) replayWithout(cfg events.Config, now time.Time, without map[s
 		r.apply(events.Tick(now))
 	}
 	return r
+}
+
+// memberReports are, on a management plane, each member as its statuses
+// kept it: its flavors and capacity from root's status.capacity, and what
+// its Kueue admitted, reserved and borrowed for each team's copy from the
+// team's status.budgets[].perCluster, as the plane last heard of them.
+func (cl *cluster) memberReports(now time.Time) []events.Event {
+	root := cl.quota(v1beta1.RootName)
+	if root == nil {
+		return nil
+	}
+	flavors := map[string][]string{}
+	capacity := map[string][]events.MemberCapacity{}
+	for _, c := range root.Status.Capacity {
+		for _, pc := range c.PerCluster {
+			flavors[pc.Cluster] = append(flavors[pc.Cluster], c.ResourceFlavor)
+			capacity[pc.Cluster] = append(capacity[pc.Cluster], events.MemberCapacity{Resource: c.ResourceName, Flavor: c.ResourceFlavor,
+				Allocatable: pc.Allocatable, HighWaterMark: pc.HighWaterMark})
+		}
+	}
+	usage := map[string][]events.MemberUsage{}
+	for i := range cl.quotas {
+		q := &cl.quotas[i]
+		for _, b := range q.Status.Budgets {
+			for _, pc := range b.PerCluster {
+				usage[pc.Cluster] = append(usage[pc.Cluster], events.MemberUsage{Node: q.Name, Resource: b.ResourceName, Flavor: b.ResourceFlavor,
+					Admitted: pc.Admitted, Reserved: pc.Reserved, Borrowed: pc.Borrowed})
+			}
+		}
+	}
+	var out []events.Event
+	for _, name := range slices.Sorted(maps.Keys(capacity)) {
+		ev := events.MemberSeen(now, name, slices.Compact(slices.Sorted(slices.Values(flavors[name]))), capacity[name])
+		ev.Member.Usage = usage[name]
+		events.SortUsage(ev.Member.Usage)
+		out = append(out, ev)
+	}
+	return out
 }
 
 // planeMembers are, on a management plane, the member clusters that its

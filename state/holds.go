@@ -926,3 +926,15 @@ func waitSince(w Wait) *metav1.Time {
 	t := metav1.NewTime(w.Since)
 	return &t
 }
+
+// MemberShares are a plane team's shares, by cluster and pair: what its
+// split gives each member (nominal) and the fleet's borrowingLimit split
+// as the nominal is (Borrow). None for a team that is not Ready or is
+// being deleted, nor outside a plane.
+func (s *State) MemberShares(node string) map[string]map[Pair]Limits {
+	m := s.members[node]
+	if s.fleet == nil || m == nil || m.shape.role != v1beta1.RoleClusterQueue {
+		return nil
+	}
+	return s.targets(m)
+}

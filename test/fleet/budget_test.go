@@ -1,11 +1,14 @@
 package fleet
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net"
 	"net/url"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,11 +19,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"ome.io/quota-manager/api/client/clientset/versioned"
 	typed "ome.io/quota-manager/api/client/clientset/versioned/typed/api/v1beta1"
 	"ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/api/v1beta1/aqtest"
+	"ome.io/quota-manager/quotactl"
 	"ome.io/quota-manager/test/localcluster"
 	"ome.io/quota-manager/test/testutil"
 )
@@ -368,5 +373,38 @@ func TestFleetKeepsItsBudget(t *testing.T) {
 		r.westLink.restore(t)
 		r.holds(t, "fleet-p", "5/1")
 		w.atMost(t, "6")
+	})
+
+	t.Run("plan names what moves on each member as the plane then writes it", func(t *testing.T) {
+		change := filepath.Join(t.TempDir(), "fleet-a.yaml")
+		body := fmt.Sprintf("apiVersion: ome.io/v1beta1\nkind: AcceleratorQuota\nmetadata:\n  name: fleet-a\nspec:\n  role: ClusterQueue\n  parentRef:\n    name: fleet-c\n"+
+			"  budgets:\n  - resourceName: %s\n    resourceFlavor: a100\n    nominal: \"9\"\n    borrowingLimit: \"0\"\n    policy: Explicit\n"+
+			"    perCluster:\n    - cluster: east\n      nominal: \"4\"\n    - cluster: west\n      nominal: \"5\"\n", gpu)
+		if err := os.WriteFile(change, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var out, errOut bytes.Buffer
+		code := quotactl.Run([]string{"quota", "plan", "-f", change, "-o", "json", "--kubeconfig", r.hub.Kubeconfig},
+			genericiooptions.IOStreams{In: &bytes.Buffer{}, Out: &out, ErrOut: &errOut})
+		if code != 0 {
+			t.Fatalf("kubectl ome quota plan exited %d: %s%s", code, errOut.String(), out.String())
+		}
+		var rep quotactl.PlanReport
+		if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+			t.Fatalf("plan's report: %v\n%s", err, out.String())
+		}
+		planned := map[string]string{}
+		for _, m := range rep.Impact.Members {
+			for _, sc := range m.Shares {
+				if sc.Team == "fleet-a" {
+					planned[m.Cluster] = sc.Share.Old + "->" + sc.Share.New
+				}
+			}
+		}
+		if want := map[string]string{"east": "6->4", "west": "3->5"}; !maps.Equal(planned, want) {
+			t.Fatalf("plan says fleet-a's shares move %v, want %v\n%s", planned, want, out.String())
+		}
+		r.explicit(t, "fleet-a", "9", "4", "5")
+		r.holds(t, "fleet-a", strings.TrimPrefix(planned["east"], "6->")+"/"+strings.TrimPrefix(planned["west"], "3->"))
 	})
 }
