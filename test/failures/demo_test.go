@@ -2,6 +2,7 @@ package failures
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"os/exec"
 	"regexp"
@@ -57,12 +58,7 @@ func TestDemoStopsCleanlyOnCtrlC(t *testing.T) {
 	var waitErr error
 	go func() { waitErr = cmd.Wait(); close(done) }()
 	t.Cleanup(func() {
-		select {
-		case <-done:
-		default:
-			_ = cmd.Process.Kill()
-			<-done
-		}
+		stopDemo(cmd, stdin, done)
 		if t.Failed() {
 			t.Logf("--- make demo ---\n%s", out.String())
 		}
@@ -124,12 +120,7 @@ func TestDemoFleet(t *testing.T) {
 	var waitErr error
 	go func() { waitErr = cmd.Wait(); close(done) }()
 	t.Cleanup(func() {
-		select {
-		case <-done:
-		default:
-			_ = cmd.Process.Kill()
-			<-done
-		}
+		stopDemo(cmd, stdin, done)
 		if t.Failed() {
 			t.Logf("--- make demo-fleet ---\n%s", out.String())
 		}
@@ -221,5 +212,24 @@ func TestDemoFleet(t *testing.T) {
 	left, _ := exec.Command("pgrep", "-af", "ome-localcluster-|/.cache/localcluster/fleet/").Output()
 	for _, d := range dirs {
 		require.NotContains(t, string(left), d, "a process of the demo is still running")
+	}
+}
+
+// stopDemo stops a demo that a failed test left running the way a user
+// does, with Ctrl-C, so that it stops its control planes and removes
+// their folders; it kills the demo only if that has not ended it within
+// a minute.
+func stopDemo(cmd *exec.Cmd, stdin io.Writer, done <-chan struct{}) {
+	select {
+	case <-done:
+		return
+	default:
+	}
+	_, _ = stdin.Write([]byte{0x03})
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		_ = cmd.Process.Kill()
+		<-done
 	}
 }

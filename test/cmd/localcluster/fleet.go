@@ -259,6 +259,26 @@ func runFleet(ctx context.Context, dir string) (f *fleetDemo, err error) {
 	}); err != nil {
 		return f, fmt.Errorf("the members have no ClusterQueues for the fleet's teams: see %s", pm.Log)
 	}
+	// A member's copy is created at zero and raised once the plane has
+	// recorded the raise, so the demo is up when every share has landed.
+	shares := map[string][]string{
+		"east": {"team-speech:8", "team-vision:8"},
+		"west": {"team-speech:4", "team-vision:2"},
+	}
+	nominal := `jsonpath={range .items[*]}{.metadata.name}:{.spec.budgets[0].nominal}{"\n"}{end}`
+	if err := wait(ctx, time.Minute, func() bool {
+		for member, want := range shares {
+			out, _ := show(f.clusters[member], "get", "aq", "-o", nominal)
+			for _, w := range want {
+				if !strings.Contains(out, w+"\n") {
+					return false
+				}
+			}
+		}
+		return true
+	}); err != nil {
+		return f, fmt.Errorf("the fleet's shares did not reach the members: see %s", pm.Log)
+	}
 	if err := os.WriteFile(filepath.Join(dir, "west-gpu-2.yaml"), []byte(addedNode), 0o600); err != nil {
 		return f, err
 	}
