@@ -18,6 +18,10 @@ const (
 	// AcceleratorQuotaSpec.GoneClusters; each name's length is
 	// MaxClusterNameLength (MaxLength=253 on GoneCluster.Name).
 	MaxGoneClusters = 256
+	// MaxMemberStatuses is +kubebuilder:validation:MaxItems=512 on
+	// AcceleratorQuotaStatus.Members: a fleet's members and the clusters
+	// declared gone (MaxGoneClusters) together.
+	MaxMemberStatuses = 512
 	// MaxResourceNameLength is +kubebuilder:validation:MaxLength=253 on
 	// Budget.ResourceName.
 	MaxResourceNameLength = 253

@@ -300,6 +300,78 @@ type AcceleratorQuotaStatus struct {
 	// hold until it hears from them.
 	// +optional
 	Holds *FleetHolds `json:"holds,omitempty"`
+	// Members is, on a management plane's root, each cluster of its
+	// fleet at a glance: the members, the clusters that left while still
+	// holding copies, and those declared gone in spec.goneClusters. Empty
+	// in workload mode.
+	// +optional
+	// +listType=map
+	// +listMapKey=cluster
+	// +kubebuilder:validation:MaxItems=512
+	Members []MemberStatus `json:"members,omitempty"`
+}
+
+// MemberState is where a cluster stands in a management plane's fleet.
+// +kubebuilder:validation:Enum=Member;Leaving;Gone
+type MemberState string
+
+// The states of a fleet's cluster.
+const (
+	// MemberStateMember: the plane's inventory lists it, and it counts in
+	// the splits.
+	MemberStateMember MemberState = "Member"
+	// MemberStateLeaving: it left the fleet while it still held copies,
+	// which the plane deletes while it reaches it.
+	MemberStateLeaving MemberState = "Leaving"
+	// MemberStateGone: root's spec.goneClusters declares it gone and the
+	// plane forgot it: what it last held no longer counts.
+	MemberStateGone MemberState = "Gone"
+)
+
+// MemberStatus is how one cluster of a management plane's fleet stands.
+type MemberStatus struct {
+	// +kubebuilder:validation:MaxLength=253
+	Cluster string      `json:"cluster"`
+	State   MemberState `json:"state"`
+	// Reachable is whether the plane hears from it.
+	Reachable bool `json:"reachable"`
+	// Since is when Reachable took its value: when it last started or
+	// stopped answering, or when the plane started listing it.
+	// +optional
+	Since *metav1.Time `json:"since,omitempty"`
+	// LastReport is when the plane last took a report from it (a member
+	// reports when its capacity, flavors, copies or their usage change),
+	// since the plane's process started.
+	// +optional
+	LastReport *metav1.Time `json:"lastReport,omitempty"`
+	// Reported is whether it ever reported its capacity.
+	Reported bool `json:"reported"`
+	// SplitOut is set while it is left out of the Proportional splits:
+	// it has not reported within the plane's member grace.
+	// +optional
+	SplitOut bool `json:"splitOut,omitempty"`
+	// Copies counts the plane's copies it holds, as it last reported;
+	// CopiesBehind those it should hold and lacks, or holds made from an
+	// older generation of their node.
+	// +optional
+	Copies int32 `json:"copies,omitempty"`
+	// +optional
+	CopiesBehind int32 `json:"copiesBehind,omitempty"`
+	// RaisesWaiting counts the raises of its copies that wait;
+	// ReleasesAwaited the raises of other members' copies that wait for it
+	// to release what it may hold above its share.
+	// +optional
+	RaisesWaiting int32 `json:"raisesWaiting,omitempty"`
+	// +optional
+	ReleasesAwaited int32 `json:"releasesAwaited,omitempty"`
+	// Reason is one word for its state: Answering, RaisesWaiting,
+	// HoldsOthersBack, ClusterUnreachable (or the inventory's refusal,
+	// such as KubeconfigRefused), NotReported, SplitOut, StillAnswering
+	// (declared gone, but it answers), ClusterLeaving or ClusterGone.
+	Reason string `json:"reason"`
+	// Message says what the reason means for this cluster, and what to do.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // FleetHolds is a plane leader's record of what member clusters may hold

@@ -52,6 +52,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &apiv1beta1.GoneClusterApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("HeldBudget"):
 		return &apiv1beta1.HeldBudgetApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("MemberStatus"):
+		return &apiv1beta1.MemberStatusApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("ParentReference"):
 		return &apiv1beta1.ParentReferenceApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("Reservation"):

@@ -41,6 +41,11 @@ type AcceleratorQuotaStatusApplyConfiguration struct {
 	// or a restarted plane, reads it back as the bound on what the members
 	// hold until it hears from them.
 	Holds *FleetHoldsApplyConfiguration `json:"holds,omitempty"`
+	// Members is, on a management plane's root, each cluster of its
+	// fleet at a glance: the members, the clusters that left while still
+	// holding copies, and those declared gone in spec.goneClusters. Empty
+	// in workload mode.
+	Members []MemberStatusApplyConfiguration `json:"members,omitempty"`
 }
 
 // AcceleratorQuotaStatusApplyConfiguration constructs a declarative configuration of the AcceleratorQuotaStatus type for use with
@@ -143,5 +148,18 @@ func (b *AcceleratorQuotaStatusApplyConfiguration) WithSourceGeneration(value in
 // If called multiple times, the Holds field is set to the value of the last call.
 func (b *AcceleratorQuotaStatusApplyConfiguration) WithHolds(value *FleetHoldsApplyConfiguration) *AcceleratorQuotaStatusApplyConfiguration {
 	b.Holds = value
+	return b
+}
+
+// WithMembers adds the given value to the Members field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Members field.
+func (b *AcceleratorQuotaStatusApplyConfiguration) WithMembers(values ...*MemberStatusApplyConfiguration) *AcceleratorQuotaStatusApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithMembers")
+		}
+		b.Members = append(b.Members, *values[i])
+	}
 	return b
 }
