@@ -129,6 +129,9 @@ func (s *State) Admit(name string, spec *v1beta1.AcceleratorQuotaSpec) Admission
 	if a, refused := s.refuseUnderDeleting(name, spec); refused {
 		return a
 	}
+	if a, refused := s.refuseGone(name, spec); refused {
+		return a
+	}
 	before := stateView{s}
 	after := s.writeView(name, spec)
 	names := after.affected()

@@ -61,7 +61,8 @@
 //     CapacityExceeded; a node's own violation wins over Frozen.
 //   - A child under a ClusterQueue is the one that breaks NodeKindInvalid.
 //     Root must be a Cohort without a parentRef (NodeKindInvalid); it is
-//     root by name, at depth 0, whatever its parentRef says.
+//     root by name, at depth 0, whatever its parentRef says. Only root
+//     carries spec.goneClusters (NodeKindInvalid elsewhere; gone.go).
 //   - ContainmentViolated is on the Cohort whose budget its children's
 //     total exceeds; only Cohorts are checked.
 //   - A pair without a high-water mark counts as mark 0, so a budget on a

@@ -285,6 +285,7 @@ func (s *State) setLeaving(name string, cl *cluster, m *events.Member) {
 		if cl.reachable || cl.message != m.Message {
 			cl.reachable, cl.message = false, m.Message
 			s.changedEverything()
+			s.regone()
 		}
 		return
 	}
@@ -762,7 +763,7 @@ func (s *State) regone() {
 	}
 	next := map[string]bool{}
 	for _, g := range f.goneSpec {
-		if g.Force || !s.Reachable(g.Name) {
+		if g.Force || !s.answers(g.Name) {
 			next[g.Name] = true
 		}
 	}
@@ -773,6 +774,17 @@ func (s *State) regone() {
 	s.holdsEverywhere()
 	s.changedEverything()
 	s.setMembers()
+}
+
+// answers reports whether a member, or a cluster that left the fleet
+// while holding copies, answers the plane: such a cluster is not
+// forgotten unless its declaration forces it (regone, CheckGone).
+func (s *State) answers(name string) bool {
+	if s.fleet == nil {
+		return false
+	}
+	cl := s.fleet.clusterOf(name)
+	return cl != nil && cl.reachable
 }
 
 // Gone lists the clusters the plane forgot (root's goneClusters in

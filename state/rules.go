@@ -253,7 +253,7 @@ func loopPath(loop []string, self string) string {
 // or has a parent; a child under a ClusterQueue (the child breaks the rule,
 // as it is the one that names a team as its parent); team-only fields
 // (priorityTier, borrowingLimit, lendingLimit) on a Cohort; a team without
-// budgets.
+// budgets; spec.goneClusters on any node but root (gone.go).
 func CheckKind(dst []Violation, f *Facts, _ Env) []Violation {
 	bad := func(subject, format string, args ...any) {
 		dst = append(dst, Violation{f.Name, ReasonNodeKindInvalid, subject, fmt.Sprintf(format, args...)})
@@ -291,7 +291,7 @@ func CheckKind(dst []Violation, f *Facts, _ Env) []Violation {
 			bad("budgets", "a ClusterQueue (a team) needs at least one budget: add one to spec.budgets")
 		}
 	}
-	return dst
+	return goneOnRootOnly(dst, f)
 }
 
 // CheckDepth is DepthExceeded: more edges below root than the configured

@@ -121,6 +121,9 @@ type shape struct {
 	hasParentRef bool
 	priorityTier bool
 	budgets      []Budget
+	// gone is spec.goneClusters: root's admission-only rule reads it
+	// (gone.go), and on any other node it breaks NodeKindInvalid.
+	gone []v1beta1.GoneCluster
 }
 
 func shapeOf(name string, spec *v1beta1.AcceleratorQuotaSpec) shape {
@@ -130,12 +133,13 @@ func shapeOf(name string, spec *v1beta1.AcceleratorQuotaSpec) shape {
 		hasParentRef: spec.ParentRef != nil,
 		priorityTier: spec.PriorityTier != nil,
 		budgets:      BudgetsOf(spec),
+		gone:         spec.GoneClusters,
 	}
 }
 
 func (s shape) equal(o shape) bool {
 	return s.role == o.role && s.parent == o.parent && s.hasParentRef == o.hasParentRef &&
-		s.priorityTier == o.priorityTier && slices.EqualFunc(s.budgets, o.budgets, Budget.equal)
+		s.priorityTier == o.priorityTier && slices.EqualFunc(s.budgets, o.budgets, Budget.equal) && slices.Equal(s.gone, o.gone)
 }
 
 // New returns the state before any event: no tree, no cluster, the default
