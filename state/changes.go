@@ -36,8 +36,20 @@ func (s *State) TakeChanges() Changes {
 	return c
 }
 
-// changedNode records that name's projection may have changed.
+// changedNode records that name's projection may have changed; on a
+// plane, root's too: its status.members reads every node's copies, plans,
+// waits, phase and generation (Roster, projector.RosterOf).
 func (s *State) changedNode(name string) {
+	s.changedOwn(name)
+	if s.fleet != nil && name != v1beta1.RootName {
+		s.changedOwn(v1beta1.RootName)
+	}
+}
+
+// changedOwn records that name's projection may have changed, and no
+// other's: on a plane, for what only the node's own status shows (its
+// members' usage).
+func (s *State) changedOwn(name string) {
 	if s.changed == nil {
 		s.changed = map[string]struct{}{}
 	}

@@ -50,6 +50,8 @@ type fleet struct {
 	// none of its copies: what the hold records say of them no longer
 	// counts.
 	released map[string]bool
+	// goneSince is when each forgotten cluster was forgotten.
+	goneSince map[string]time.Time
 	// out are the members left out of the Proportional splits: never
 	// reported within the grace (splitOut).
 	out map[string]bool
@@ -84,6 +86,12 @@ type cluster struct {
 	// heard is whether it answered since the plane started: its copies
 	// are then known, not only bounded by the hold records.
 	heard bool
+	// reportedAt is when it last reported (a Member event that found it
+	// answering), since the plane started.
+	reportedAt time.Time
+	// left says why it left the fleet, for a leaving cluster: what the
+	// inventory said (a DuplicateCluster refusal, a deleted profile).
+	left string
 }
 
 func newFleet() *fleet {
@@ -100,6 +108,7 @@ func (f *fleet) clone() *fleet {
 		marks: maps.Clone(f.marks), flavors: maps.Clone(f.flavors), reported: maps.Clone(f.reported), observedAt: f.observedAt,
 		listed: maps.Clone(f.listed), leaving: make(map[string]*cluster, len(f.leaving)), gone: maps.Clone(f.gone), goneSpec: f.goneSpec, out: maps.Clone(f.out), released: maps.Clone(f.released),
 		dirty: maps.Clone(f.dirty), dirtyAll: f.dirtyAll, retryPending: f.retryPending, pending: maps.Clone(f.pending)}
+	c.goneSince = maps.Clone(f.goneSince)
 	for name, cl := range f.clusters {
 		cc := *cl // flavors and the maps are replaced, never modified
 		cc.exposed = maps.Clone(cl.exposed)
@@ -196,6 +205,9 @@ func (s *State) setMembership(name string, m *events.Membership) {
 			return
 		}
 		delete(f.listed, name)
+		if cl := f.clusters[name]; cl != nil {
+			cl.left = m.Message // kept while it leaves
+		}
 		s.setMembers()
 		return
 	}
@@ -239,7 +251,7 @@ func (s *State) setMember(name string, m *events.Member) {
 		s.changedEverything()
 		s.holdsEverywhere()
 	}
-	cl.reachable, cl.message, cl.heard = true, "", true
+	cl.reachable, cl.message, cl.heard, cl.reportedAt = true, "", true, s.now
 	s.take(name, cl, m.Flavors, m.Capacity)
 	retake(s, &cl.usage, m.Usage, sameUsage, func(u events.MemberUsage) string { return u.Node })
 	s.retakeCopies(cl, m.Copies)
@@ -283,6 +295,9 @@ func (s *State) retakeCopies(cl *cluster, next []events.MemberCopy) {
 func (s *State) setLeaving(name string, cl *cluster, m *events.Member) {
 	if !m.Reachable {
 		if cl.reachable || cl.message != m.Message {
+			if cl.reachable {
+				cl.since = s.now
+			}
 			cl.reachable, cl.message = false, m.Message
 			s.changedEverything()
 			s.regone()
@@ -290,9 +305,10 @@ func (s *State) setLeaving(name string, cl *cluster, m *events.Member) {
 		return
 	}
 	if !cl.reachable {
+		cl.since = s.now
 		s.changedEverything()
 	}
-	cl.reachable, cl.message, cl.heard = true, "", true
+	cl.reachable, cl.message, cl.heard, cl.reportedAt = true, "", true, s.now
 	s.retakeCopies(cl, m.Copies)
 	if len(cl.copies) == 0 {
 		delete(s.fleet.leaving, name)
@@ -303,16 +319,17 @@ func (s *State) setLeaving(name string, cl *cluster, m *events.Member) {
 }
 
 // retake replaces a member's list with next and, when they differ, marks
-// the nodes of both changed: their statuses show what the member holds.
+// the nodes of both changed: their statuses show what the member holds
+// (its usage, which root's status.members does not show).
 func retake[T any](s *State, cur *[]T, next []T, same func(a, b T) bool, node func(T) string) {
 	if slices.EqualFunc(*cur, next, same) {
 		return
 	}
 	for _, x := range *cur {
-		s.changedNode(node(x))
+		s.changedOwn(node(x))
 	}
 	for _, x := range next {
-		s.changedNode(node(x))
+		s.changedOwn(node(x))
 	}
 	*cur = next
 }
@@ -770,7 +787,14 @@ func (s *State) regone() {
 	if maps.Equal(next, f.gone) {
 		return
 	}
-	f.gone = next
+	since := make(map[string]time.Time, len(next))
+	for name := range next {
+		since[name] = s.now
+		if t, ok := f.goneSince[name]; ok && f.gone[name] {
+			since[name] = t
+		}
+	}
+	f.gone, f.goneSince = next, since
 	s.holdsEverywhere()
 	s.changedEverything()
 	s.setMembers()

@@ -87,6 +87,22 @@ type Wait struct {
 	From, To Amount
 	Message  string
 	Since    time.Time
+	// Holders are the other members whose release the raise waits for:
+	// they may hold more than their share. None when it waits for
+	// something else (the member itself does not answer, the record, the
+	// teams under an ancestor's budget).
+	Holders []string
+}
+
+// String says what the raise waits for: "raise of nvidia.com/gpu@a100
+// from 5 to 6: waits for west to release 1 (...)".
+func (w Wait) String() string {
+	return fmt.Sprintf("raise of %s from %s to %s: %s", w.Pair, w.From, w.To, w.Message)
+}
+
+func (w Wait) equal(o Wait) bool {
+	return w.Pair == o.Pair && w.From == o.From && w.To == o.To && w.Message == o.Message && w.Since.Equal(o.Since) &&
+		slices.Equal(w.Holders, o.Holders)
 }
 
 // nodeHold is a plane team's holds: the record its status carries, and
@@ -549,10 +565,11 @@ func (s *State) evalHolds(m *member) {
 			allow[c][p] = a
 			if shortN > 0 || shortB > 0 {
 				msg := why
+				var holders []string
 				if msg == "" {
-					msg = s.blockers(m, p, c, clusters, ceil, targets, ancestors)
+					msg, holders = s.blockers(m, p, c, clusters, ceil, targets, ancestors)
 				}
-				w := Wait{Pair: p, From: cur.Nominal, To: want.Nominal, Message: msg, Since: s.now}
+				w := Wait{Pair: p, From: cur.Nominal, To: want.Nominal, Message: msg, Since: s.now, Holders: holders}
 				if shortN == 0 {
 					w.From, w.To = cur.Borrow, want.Borrow
 					w.Message = "borrowingLimit: " + msg
@@ -746,27 +763,28 @@ func (s *State) heldUnderExcept(anc string, p Pair, team string, clusters []stri
 }
 
 // blockers says, for a raise that does not fit, who holds more than its
-// share: the members of the team itself, then of the teams under each
-// budgeted ancestor.
+// share: the members of the team itself (also returned, by name), then of
+// the teams under each budgeted ancestor.
 func (s *State) blockers(m *member, p Pair, to string, clusters []string, ceil func(string, Pair) Limits,
-	targets map[string]map[Pair]Limits, ancestors []string) string {
-	var over []string
+	targets map[string]map[Pair]Limits, ancestors []string) (string, []string) {
+	var over, holders []string
 	for _, c := range clusters {
 		if c == to {
 			continue
 		}
 		if held, share := ceil(c, p).Nominal, targets[c][p].Nominal; held > share {
 			over = append(over, fmt.Sprintf("%s to release %s (it may hold %s, its share is %s%s)", c, held-share, held, share, s.unreachableNote(c)))
+			holders = append(holders, c)
 		}
 	}
 	if len(over) > 0 {
-		return "waits for " + joinFew(over)
+		return "waits for " + joinFew(over), holders
 	}
 	for _, a := range ancestors {
 		ab, _ := fleetBudget(s.members[a], p)
-		return fmt.Sprintf("waits for the teams under %s to release: they may hold more of %s than its budget of %s leaves room for", a, p, ab.Nominal)
+		return fmt.Sprintf("waits for the teams under %s to release: they may hold more of %s than its budget of %s leaves room for", a, p, ab.Nominal), nil
 	}
-	return "waits: the team's budget leaves no room"
+	return "waits: the team's budget leaves no room", nil
 }
 
 func (s *State) unreachableNote(c string) string {
@@ -808,7 +826,7 @@ func samePlans(a, b map[string]CopyPlan) bool {
 }
 
 func sameWaits(a, b map[string]Wait) bool {
-	return maps.Equal(a, b)
+	return maps.EqualFunc(a, b, Wait.equal)
 }
 
 // Plans are what the copier should do with a plane team's copies, by
