@@ -263,6 +263,9 @@ func ProjectStatus(n *Node, in Input) *v1beta1.AcceleratorQuotaStatus {
 	if n.Name == v1beta1.RootName {
 		st.Capacity = slices.Clone(in.Capacity)
 		st.Unbudgeted = slices.Clone(in.Unbudgeted)
+		if in.Plane {
+			st.Members = slices.Clone(in.Roster)
+		}
 	}
 	if n.Role == v1beta1.RoleClusterQueue {
 		for _, b := range n.Budgets {
@@ -281,7 +284,7 @@ func ProjectStatus(n *Node, in Input) *v1beta1.AcceleratorQuotaStatus {
 		st.Clusters = append(clusters(n, in.Members), leaving(n.Name, in.Leaving, in.Origin)...)
 		for i := range st.Clusters {
 			if w, ok := n.Waits[st.Clusters[i].Cluster]; ok {
-				st.Clusters[i].Waiting = waitText(w)
+				st.Clusters[i].Waiting = w.String()
 				since := metav1.NewTime(w.Since)
 				st.Clusters[i].WaitingSince = &since
 			}
@@ -291,12 +294,6 @@ func ProjectStatus(n *Node, in Input) *v1beta1.AcceleratorQuotaStatus {
 		}
 	}
 	return st
-}
-
-// waitText says what a member's raise waits for: "raise of
-// nvidia.com/gpu@a100 from 5 to 6 waits for west to release 1 (...)".
-func waitText(w state.Wait) string {
-	return fmt.Sprintf("raise of %s from %s to %s: %s", w.Pair, w.From, w.To, w.Message)
 }
 
 // ReasonClusterUnreachable starts the status.clusters message of a member
@@ -322,11 +319,10 @@ func clusters(n *Node, members []state.MemberView) []v1beta1.ClusterStatus {
 		case c.Applied != n.Generation:
 			cs.Message = fmt.Sprintf("the member's copy was made from generation %d of %d", c.Applied, n.Generation)
 		}
-		if h := mv.Inventory.Health; h == "False" || h == "Unknown" {
+		if note := state.InventoryNote(mv.Inventory); note != "" {
 			// What the fleet's inventory says of the member, beside what
 			// the plane sees of it.
-			cs.Message = strings.TrimPrefix(cs.Message+"; ", "; ") +
-				fmt.Sprintf("its inventory (%s) reports its control plane healthy %s: %s", mv.Inventory.Source, h, mv.Inventory.Message)
+			cs.Message = strings.TrimPrefix(cs.Message+"; ", "; ") + note
 		}
 		out = append(out, cs)
 	}

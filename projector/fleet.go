@@ -2,12 +2,14 @@ package projector
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"strconv"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/events"
 	"ome.io/quota-manager/state"
 )
 
@@ -72,13 +74,45 @@ type MemberCopies struct {
 // tree nodes (by name, as FleetFromState gives them), marked as written by
 // origin. It is pure: the same nodes give the same copies.
 func Copies(nodes []FleetNode, cluster, origin string) MemberCopies {
+	byName := fleetIndex(nodes)
+	sel := selectCopies(nodes, byName, cluster)
+	out := MemberCopies{Held: sel.held}
+	for _, n := range sel.topology {
+		out.Copies = append(out.Copies, copyOf(n, cluster, origin))
+	}
+	for _, n := range sel.teams {
+		out.Copies = append(out.Copies, teamCopy(n, cluster, origin, n.Plans[cluster]))
+	}
+	slices.SortFunc(out.Copies, func(a, b *v1beta1.AcceleratorQuota) int {
+		if c := cmp.Compare(byName[a.Name].Depth, byName[b.Name].Depth); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Name, b.Name)
+	})
+	return out
+}
+
+func fleetIndex(nodes []FleetNode) map[string]*FleetNode {
 	byName := make(map[string]*FleetNode, len(nodes))
 	for i := range nodes {
 		byName[nodes[i].Name] = &nodes[i]
 	}
-	var out MemberCopies
+	return byName
+}
+
+// selection is which fleet nodes a member should hold a copy of: teams
+// and the Ready Cohorts above them (topology), in no order; and the nodes
+// held as they are.
+type selection struct {
+	teams, topology []*FleetNode
+	held            []string
+}
+
+// selectCopies is what Copies writes for cluster, without building the
+// copies.
+func selectCopies(nodes []FleetNode, byName map[string]*FleetNode, cluster string) selection {
+	var out selection
 	topology := map[string]bool{} // Cohorts to copy as topology
-	var teams []*FleetNode
 	for i := range nodes {
 		n := &nodes[i]
 		if n.Name == v1beta1.RootName || n.Depth < 0 {
@@ -90,9 +124,9 @@ func Copies(nodes []FleetNode, cluster, origin string) MemberCopies {
 			if plan.Delete {
 				continue // swept
 			}
-			teams = append(teams, n)
+			out.teams = append(out.teams, n)
 		case !n.Ready && !n.Deleting:
-			out.Held = append(out.Held, n.Name)
+			out.held = append(out.held, n.Name)
 		default:
 			continue
 		}
@@ -102,21 +136,29 @@ func Copies(nodes []FleetNode, cluster, origin string) MemberCopies {
 			topology[p.Name] = true
 		}
 	}
-	for name := range topology {
+	for _, name := range slices.Sorted(maps.Keys(topology)) {
 		if n := byName[name]; n.Ready {
-			out.Copies = append(out.Copies, copyOf(n, cluster, origin))
+			out.topology = append(out.topology, n)
 		}
 	}
-	for _, n := range teams {
-		out.Copies = append(out.Copies, teamCopy(n, cluster, origin, n.Plans[cluster]))
-	}
-	slices.SortFunc(out.Copies, func(a, b *v1beta1.AcceleratorQuota) int {
-		if c := cmp.Compare(byName[a.Name].Depth, byName[b.Name].Depth); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Name, b.Name)
-	})
 	return out
+}
+
+// Behind counts the copies cluster should hold (Copies) that it lacks,
+// or holds made from an older generation of their node; have are the
+// copies it holds, sorted by node (state.MemberView.Copies).
+func Behind(nodes []FleetNode, byName map[string]*FleetNode, cluster string, have []events.MemberCopy) int {
+	sel := selectCopies(nodes, byName, cluster)
+	behind := 0
+	for _, group := range [][]*FleetNode{sel.topology, sel.teams} {
+		for _, n := range group {
+			i, ok := slices.BinarySearchFunc(have, n.Name, func(c events.MemberCopy, name string) int { return cmp.Compare(c.Node, name) })
+			if !ok || have[i].Applied != n.Generation {
+				behind++
+			}
+		}
+	}
+	return behind
 }
 
 func hasShare(n *FleetNode, cluster string) bool {

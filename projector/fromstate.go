@@ -31,6 +31,9 @@ func Settings(s *state.State, enrolled []string, cover map[string]resource.Quant
 		Leaving:            s.Leaving(),
 		Origin:             cfg.Origin,
 	}
+	if in.Plane {
+		in.Roster = RosterOf(s, FleetFromState(s), cfg.Origin)
+	}
 	for _, u := range s.Unbudgeted() {
 		in.Unbudgeted = append(in.Unbudgeted, v1beta1.UnbudgetedDevices{DeviceClassName: u.DeviceClass, Devices: u.Devices})
 	}

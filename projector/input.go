@@ -68,6 +68,9 @@ type Input struct {
 	Leaving []state.MemberView
 	// Origin is the plane's name on its copies.
 	Origin string
+	// Roster is, on a plane, root's status.members: every cluster of the
+	// fleet at a glance (RosterOf).
+	Roster []v1beta1.MemberStatus
 	// EnrolledNamespaces: while empty, nothing is written to Kueue.
 	EnrolledNamespaces []string
 	// CoverResources are added to every ClusterQueue with these ceilings, so
