@@ -353,10 +353,39 @@ func specChanges(old, new *v1beta1.AcceleratorQuotaSpec) []string {
 			out = append(out, fmt.Sprintf("%s@%s removed (nominal was %s)", b.ResourceName, b.ResourceFlavor, b.Nominal.String()))
 		}
 	}
+	out = append(out, goneChanges(old.GoneClusters, new.GoneClusters)...)
 	if len(out) > 0 && out[0] == "created" {
 		// A creation lists what was set: "role ClusterQueue".
 		for i := range out {
 			out[i] = strings.Replace(out[i], " <none> -> ", " ", 1)
+		}
+	}
+	return out
+}
+
+// goneChanges says which clusters a write declares gone (root's
+// spec.goneClusters), or takes back: "goneClusters +west (force)",
+// "goneClusters -west".
+func goneChanges(old, new []v1beta1.GoneCluster) []string {
+	var out []string
+	force := func(g v1beta1.GoneCluster) string {
+		if g.Force {
+			return " (force)"
+		}
+		return ""
+	}
+	for _, g := range new {
+		i := slices.IndexFunc(old, func(o v1beta1.GoneCluster) bool { return o.Name == g.Name })
+		switch {
+		case i < 0:
+			out = append(out, "goneClusters +"+g.Name+force(g))
+		case old[i].Force != g.Force:
+			out = append(out, fmt.Sprintf("goneClusters %s force %t -> %t", g.Name, old[i].Force, g.Force))
+		}
+	}
+	for _, g := range old {
+		if !slices.ContainsFunc(new, func(n v1beta1.GoneCluster) bool { return n.Name == g.Name }) {
+			out = append(out, "goneClusters -"+g.Name)
 		}
 	}
 	return out
