@@ -133,7 +133,7 @@ func (s *State) Roster() []RosterEntry {
 	for _, name := range slices.Sorted(maps.Keys(f.leaving)) {
 		cl := f.leaving[name]
 		e := RosterEntry{Name: name, State: v1beta1.MemberStateLeaving, Reachable: cl.reachable, Since: cl.since, LastReport: cl.reportedAt,
-			Declared: declared[name], Copies: len(cl.copies), ReleasesAwaited: awaited[name], Reason: MemberLeaving}
+			Reported: cl.heard, Declared: declared[name], Copies: len(cl.copies), ReleasesAwaited: awaited[name], Reason: MemberLeaving}
 		why := ""
 		if cl.left != "" {
 			why = " (" + cl.left + ")"

@@ -178,7 +178,7 @@ func TestRosterReasons(t *testing.T) {
 		"east Member reachable=true reported=true splitOut=false declared=true copies=0 raises=0 awaited=0 StillAnswering",
 		"locked Member reachable=false reported=false splitOut=true declared=false copies=0 raises=0 awaited=0 KubeconfigRefused",
 		"new Member reachable=false reported=false splitOut=true declared=false copies=0 raises=0 awaited=0 SplitOut",
-		"west Leaving reachable=true reported=false splitOut=false declared=false copies=2 raises=0 awaited=0 ClusterLeaving")
+		"west Leaving reachable=true reported=true splitOut=false declared=false copies=2 raises=0 awaited=0 ClusterLeaving")
 	wantIn(t, "west's message", msgs["west"], "it left the fleet (DuplicateCluster: the entry west names the same cluster as east) and still holds 2 copies of the plane's nodes: the plane deletes them")
 	wantIn(t, "east's message", msgs["east"], "declares it gone without force, but it still answers the plane", "kubectl ome quota forget --force east")
 
@@ -188,7 +188,7 @@ func TestRosterReasons(t *testing.T) {
 	msgs = wantRoster(t, s,
 		"locked Member reachable=false reported=false splitOut=true declared=false copies=0 raises=0 awaited=0 KubeconfigRefused",
 		"new Member reachable=false reported=false splitOut=true declared=false copies=0 raises=0 awaited=0 SplitOut",
-		"west Leaving reachable=false reported=false splitOut=false declared=false copies=2 raises=0 awaited=0 ClusterLeaving",
+		"west Leaving reachable=false reported=true splitOut=false declared=false copies=2 raises=0 awaited=0 ClusterLeaving",
 		"east Gone reachable=false reported=false splitOut=false declared=false copies=0 raises=0 awaited=0 ClusterGone")
 	wantIn(t, "west's message", msgs["west"], "the plane does not reach it to delete them (dial tcp: i/o timeout)", "kubectl ome quota release --origin fleet", "kubectl ome quota forget west")
 
