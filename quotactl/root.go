@@ -87,7 +87,7 @@ func (o *options) command() *cobra.Command {
 		Use:   "kubectl-ome",
 		Short: "Inspect and check OME's accelerator quota tree",
 		Long: "kubectl ome works with OME's AcceleratorQuota tree: the budgets that ome-quota-manager\n" +
-			"turns into Kueue queues. It only reads the cluster, but for quota release.",
+			"turns into Kueue queues. It only reads the cluster, but for quota release and quota forget.",
 		Example:       "  # Print the quota tree\n  kubectl ome quota tree",
 		SilenceErrors: true,
 		SilenceUsage:  true,
@@ -101,7 +101,8 @@ func (o *options) command() *cobra.Command {
 		Long: "quota prints the AcceleratorQuota tree (tree), explains one node's state (status), checks\n" +
 			"a change against the quota manager's rule book before you apply it (validate), shows what it\n" +
 			"does to the Workloads Kueue runs (plan), and, on a member cluster, deletes the copies of a\n" +
-			"management plane that can no longer do it (release).",
+			"management plane that can no longer do it (release). On a management plane, it lists the\n" +
+			"member clusters (members) and declares one gone (forget).",
 		Example: `  # The whole tree, with budgets, usage, states and root's capacity
   kubectl ome quota tree
 
@@ -123,7 +124,7 @@ func (o *options) command() *cobra.Command {
 		"The quota manager's --max-tree-depth, which the rules read; 0 turns the check off.")
 	quota.PersistentFlags().IntVar(&o.hysteresis, "capacity-hysteresis-percent", events.DefaultHysteresisPercent,
 		"The quota manager's --capacity-hysteresis-percent, by which marks move.")
-	quota.AddCommand(o.treeCommand(), o.statusCommand(), o.validateCommand(), o.planCommand(), o.releaseCommand())
+	quota.AddCommand(o.treeCommand(), o.statusCommand(), o.validateCommand(), o.planCommand(), o.releaseCommand(), o.membersCommand(), o.forgetCommand())
 	root.AddCommand(quota)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &exitError{code: ExitError, err: fmt.Errorf("%w\nSee '%s --help' for usage.", err, commandPath(c))}
