@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/events"
 	"ome.io/quota-manager/metrics"
 	"ome.io/quota-manager/projector"
 	"ome.io/quota-manager/state"
@@ -93,6 +94,15 @@ func (m *Manager) metricsSnapshot() metrics.Snapshot {
 				for _, p := range order {
 					s.ShareUsage = append(s.ShareUsage, metrics.ShareUsage{Quota: nv.Name, Resource: p.pair.Resource, Flavor: p.pair.Flavor, Cluster: p.cluster,
 						Usage: parts[p]})
+				}
+			}
+		}
+		if cfg.Mode == events.ModeManagement {
+			// What the members may hold of each budget of the fleet tree.
+			for _, nv := range st.Nodes() {
+				for _, b := range nv.Spec.Budgets {
+					p := state.Pair{Resource: b.ResourceName, Flavor: b.ResourceFlavor}
+					s.FleetHeld = append(s.FleetHeld, metrics.FleetHeld{Quota: nv.Name, Resource: p.Resource, Flavor: p.Flavor, Held: st.FleetHeld(nv.Name, p).Float()})
 				}
 			}
 		}

@@ -104,6 +104,8 @@ var (
 		Help: "On a management plane, seconds since the plane last heard from the member cluster: 0 while it answers; else since its first failed read, or since the plane started listing it when it never answered."}
 	mMemberCopiesBehind = Spec{Name: "ome_quota_member_copies_behind", Type: Gauge, Labels: []string{"cluster"}, Source: scrape,
 		Help: "On a management plane, the copies a member cluster should hold that it does not, or holds made from an older generation of their node, as it last reported."}
+	mFleetHeld = Spec{Name: "ome_quota_fleet_held", Type: Gauge, Labels: []string{"quota", "resource", "flavor"}, Source: scrape,
+		Help: `On a management plane, the most the member clusters together may hold of a fleet node's budget (nominal), per resource and flavor: for each member, the largest of its copy as read back, what the plane may have written there since, and the team's hold record; summed over the node's teams and the members. Compare with ome_quota_budget_nominal{plane="management"}: it is above only while a lowered budget waits for members that do not answer.`}
 	mMemberReachable = Spec{Name: "ome_quota_member_reachable", Type: Gauge, Labels: []string{"cluster"}, Source: scrape,
 		Help: "On a management plane, 1 while the member cluster answers and has reported, 0 while it does not (its shares and copies are kept as they were)."}
 )

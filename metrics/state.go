@@ -34,6 +34,16 @@ type Snapshot struct {
 	Members    []Member
 	Shares     []Share
 	ShareUsage []ShareUsage
+	// FleetHeld is, on a management plane, what the members may hold of
+	// each budget of the fleet tree (state.State.FleetHeld).
+	FleetHeld []FleetHeld
+}
+
+// FleetHeld is the most the member clusters together may hold of one
+// budget of a fleet node.
+type FleetHeld struct {
+	Quota, Resource, Flavor string
+	Held                    float64
 }
 
 // Share is one member cluster's share of one fleet budget.
@@ -99,7 +109,7 @@ var stateSpecs = []Spec{
 	mCapacityAllocatable, mCapacityInstalled, mCapacityUnavailable, mCapacityMark, mCapacityObserved, mCapacityReportInterval,
 	mCapacityFailing, mCapacityNodes, mUnattributed, mUnattributedNodes, mDRAUnbudgeted, mEnrolled, mStreamDepth,
 	mMemberReachable, mBudgetShare, mMemberCopiesBehind,
-	mShareAdmitted, mShareReserved, mShareBorrowed, mPlaneInfo, mMemberSilent,
+	mShareAdmitted, mShareReserved, mShareBorrowed, mPlaneInfo, mMemberSilent, mFleetHeld,
 }
 
 // stateCollector turns a Snapshot into gauges at scrape time. Nothing is
@@ -195,6 +205,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		g(mShareAdmitted, u.Admitted, u.Quota, u.Resource, u.Flavor, u.Cluster)
 		g(mShareReserved, u.Reserved, u.Quota, u.Resource, u.Flavor, u.Cluster)
 		g(mShareBorrowed, u.Borrowed, u.Quota, u.Resource, u.Flavor, u.Cluster)
+	}
+	for _, h := range s.FleetHeld {
+		g(mFleetHeld, h.Held, h.Quota, h.Resource, h.Flavor)
 	}
 	var now time.Time
 	for _, m := range s.Members {

@@ -115,6 +115,7 @@ func Build() (dashboard.Dashboard, error) {
 	c := &panels{}
 	pair := []string{"resource", "flavor"}
 	share := []string{"quota", "resource", "flavor", "cluster"}
+	held := []string{"quota", "resource", "flavor"}
 	members := `{cluster=~"` + ClusterVar + `"}`
 	b := dashboard.NewDashboardBuilder("Accelerator quotas").
 		Uid(UID).
@@ -193,6 +194,10 @@ func Build() (dashboard.Dashboard, error) {
 		WithPanel(c.series("Member clusters", "none", "On a management plane, 1 while the plane hears from the member cluster, 0 while it does not (its shares and copies are kept); and the copies it lacks or holds behind.",
 			q(gauge("max", "ome_quota_member_reachable", members, []string{"cluster"}), "{{cluster}} answering"),
 			q(gauge("min", "ome_quota_member_copies_behind", members, []string{"cluster"}), "{{cluster}} copies behind"))).
+		WithPanel(c.series("Held by members against the fleet budget", "none", "On a management plane, the most the member clusters together may hold of each fleet budget (their copies as read back, what the plane may have written since, the hold records), beside the budget: above it only while a lowered budget waits for members that do not answer (OmeQuotaFleetOverBudget).",
+			q(gauge("max", "ome_quota_fleet_held", "", held, held...), "{{quota}} held {{resource}}@{{flavor}}"),
+			q(`max by (`+by+`, quota, resource, flavor) (`+budget("ome_quota_budget_nominal", "")+`) and on (`+by+`, quota, resource, flavor) `+gauge("max", "ome_quota_fleet_held", "", held, held...),
+				"{{quota}} budget {{resource}}@{{flavor}}"))).
 		WithPanel(c.series("Member silence", "s", "On a management plane, how long since the plane last heard from each member cluster: 0 while it answers.",
 			q(gauge("min", "ome_quota_member_silent_seconds", members, []string{"cluster"}), "{{cluster}}"))).
 		WithPanel(c.series("Shares per member", "none", "On a management plane, each member cluster's share of each team's fleet budget.",
@@ -212,7 +217,7 @@ func Build() (dashboard.Dashboard, error) {
 
 // PlaneMetrics are the metrics only a management plane publishes: the
 // panels that read them are empty on a workload cluster.
-var PlaneMetrics = []string{"ome_quota_member_reachable", "ome_quota_member_silent_seconds", "ome_quota_budget_share", "ome_quota_member_copies_behind"}
+var PlaneMetrics = []string{"ome_quota_member_reachable", "ome_quota_member_silent_seconds", "ome_quota_budget_share", "ome_quota_member_copies_behind", "ome_quota_fleet_held"}
 
 // JSON is the dashboard as the chart ships it: indented, with a final newline.
 func JSON() ([]byte, error) {
