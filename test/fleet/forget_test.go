@@ -258,6 +258,22 @@ func TestForgetAGoneCluster(t *testing.T) {
 	if v, err := pm.Metric(ctx, "ome_quota_budget_nominal", `plane="management"`, `quota="forget-a"`); err != nil || v != 2 {
 		t.Errorf(`the plane's ome_quota_budget_nominal{quota="forget-a"} = %v (%v), want 2`, v, err)
 	}
+	// A real Prometheus scraping the plane: OmeQuotaFleetOverBudget's
+	// expression holds for forget-a, at what the members may hold.
+	prom := scrapedPlane(t, pm)
+	overBudget := "(" + alertExpr(t, "OmeQuotaFleetOverBudget") + `) and on (quota) ome_quota_fleet_held{quota="forget-a"}`
+	inPrometheus := func(expr string, want ...string) {
+		t.Helper()
+		testutil.Eventually(t, 60*time.Second, func() string {
+			got, err := promQuery(prom, expr)
+			if err != nil || !slices.Equal(got, want) {
+				return fmt.Sprintf("Prometheus reads %s as %v (%v), want %v", expr, got, err, want)
+			}
+			return ""
+		})
+	}
+	inPrometheus(`ome_quota_fleet_held{quota="forget-a"}`, "4")
+	inPrometheus(overBudget, "4")
 
 	// East answers: forget refuses it, the plugin and the plane's webhook.
 	code, _, errOut = ome("quota", "forget", "east", "--kubeconfig", admin)
@@ -287,6 +303,10 @@ func TestForgetAGoneCluster(t *testing.T) {
 	})
 	copyOnEast("forget-a<-forget-c [a100=2] origin=fleet")
 	held(2)
+	// Once Prometheus has scraped the members' 2, the alert's expression
+	// no longer holds.
+	inPrometheus(`ome_quota_fleet_held{quota="forget-a"}`, "2")
+	inPrometheus(overBudget)
 	code, table, _ = ome("quota", "members", "--kubeconfig", admin)
 	t.Logf("kubectl ome quota members, dead forgotten (%d):\n%s", code, table)
 	testutil.Eventually(t, 30*time.Second, func() string {

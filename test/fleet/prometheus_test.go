@@ -7,12 +7,14 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	"sigs.k8s.io/yaml"
 
 	"ome.io/quota-manager/test/localcluster"
 	"ome.io/quota-manager/test/testutil"
@@ -28,15 +30,7 @@ import (
 // total.
 func planeUsageInPrometheus(t *testing.T, hub *localcluster.Cluster, pm *localcluster.Manager, team string) {
 	ctx := context.Background()
-	promDir, err := localcluster.EnsureBinaries(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	prom, err := localcluster.StartPrometheus(ctx, promDir, t.TempDir(), time.Second, fmt.Sprintf("127.0.0.1:%d", pm.MetricsPort))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(prom.Stop)
+	prom := scrapedPlane(t, pm)
 	one := func(expr string) (string, error) {
 		v, err := promQuery(prom, expr)
 		if err != nil {
@@ -150,4 +144,52 @@ func promQuery(prom *localcluster.Prometheus, expr string) ([]string, error) {
 		out = append(out, v)
 	}
 	return out, nil
+}
+
+// alertExpr is the expression of the chart's alert name
+// (charts/ome-quota-manager/files/alerts.yaml), as Prometheus evaluates
+// it before its for: clause.
+func alertExpr(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile("../../charts/ome-quota-manager/files/alerts.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules struct {
+		Groups []struct {
+			Rules []struct {
+				Alert string `json:"alert"`
+				Expr  string `json:"expr"`
+			} `json:"rules"`
+		} `json:"groups"`
+	}
+	if err := yaml.Unmarshal(b, &rules); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == name {
+				return r.Expr
+			}
+		}
+	}
+	t.Fatalf("the chart has no alert %s", name)
+	return ""
+}
+
+// scrapedPlane starts a real Prometheus that scrapes the plane (pm) every
+// second.
+func scrapedPlane(t *testing.T, pm *localcluster.Manager) *localcluster.Prometheus {
+	t.Helper()
+	ctx := context.Background()
+	promDir, err := localcluster.EnsureBinaries(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prom, err := localcluster.StartPrometheus(ctx, promDir, t.TempDir(), time.Second, fmt.Sprintf("127.0.0.1:%d", pm.MetricsPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(prom.Stop)
+	return prom
 }
