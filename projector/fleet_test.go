@@ -118,20 +118,27 @@ func TestFleetStatus(t *testing.T) {
 	}
 }
 
-// BenchmarkFleetShares is the plane's pure work at 100 member clusters
-// (from its inventory) and 1,000 Proportional teams under 10 Cohorts: one
-// member's mark moving (every team's split made again); every member's
-// copies computed; one member reporting what its Kueue admitted for each
-// of its copies; a 101st member joining and reporting (every split held,
-// then made again over 101), and leaving.
+// BenchmarkFleetShares is the plane's pure work at 100 and 1,000 member
+// clusters (from its inventory) and 1,000 Proportional teams under 10
+// Cohorts: one member's mark moving (every team's split made again); every
+// member's copies computed; the last member reporting what its Kueue
+// admitted for each of its copies; one more member joining and reporting
+// (every split held, then made again over one more), and leaving.
 func BenchmarkFleetShares(b *testing.B) {
+	for _, n := range []int{100, 1000} {
+		b.Run(fmt.Sprintf("members-%d", n), func(b *testing.B) { benchmarkFleetShares(b, n) })
+	}
+}
+
+func benchmarkFleetShares(b *testing.B, n int) {
 	t0 := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
 	c := events.DefaultConfig()
 	c.Mode, c.Origin = events.ModeManagement, "plane"
 	var members []string
-	for i := range 100 {
-		members = append(members, fmt.Sprintf("member-%03d", i))
+	for i := range n {
+		members = append(members, fmt.Sprintf("member-%04d", i))
 	}
+	last, extra := members[n-1], fmt.Sprintf("member-%04d", n)
 	s := state.New()
 	apply := func(ev events.Event) {
 		ev.Seq = s.LastSeq() + 1
@@ -163,7 +170,7 @@ func BenchmarkFleetShares(b *testing.B) {
 	}
 	b.Run("mark-moves", func(b *testing.B) {
 		for i := 0; b.Loop(); i++ {
-			apply(events.MemberSeen(t0, "member-050", []string{"a100"}, mark(100+i%2)))
+			apply(events.MemberSeen(t0, members[n/2], []string{"a100"}, mark(100+i%2)))
 		}
 	})
 	b.Run("copies-every-member", func(b *testing.B) {
@@ -178,11 +185,11 @@ func BenchmarkFleetShares(b *testing.B) {
 		b.ReportMetric(float64(copies), "copies")
 	})
 	b.Run("usage-report", func(b *testing.B) {
-		// member-099's copies (the largest member holds the most), each
+		// The last member's copies (the largest member holds the most), each
 		// team's usage moving by one GPU.
-		want := Copies(FleetFromState(s), "member-099", "plane").Copies
+		want := Copies(FleetFromState(s), last, "plane").Copies
 		for i := 0; b.Loop(); i++ {
-			ev := events.MemberSeen(t0, "member-099", []string{"a100"}, mark(64+99))
+			ev := events.MemberSeen(t0, last, []string{"a100"}, mark(64+n-1))
 			for _, cp := range want {
 				ev.Member.Copies = append(ev.Member.Copies, events.MemberCopy{Node: cp.Name, Applied: 1, Materialized: 1})
 				if cp.Spec.Role == v1beta1.RoleClusterQueue {
@@ -196,9 +203,9 @@ func BenchmarkFleetShares(b *testing.B) {
 	})
 	b.Run("member-joins-and-leaves", func(b *testing.B) {
 		for b.Loop() {
-			apply(events.MembershipChanged(t0, "member-100", events.Membership{Member: true, Source: "ClusterProfile fleet/member-100"}))
-			apply(events.MemberSeen(t0, "member-100", []string{"a100"}, mark(64)))
-			apply(events.MembershipChanged(t0, "member-100", events.Membership{Source: "ClusterProfile fleet/member-100", Message: "deleted"}))
+			apply(events.MembershipChanged(t0, extra, events.Membership{Member: true, Source: "ClusterProfile fleet/" + extra}))
+			apply(events.MemberSeen(t0, extra, []string{"a100"}, mark(64)))
+			apply(events.MembershipChanged(t0, extra, events.Membership{Source: "ClusterProfile fleet/" + extra, Message: "deleted"}))
 		}
 	})
 }
