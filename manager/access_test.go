@@ -352,7 +352,7 @@ esac
 func testPlane(t *testing.T, o *Options) (*Manager, *plane) {
 	t.Helper()
 	m := &Manager{opts: o, stream: events.NewStream(256, 1)}
-	return m, &plane{m: m, running: map[string]*planeMember{}, access: map[string]memberAccess{}}
+	return m, &plane{h: host{m}, opts: o, running: map[string]*planeMember{}, access: map[string]memberAccess{}}
 }
 
 // memberships drains the stream: the members it last published, with
@@ -419,16 +419,16 @@ func TestProfileInventory(t *testing.T) {
 		}
 	}
 	write("echo \"no token for $0: Secret ome/west is missing\" >&2\nexit 1\n")
-	m, p := testPlane(t, DefaultOptions())
+	_, p := testPlane(t, DefaultOptions())
 	sel, err := labels.Parse("fleet=gpu")
 	if err != nil {
 		t.Fatal(err)
 	}
-	inv := &profileInventory{m: m, p: p, namespace: "ome", selector: sel, file: "providers.json",
+	inv := &profileInventory{p: p, namespace: "ome", selector: sel, file: "providers.json",
 		creds: credentials.New([]credentials.Provider{{Name: "secretreader", ExecConfig: &clientcmdapi.ExecConfig{
 			APIVersion: "client.authentication.k8s.io/v1", Command: script, ProvideClusterInfo: true}}}),
 		pluginTimeout: time.Minute, pluginRetry: 10 * time.Millisecond, probes: map[string]*pluginProbe{}, refused: map[string]string{}}
-	inv.members.m = m
+	inv.members.h = p.h
 	old := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	profiles := []*cpv1alpha1.ClusterProfile{
 		profile("west", "https://west.example.com", old, "secretreader"),
@@ -481,7 +481,7 @@ func TestProfileInventory(t *testing.T) {
 func TestSecretInventoryDuplicates(t *testing.T) {
 	ctx := context.Background()
 	m, p := testPlane(t, DefaultOptions())
-	inv := newSecretInventory(m, p, "ome")
+	inv := newSecretInventory(p, "ome")
 	read := func(member, secret string, data []byte) *secretWatch {
 		cfg, server, err := memberKubeconfig(member, "Secret ome/"+secret+", key kubeconfig", data, false)
 		return &secretWatch{secret: secret, key: "kubeconfig", stop: func() {}, read: true,
@@ -518,7 +518,7 @@ func TestSecretInventoryDuplicates(t *testing.T) {
 	// east-2 first by name: a rename makes it the member, and east leaves,
 	// saying why.
 	m, p = testPlane(t, DefaultOptions())
-	inv.m, inv.p, inv.members = m, p, memberships{m: m, published: map[string]events.Membership{"east": {Member: true, Source: source + " (Secret east-kubeconfig, key kubeconfig)"}}}
+	inv.p, inv.members = p, memberships{h: p.h, published: map[string]events.Membership{"east": {Member: true, Source: source + " (Secret east-kubeconfig, key kubeconfig)"}}}
 	inv.entries = map[string]string{"east": "east-kubeconfig", "a-east": "east-2"}
 	inv.secrets = map[string]*secretWatch{"east": inv.secrets["east"], "a-east": read("a-east", "east-2", kubeconfig(t, nil))}
 	inv.refresh(ctx)

@@ -10,38 +10,15 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/discovery"
 	"k8s.io/klog/v2"
-	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
 )
 
-// requiredAPI is a group version whose resources the manager watches, and
-// what to do when they are missing.
-type requiredAPI struct {
-	groupVersion string
-	resources    []string
-	what, fix    string
-}
-
-var requiredAPIs = []requiredAPI{
-	{
-		groupVersion: v1beta1.SchemeGroupVersion.String(), resources: []string{"acceleratorquotas"},
-		what: "the AcceleratorQuota CRD",
-		fix:  "install it (config/crd/ome.io_acceleratorquotas.yaml; the chart installs it)",
-	},
-	{
-		groupVersion: kueue.GroupVersion.String(), resources: []string{"clusterqueues", "cohorts", "localqueues", "resourceflavors"},
-		what: "Kueue's CRDs",
-		fix:  "install Kueue v0.17 or newer (its manifests or chart install the CRDs)",
-	},
-}
-
-// clusterProfileAPI is what a plane whose members are ClusterProfiles
-// watches.
-var clusterProfileAPI = requiredAPI{
-	groupVersion: "multicluster.x-k8s.io/v1alpha1", resources: []string{"clusterprofiles"},
-	what: "the ClusterProfile CRD (SIG-Multicluster's cluster inventory)",
-	fix:  "install it with your fleet manager (Open Cluster Management, GKE Fleet, ...) or from sigs.k8s.io/cluster-inventory-api's config/crd, or run the plane with --members-from=secrets",
+// quotaAPI is what every manager watches: its AcceleratorQuotas.
+var quotaAPI = API{
+	GroupVersion: v1beta1.SchemeGroupVersion.String(), Resources: []string{"acceleratorquotas"},
+	What: "the AcceleratorQuota CRD",
+	Fix:  "install it (config/crd/ome.io_acceleratorquotas.yaml; the chart installs it)",
 }
 
 // apiCheckInterval is how often the manager looks for missing APIs, and
@@ -53,22 +30,22 @@ const (
 
 // missingAPIs asks the API server's discovery which required resources it
 // does not serve, and says what to install.
-func missingAPIs(d discovery.DiscoveryInterface, apis []requiredAPI) error {
+func missingAPIs(d discovery.DiscoveryInterface, apis []API) error {
 	var problems []string
 	for _, api := range apis {
 		var missing []string
-		list, err := d.ServerResourcesForGroupVersion(api.groupVersion)
+		list, err := d.ServerResourcesForGroupVersion(api.GroupVersion)
 		switch {
 		case apierrors.IsNotFound(err):
-			missing = api.resources
+			missing = api.Resources
 		case err != nil:
-			return fmt.Errorf("cannot ask the API server which resources %s serves: %w", api.groupVersion, err)
+			return fmt.Errorf("cannot ask the API server which resources %s serves: %w", api.GroupVersion, err)
 		default:
 			served := map[string]bool{}
 			for _, r := range list.APIResources {
 				served[r.Name] = true
 			}
-			for _, r := range api.resources {
+			for _, r := range api.Resources {
 				if !served[r] {
 					missing = append(missing, r)
 				}
@@ -76,7 +53,7 @@ func missingAPIs(d discovery.DiscoveryInterface, apis []requiredAPI) error {
 		}
 		if len(missing) > 0 {
 			problems = append(problems, fmt.Sprintf("%s are missing: the API server does not serve %s %s; %s",
-				api.what, api.groupVersion, strings.Join(slices.Sorted(slices.Values(missing)), ", "), api.fix))
+				api.What, api.GroupVersion, strings.Join(slices.Sorted(slices.Values(missing)), ", "), api.Fix))
 		}
 	}
 	if len(problems) == 0 {
@@ -94,14 +71,7 @@ func (m *Manager) waitForAPIs(ctx context.Context) {
 	m.setStartup("checking that the API server serves the AcceleratorQuota and Kueue APIs")
 	var logged time.Time
 	for {
-		apis := requiredAPIs
-		if m.plane != nil {
-			// A plane watches its AcceleratorQuotas, and its inventory.
-			apis = apis[:1]
-			if m.opts.MembersFrom == MembersFromClusterProfiles {
-				apis = append(slices.Clone(apis), clusterProfileAPI)
-			}
-		}
+		apis := append([]API{quotaAPI}, m.mode.APIs()...)
 		err := missingAPIs(m.kube.Discovery(), apis)
 		if err == nil {
 			if !logged.IsZero() {

@@ -106,7 +106,8 @@ func readDRAConfig(path string) ([]byte, []events.DeviceClassMapping, error) {
 // API server serves resource.k8s.io/v1 (and --dra is on), and watches
 // --dra-config: a changed file is published as a new Config event; one that
 // does not parse is logged and the mappings in force stay.
-func (m *Manager) startDRA(ctx context.Context, h *sources.Handlers) ([]cache.ResourceEventHandlerRegistration, error) {
+func (w *workload) startDRA(ctx context.Context, h *sources.Handlers) ([]cache.ResourceEventHandlerRegistration, error) {
+	m := w.m
 	log := klog.FromContext(ctx)
 	if !m.opts.DRA {
 		log.Info("DRA capacity is off (--dra=false)")
@@ -138,13 +139,13 @@ func (m *Manager) startDRA(ctx context.Context, h *sources.Handlers) ([]cache.Re
 		}
 	}
 	r := m.inf.core.Resource().V1()
-	if err := m.health.watch(ctx, "deviceclasses", r.DeviceClasses().Informer(), func(ctx context.Context) error {
+	if err := w.health.watch(ctx, "deviceclasses", r.DeviceClasses().Informer(), func(ctx context.Context) error {
 		_, err := m.kube.ResourceV1().DeviceClasses().List(ctx, probeList)
 		return err
 	}); err != nil {
 		return nil, err
 	}
-	if err := m.health.watch(ctx, "resourceslices", r.ResourceSlices().Informer(), func(ctx context.Context) error {
+	if err := w.health.watch(ctx, "resourceslices", r.ResourceSlices().Informer(), func(ctx context.Context) error {
 		_, err := m.kube.ResourceV1().ResourceSlices().List(ctx, probeList)
 		return err
 	}); err != nil {
@@ -193,25 +194,4 @@ func (m *Manager) watchDRAConfig(ctx context.Context) {
 		}
 		log.Info("DRA configuration changed", "mappings", len(ms))
 	})
-}
-
-// noteDRA logs what keeps DRA devices from counting (a selector that does
-// not compile, devices a selector failed on) when it changes; m.mu is held.
-func (m *Manager) noteDRA(log klog.Logger, ev events.Event) {
-	switch ev.Kind {
-	case events.KindDeviceClass, events.KindResourceSlice, events.KindConfig:
-	default:
-		return
-	}
-	problems := m.st.DRAProblems()
-	if slices.Equal(problems, m.draProblems) {
-		return
-	}
-	m.draProblems = problems
-	for _, p := range problems {
-		log.Error(nil, "DRA devices not counted", "problem", p)
-	}
-	if len(problems) == 0 {
-		log.Info("every DRA selector evaluates")
-	}
 }

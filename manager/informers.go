@@ -31,41 +31,29 @@ func aqGetter(inf cache.SharedIndexInformer) func(string) *v1beta1.AcceleratorQu
 	}
 }
 
+// informerSet holds the manager's informers. The AcceleratorQuota
+// informer is every mode's, started by the manager; the factories are the
+// workload mode's (started by its Start), though the shell reads the
+// Kueue informers' caches in every mode: on a management plane they were
+// never started and hold nothing.
 type informerSet struct {
 	lists resourceLists
 	core  informers.SharedInformerFactory
 	kueue kueueinformers.SharedInformerFactory
 	aq    cache.SharedIndexInformer
-	// aqOnly starts the AcceleratorQuota informer alone: a management
-	// plane reads no Node and no Kueue object of its own cluster.
-	aqOnly bool
 }
 
-func (s *informerSet) start(stop <-chan struct{}) {
-	go s.aq.Run(stop)
-	if s.aqOnly {
-		return
-	}
-	s.core.Start(stop)
-	s.kueue.Start(stop)
-}
+func (s *informerSet) start(stop <-chan struct{}) { go s.aq.Run(stop) }
 
-func (s *informerSet) waitForSync(stop <-chan struct{}) error {
-	if s.aqOnly {
-		if !cache.WaitForCacheSync(stop, s.aq.HasSynced) {
-			return fmt.Errorf("the AcceleratorQuota cache did not sync: is the AcceleratorQuota CRD installed?")
-		}
-		return nil
+// waitForSync waits for the AcceleratorQuota cache and for the mode's
+// registrations to have their initial lists.
+func (s *informerSet) waitForSync(stop <-chan struct{}, regs []cache.ResourceEventHandlerRegistration) error {
+	synced := make([]cache.InformerSynced, len(regs))
+	for i, r := range regs {
+		synced[i] = r.HasSynced
 	}
-	for t, ok := range s.core.WaitForCacheSync(stop) {
-		if !ok {
-			return fmt.Errorf("the %v cache did not sync", t)
-		}
-	}
-	for t, ok := range s.kueue.WaitForCacheSync(stop) {
-		if !ok {
-			return fmt.Errorf("the %v cache did not sync: are Kueue's CRDs installed?", t)
-		}
+	if !cache.WaitForCacheSync(stop, synced...) {
+		return fmt.Errorf("the caches of the mode's informers did not sync")
 	}
 	if !cache.WaitForCacheSync(stop, s.aq.HasSynced) {
 		return fmt.Errorf("the AcceleratorQuota cache did not sync: is the AcceleratorQuota CRD installed?")

@@ -69,7 +69,7 @@ type inventory interface {
 // by cluster name: the clusters that left first, then those that joined
 // or changed.
 type memberships struct {
-	m         *Manager
+	h         Host
 	mu        sync.Mutex
 	published map[string]events.Membership
 }
@@ -100,7 +100,7 @@ func (ms *memberships) set(ctx context.Context, next map[string]events.Membershi
 		}
 	}
 	for _, ev := range evs {
-		if _, err := ms.m.stream.Publish(ctx, ev); err != nil {
+		if _, err := ms.h.Publish(ctx, ev); err != nil {
 			if ctx.Err() == nil {
 				log.Error(err, "cannot publish a change of the fleet's members", "member", ev.Key)
 			}
@@ -116,7 +116,6 @@ func (ms *memberships) set(ctx context.Context, next map[string]events.Membershi
 
 // profileInventory lists the members from ClusterProfiles.
 type profileInventory struct {
-	m         *Manager
 	p         *plane
 	client    cpclient.Interface
 	namespace string
@@ -153,8 +152,8 @@ type pluginProbe struct {
 	access memberAccess
 }
 
-func newProfileInventory(m *Manager, p *plane, cfg *rest.Config) (*profileInventory, error) {
-	o := m.opts
+func newProfileInventory(p *plane, cfg *rest.Config) (*profileInventory, error) {
+	o := p.opts
 	sel, err := labels.Parse(o.ClusterProfileSelector)
 	if err != nil {
 		return nil, fmt.Errorf("--clusterprofile-selector=%q: %w", o.ClusterProfileSelector, err)
@@ -175,10 +174,10 @@ func newProfileInventory(m *Manager, p *plane, cfg *rest.Config) (*profileInvent
 	if err != nil {
 		return nil, err
 	}
-	inv := &profileInventory{m: m, p: p, client: cs, namespace: o.ClusterProfileNamespace, selector: sel, creds: creds,
+	inv := &profileInventory{p: p, client: cs, namespace: o.ClusterProfileNamespace, selector: sel, creds: creds,
 		file: o.ClusterProfileProviders, pluginTimeout: pluginTimeout, pluginRetry: pluginRetry,
 		probes: map[string]*pluginProbe{}, refused: map[string]string{}}
-	inv.members.m = m
+	inv.members.h = p.h
 	return inv, nil
 }
 
@@ -381,7 +380,6 @@ func profileAccessParts(cp *cpv1alpha1.ClusterProfile) []string {
 // same Secret and key, or whose kubeconfigs reach the same server, are
 // one cluster: the first by name is the member, the other is refused.
 type secretInventory struct {
-	m         *Manager
 	p         *plane
 	namespace string
 	name      string
@@ -432,15 +430,15 @@ const DefaultMemberKey = "kubeconfig"
 // read in that time is read later.
 const secretFirstRead = 10 * time.Second
 
-func newSecretInventory(m *Manager, p *plane, namespace string) *secretInventory {
-	inv := &secretInventory{m: m, p: p, namespace: namespace, name: m.opts.MembersConfigMap, firstRead: secretFirstRead,
+func newSecretInventory(p *plane, namespace string) *secretInventory {
+	inv := &secretInventory{p: p, namespace: namespace, name: p.opts.MembersConfigMap, firstRead: secretFirstRead,
 		secrets: map[string]*secretWatch{}, refused: map[string]string{}}
-	inv.members.m = m
+	inv.members.h = p.h
 	return inv
 }
 
 func (inv *secretInventory) start(ctx context.Context) ([]cache.ResourceEventHandlerRegistration, error) {
-	f := informers.NewSharedInformerFactoryWithOptions(inv.m.kube, 0, informers.WithNamespace(inv.namespace),
+	f := informers.NewSharedInformerFactoryWithOptions(inv.p.h.Kube(), 0, informers.WithNamespace(inv.namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", inv.name).String()
 		}))
@@ -586,7 +584,7 @@ func (inv *secretInventory) watchSecret(ctx context.Context, member, secret, key
 	ctx, cancel := context.WithCancel(ctx)
 	w := &secretWatch{secret: secret, key: key, stop: cancel}
 	inv.secrets[member] = w
-	f := informers.NewSharedInformerFactoryWithOptions(inv.m.kube, 0, informers.WithNamespace(inv.namespace),
+	f := informers.NewSharedInformerFactoryWithOptions(inv.p.h.Kube(), 0, informers.WithNamespace(inv.namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", secret).String()
 		}))
@@ -604,7 +602,7 @@ func (inv *secretInventory) watchSecret(ctx context.Context, member, secret, key
 		case !ok:
 			a = accessOf(nil, fmt.Errorf("%s has no key %s: put the kubeconfig that reaches %s there", where, key, member), "nokey", secret, string(s.UID), s.ResourceVersion)
 		default:
-			cfg, srv, err := memberKubeconfig(member, where+", key "+key, data, inv.m.opts.MembersAllowInsecureKubeconfigs)
+			cfg, srv, err := memberKubeconfig(member, where+", key "+key, data, inv.p.opts.MembersAllowInsecureKubeconfigs)
 			a, server = accessOf(cfg, err, "secret", secret, key, string(data)), srv
 		}
 		inv.mu.Lock()

@@ -133,11 +133,10 @@ ome_quota_capacity_report_interval_seconds 60
 // series of its own that adds up to them, and a member that stopped
 // answering says since when.
 func TestPlaneMetricsMatchStatus(t *testing.T) {
-	m, err := New(DefaultOptions(), &rest.Config{Host: "http://127.0.0.1:1"})
+	o := DefaultOptions()
+	o.Mode, o.MembersFrom, o.MembersNamespace = ModeManagement, MembersFromSecrets, "ome"
+	m, err := NewPlane(o, &rest.Config{Host: "http://127.0.0.1:1"})
 	require.NoError(t, err)
-	// The state's mode comes from its events; the gauges' plane label from
-	// the options.
-	m.opts.Mode = ModeManagement
 	t0 := time.Unix(1_800_000_000, 0).UTC()
 	qty := resource.MustParse
 	seen := func(cluster, mark string, usage ...events.MemberUsage) events.Event {

@@ -179,7 +179,7 @@ type pipeline struct {
 func newPipeline(b *testing.B, record bool) *pipeline {
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{metrics: metrics.New(), st: state.New(), applied: make(chan struct{}), stream: events.NewStream(4096, 1)}
-	m.shell = newShell(m)
+	m.shell, m.mode = newShell(m), newWorkload(m)
 	p := &pipeline{m: m, set: &informerSet{}, cancel: cancel, done: make(chan error, 1), cached: map[string]any{}}
 	if record {
 		l, err := store.Open(b.TempDir(), store.Options{MaxBytes: -1})

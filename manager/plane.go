@@ -19,6 +19,7 @@ import (
 	"ome.io/quota-manager/api/client/clientset/versioned"
 	"ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/events"
+	"ome.io/quota-manager/events/sources"
 	"ome.io/quota-manager/projector"
 	"ome.io/quota-manager/projector/apply"
 	"ome.io/quota-manager/state"
@@ -37,8 +38,9 @@ import (
 // statuses from the workload shell, which writes no Kueue object here
 // (nothing is enrolled on a plane).
 type plane struct {
-	m   *Manager
-	inv inventory
+	h    Host
+	opts *Options
+	inv  inventory
 
 	mu sync.Mutex
 	// ctx is the plane's run; nil before run.
@@ -97,49 +99,95 @@ const (
 	memberLostAfter = 3 * time.Second
 )
 
-// newPlane builds the plane and its inventory.
-func newPlane(m *Manager) (*plane, error) {
-	p := &plane{m: m, running: map[string]*planeMember{}, access: map[string]memberAccess{}, guardDirty: make(chan struct{}, 1), guardErr: map[string]string{}}
-	ns := m.opts.ClusterProfileNamespace
+// NewPlane builds a manager that runs a management plane
+// (--mode=management); nothing runs until Run.
+func NewPlane(o *Options, cfg *rest.Config) (*Manager, error) {
+	return NewMode(o, cfg, func(h Host) (Mode, error) { return newPlane(h, cfg) })
+}
+
+// newPlane builds the plane and its inventory; cfg reaches the plane's
+// own cluster.
+func newPlane(h Host, cfg *rest.Config) (*plane, error) {
+	o := h.Options()
+	p := &plane{h: h, opts: o, running: map[string]*planeMember{}, access: map[string]memberAccess{}, guardDirty: make(chan struct{}, 1), guardErr: map[string]string{}}
+	ns := o.ClusterProfileNamespace
 	if ns == "" {
 		ns = os.Getenv("POD_NAMESPACE")
 	}
-	switch m.opts.MembersFrom {
+	switch o.MembersFrom {
 	case MembersFromClusterProfiles:
 		if ns == "" {
 			return nil, fmt.Errorf("--clusterprofile-namespace is empty and POD_NAMESPACE is not set: say which namespace holds the fleet's ClusterProfiles")
 		}
-		m.opts.ClusterProfileNamespace = ns
-		inv, err := newProfileInventory(m, p, m.cfg)
+		o.ClusterProfileNamespace = ns
+		inv, err := newProfileInventory(p, cfg)
 		if err != nil {
 			return nil, err
 		}
 		p.inv = inv
 	case MembersFromSecrets:
 		ns := os.Getenv("POD_NAMESPACE")
-		if m.opts.MembersNamespace != "" {
-			ns = m.opts.MembersNamespace
+		if o.MembersNamespace != "" {
+			ns = o.MembersNamespace
 		}
 		if ns == "" {
 			return nil, fmt.Errorf("--members-namespace is empty and POD_NAMESPACE is not set: say which namespace holds the members' ConfigMap and Secrets")
 		}
-		p.inv = newSecretInventory(m, p, ns)
+		p.inv = newSecretInventory(p, ns)
 	default:
-		return nil, fmt.Errorf("--members-from=%q: use %q or %q", m.opts.MembersFrom, MembersFromClusterProfiles, MembersFromSecrets)
+		return nil, fmt.Errorf("--members-from=%q: use %q or %q", o.MembersFrom, MembersFromClusterProfiles, MembersFromSecrets)
 	}
 	return p, nil
 }
 
-// run starts the inventory; the members' watches and copiers start as
-// the state learns of them (sync). It returns the inventory's handler
-// registrations, which the Synced marker waits on.
-func (p *plane) run(ctx context.Context) ([]cache.ResourceEventHandlerRegistration, error) {
+// clusterProfileAPI is what a plane whose members are ClusterProfiles
+// watches.
+var clusterProfileAPI = API{
+	GroupVersion: "multicluster.x-k8s.io/v1alpha1", Resources: []string{"clusterprofiles"},
+	What: "the ClusterProfile CRD (SIG-Multicluster's cluster inventory)",
+	Fix:  "install it with your fleet manager (Open Cluster Management, GKE Fleet, ...) or from sigs.k8s.io/cluster-inventory-api's config/crd, or run the plane with --members-from=secrets",
+}
+
+// APIs: a plane reads its own AcceleratorQuotas, and its inventory.
+func (p *plane) APIs() []API {
+	if p.opts.MembersFrom == MembersFromClusterProfiles {
+		return []API{clusterProfileAPI}
+	}
+	return nil
+}
+
+// Start starts the inventory and the finalizer keeper; the members'
+// watches and copiers start as the state learns of them (sync). The
+// plane measures nothing of its own cluster: its capacity is what its
+// members report, and its inventory says who they are. It returns the
+// inventory's handler registrations, which the Synced marker waits on.
+func (p *plane) Start(ctx context.Context, _ *sources.Handlers) ([]cache.ResourceEventHandlerRegistration, error) {
 	p.mu.Lock()
 	p.ctx = ctx
 	p.mu.Unlock()
 	go p.guarder(ctx)
 	return p.inv.start(ctx)
 }
+
+// Applied brings the clusters watched to the state's fleet after each
+// event that can change it, and asks every copier for a pass.
+func (p *plane) Applied(_ context.Context, ev events.Event) {
+	switch ev.Kind {
+	case events.KindMembership:
+		p.sync(p.fleetView(), ev.Key)
+	case events.KindMember, events.KindConfig:
+		p.sync(p.fleetView(), "")
+	}
+	p.poke()
+}
+
+// BecameLeader: the new leader's copiers make a pass at once.
+func (p *plane) BecameLeader(context.Context) { p.poke() }
+
+// NodeApplied: a plane node's outcome is how the members hold its copies
+// (the copiers' report), not what the applier did on the plane's cluster,
+// where it writes no Kueue object.
+func (p *plane) NodeApplied(context.Context, string, events.Outcome) (uint64, error) { return 0, nil }
 
 // setAccess takes the inventory's word on how to reach a cluster. A
 // cluster watched through another access is watched anew through this
@@ -163,12 +211,14 @@ func (p *plane) setAccess(ctx context.Context, name string, a memberAccess) {
 // clusters that left it holding copies.
 type fleetView struct{ members, leaving []string }
 
-func fleetViewOf(st *state.State) fleetView {
-	members, _, _ := st.Fleet()
-	v := fleetView{members: members}
-	for _, mv := range st.Leaving() {
-		v.leaving = append(v.leaving, mv.Name)
-	}
+func (p *plane) fleetView() fleetView {
+	var v fleetView
+	p.h.View(func(st *state.State) {
+		v.members, _, _ = st.Fleet()
+		for _, mv := range st.Leaving() {
+			v.leaving = append(v.leaving, mv.Name)
+		}
+	})
 	return v
 }
 
@@ -213,9 +263,9 @@ func (p *plane) startLocked(name string) {
 	ctx, cancel := context.WithCancel(p.ctx)
 	a, known := p.access[name]
 	mb := &planeMember{name: name, access: a, stop: cancel, dirty: make(chan struct{}, 1)}
-	mb.source = &MemberSource{Name: name, Origin: p.m.opts.Origin, Now: time.Now, Settle: memberSettle, LostAfter: memberLostAfter,
+	mb.source = &MemberSource{Name: name, Origin: p.opts.Origin, Now: time.Now, Settle: memberSettle, LostAfter: memberLostAfter,
 		Publish: func(ev events.Event) {
-			if _, err := p.m.stream.Publish(ctx, ev); err != nil && ctx.Err() == nil {
+			if _, err := p.h.Publish(ctx, ev); err != nil && ctx.Err() == nil {
 				klog.FromContext(ctx).Error(err, "cannot publish what a member cluster reported", "member", ev.Key)
 			}
 		}}
@@ -227,7 +277,7 @@ func (p *plane) startLocked(name string) {
 	case a.err != nil:
 		err = a.err
 	default:
-		err = mb.connect(p.m.opts, a.config)
+		err = mb.connect(p.opts, a.config)
 	}
 	if err != nil {
 		// Nothing to watch: say why once; a new access starts it again.
@@ -279,7 +329,7 @@ func (p *plane) poke() {
 // guarder keeps the copies finalizer while this replica leads (guard):
 // when poked, and every --resync-interval.
 func (p *plane) guarder(ctx context.Context) {
-	resync := time.NewTicker(p.m.opts.ResyncInterval)
+	resync := time.NewTicker(p.opts.ResyncInterval)
 	defer resync.Stop()
 	var retry <-chan time.Time
 	for {
@@ -291,7 +341,7 @@ func (p *plane) guarder(ctx context.Context) {
 		case <-retry:
 		}
 		retry = nil
-		if p.m.leader.Load() && !p.guard(ctx) {
+		if p.h.Leads() && !p.guard(ctx) {
 			retry = time.After(copyRetry)
 		}
 	}
@@ -303,24 +353,24 @@ func (p *plane) guarder(ctx context.Context) {
 // that a team's hold record outlives its copies. It reports whether every
 // write went through.
 func (p *plane) guard(ctx context.Context) bool {
-	m := p.m
-	m.mu.Lock()
 	var add, release []string
-	for _, nv := range m.st.Nodes() {
-		if nv.Spec.Role != v1beta1.RoleClusterQueue {
-			continue
+	p.h.View(func(st *state.State) {
+		for _, nv := range st.Nodes() {
+			if nv.Spec.Role != v1beta1.RoleClusterQueue {
+				continue
+			}
+			switch {
+			case !nv.Deleting && !st.Guarded(nv.Name):
+				add = append(add, nv.Name)
+			case st.Releasable(nv.Name):
+				release = append(release, nv.Name)
+			}
 		}
-		switch {
-		case !nv.Deleting && !m.st.Guarded(nv.Name):
-			add = append(add, nv.Name)
-		case m.st.Releasable(nv.Name):
-			release = append(release, nv.Name)
-		}
-	}
-	m.mu.Unlock()
+	})
+	aqs := p.h.Quotas()
 	ok := true
 	set := func(name string, keep bool) {
-		cur, err := m.aqs.Get(ctx, name, metav1.GetOptions{})
+		cur, err := aqs.Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return
 		}
@@ -334,7 +384,7 @@ func (p *plane) guard(ctx context.Context) bool {
 			default:
 				return
 			}
-			_, err = m.aqs.Update(ctx, cur, metav1.UpdateOptions{FieldManager: apply.FieldManager})
+			_, err = aqs.Update(ctx, cur, metav1.UpdateOptions{FieldManager: apply.FieldManager})
 		}
 		if err != nil && !apierrors.IsNotFound(err) {
 			ok = false
@@ -362,7 +412,7 @@ func (p *plane) guard(ctx context.Context) bool {
 // copier makes a pass on one cluster when asked, and every
 // --resync-interval, while this replica leads.
 func (p *plane) copier(ctx context.Context, mb *planeMember) {
-	resync := time.NewTicker(p.m.opts.ResyncInterval)
+	resync := time.NewTicker(p.opts.ResyncInterval)
 	defer resync.Stop()
 	var retry <-chan time.Time
 	for {
@@ -374,7 +424,7 @@ func (p *plane) copier(ctx context.Context, mb *planeMember) {
 		case <-retry:
 		}
 		retry = nil
-		if !p.m.leader.Load() {
+		if !p.h.Leads() {
 			continue
 		}
 		if !p.pass(ctx, mb) {
@@ -399,22 +449,22 @@ func (p *plane) pass(ctx context.Context, mb *planeMember) bool {
 		// Member event pokes).
 		return true
 	}
-	m := p.m
-	m.mu.Lock()
-	nodes := projector.FleetFromState(m.st)
-	members, _, _ := m.st.Fleet()
-	member := slices.Contains(members, mb.name)
+	var nodes []projector.FleetNode
 	var want projector.MemberCopies
-	if member {
-		want = projector.Copies(nodes, mb.name, m.opts.Origin)
-	}
-	seq := m.st.LastSeq()
-	m.mu.Unlock()
-	if m.rec != nil {
-		// The events the copies derive from are in the log before any
-		// write they cause leaves the plane.
-		m.rec.Wait(seq)
-	}
+	var member bool
+	var seq uint64
+	p.h.View(func(st *state.State) {
+		nodes = projector.FleetFromState(st)
+		members, _, _ := st.Fleet()
+		member = slices.Contains(members, mb.name)
+		if member {
+			want = projector.Copies(nodes, mb.name, p.opts.Origin)
+		}
+		seq = st.LastSeq()
+	})
+	// The events the copies derive from are in the log before any write
+	// they cause leaves the plane.
+	p.h.WaitRecorded(seq)
 	rep, ok := mb.apply(ctx, want, have, !member)
 	mb.mu.Lock()
 	mb.report, mb.leaving = rep, !member
@@ -470,7 +520,7 @@ func (p *plane) report(ctx context.Context, nodes []projector.FleetNode) bool {
 	}
 	sent := true
 	for _, name := range slices.Sorted(maps.Keys(outcomes)) {
-		seq, err := p.m.reportOutcome(ctx, name, outcomes[name])
+		seq, err := p.h.ReportOutcome(ctx, name, outcomes[name])
 		if err != nil {
 			if ctx.Err() == nil {
 				klog.FromContext(ctx).Error(err, "cannot report how the members hold a node's copies; retrying", "node", name)
@@ -479,7 +529,7 @@ func (p *plane) report(ctx context.Context, nodes []projector.FleetNode) bool {
 			continue
 		}
 		if seq > 0 {
-			p.m.shell.urgent.Add(name)
+			p.h.Queue(name)
 		}
 	}
 	return sent

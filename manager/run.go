@@ -54,8 +54,6 @@ type Manager struct {
 	kueue kueueclient.Interface
 	aqs   aqtyped.AcceleratorQuotaInterface
 	inf   *informerSet
-	// health publishes the capacity informers' failures (sources_health.go).
-	health *sourceHealth
 
 	stream *events.Stream
 	// log records every event (--event-log) through rec, which encodes and
@@ -81,8 +79,6 @@ type Manager struct {
 	applier    *apply.Applier
 	extraReady []func() error
 
-	draProblems []string // as last logged; guarded by mu
-
 	// announce emits Kubernetes Events on transitions (kubeevents.go);
 	// guarded by mu.
 	announce *announcer
@@ -90,8 +86,9 @@ type Manager struct {
 	undecodable *undecodable
 	// schema reads the installed CRD's status schema (crdschema.go).
 	schema *schemaWatch
-	// plane is management mode's shell (plane.go); nil in workload mode.
-	plane *plane
+	// mode is what the manager does beyond the shell every replica
+	// shares (mode.go): workload's, or a management plane's.
+	mode Mode
 	// nonce tells this process's leads from another's of the same term
 	// (events.Leadership.Nonce).
 	nonce string
@@ -127,8 +124,19 @@ func RestConfig(o *Options) (*rest.Config, error) {
 	return cfg, nil
 }
 
-// New builds a manager; nothing runs until Run.
+// New builds a workload-mode manager (workload.go); nothing runs until
+// Run. A management plane is built with its own mode (NewMode).
 func New(o *Options, cfg *rest.Config) (*Manager, error) {
+	return newManager(o, cfg, func(m *Manager) (Mode, error) { return newWorkload(m), nil })
+}
+
+// NewMode builds a manager that runs the mode mode makes, from the
+// manager's Host; nothing runs until Run.
+func NewMode(o *Options, cfg *rest.Config, mode func(Host) (Mode, error)) (*Manager, error) {
+	return newManager(o, cfg, func(m *Manager) (Mode, error) { return mode(host{m}) })
+}
+
+func newManager(o *Options, cfg *rest.Config, mode func(*Manager) (Mode, error)) (*Manager, error) {
 	// One identity for the Lease, the admission ledger, the verdicts and
 	// the event log's start markers, computed here once.
 	id, err := o.LeaderIdentity()
@@ -193,11 +201,8 @@ func New(o *Options, cfg *rest.Config) (*Manager, error) {
 		},
 	}
 	m.shell = newShell(m)
-	if o.Mode == ModeManagement {
-		if m.plane, err = newPlane(m); err != nil {
-			return nil, err
-		}
-		m.inf.aqOnly = true
+	if m.mode, err = mode(m); err != nil {
+		return nil, err
 	}
 	next := uint64(1)
 	if o.EventLog != "" {
@@ -299,44 +304,11 @@ func (m *Manager) Run(ctx context.Context) error {
 	if err := sources.PublishConfig(ctx, m.stream, m.opts.EventsConfig(), time.Now()); err != nil {
 		return err
 	}
-	kq := m.inf.kueue.Kueue().V1beta2()
 	// The registrations of the handlers that publish events: the Synced
 	// marker waits until each has handled its informer's initial list.
-	type handled struct {
-		inf cache.SharedIndexInformer
-		h   cache.ResourceEventHandler
-	}
-	inputs := []handled{{m.inf.aq, handlers.Quotas()}}
-	if m.plane == nil {
-		inputs = append(inputs,
-			handled{m.inf.core.Core().V1().Nodes().Informer(), handlers.CachedNodes()},
-			handled{kq.ResourceFlavors().Informer(), handlers.Flavors()},
-			handled{kq.ClusterQueues().Informer(), handlers.ClusterQueues()},
-			handled{kq.ClusterQueues().Informer(), drift{m.shell, "ClusterQueue", ctx}},
-			handled{kq.Cohorts().Informer(), drift{m.shell, "Cohort", ctx}},
-			handled{kq.LocalQueues().Informer(), drift{m.shell, "LocalQueue", ctx}})
-	}
-	var regs []cache.ResourceEventHandlerRegistration
-	for _, h := range inputs {
-		reg, err := h.inf.AddEventHandler(h.h)
-		if err != nil {
-			return err
-		}
-		regs = append(regs, reg)
-	}
-	m.health = newSourceHealth(m.stream, time.Now)
-	if m.plane == nil {
-		if err := m.health.watch(ctx, "nodes", m.inf.core.Core().V1().Nodes().Informer(), func(ctx context.Context) error {
-			_, err := m.kube.CoreV1().Nodes().List(ctx, probeList)
-			return err
-		}); err != nil {
-			return err
-		}
-		draRegs, derr := m.startDRA(ctx, handlers)
-		if derr != nil {
-			return derr
-		}
-		regs = append(regs, draRegs...)
+	aqReg, err := m.inf.aq.AddEventHandler(handlers.Quotas())
+	if err != nil {
+		return err
 	}
 	consuming = true
 	go func() {
@@ -350,25 +322,21 @@ func (m *Manager) Run(ctx context.Context) error {
 	if ctx.Err() != nil {
 		return nil
 	}
-	if m.plane != nil {
-		// The plane measures nothing of its own cluster: its capacity is
-		// what its members report, and its inventory says who they are.
-		invRegs, err := m.plane.run(ctx)
-		if err != nil {
-			return err
-		}
-		regs = append(regs, invRegs...)
+	// What the mode reads, with the handlers that turn it into events.
+	regs, err := m.mode.Start(ctx, handlers)
+	if err != nil {
+		return err
 	}
 	m.inf.start(ctx.Done())
-	go m.health.run(ctx, m.opts.probeInterval())
 	m.setStartup("loading the cluster: the informer caches have not synced yet")
 	log.Info("waiting for informer caches")
-	if err := m.inf.waitForSync(ctx.Done()); err != nil {
+	if err := m.inf.waitForSync(ctx.Done(), regs); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped before the caches synced: a clean stop
 		}
 		return err
 	}
+	regs = append([]cache.ResourceEventHandlerRegistration{aqReg}, regs...)
 	m.setStartup("loading the cluster: the informers' initial lists are not all in the state yet")
 	if err := sources.PublishSynced(ctx, m.stream, time.Now, regs...); err != nil {
 		if ctx.Err() != nil {
@@ -413,8 +381,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		close(leadDone)
 		m.becomeLeader(ctx, id)
 	}
-	var err error
-	select {
+	select { // err is nil here: every failure above returned
 	case <-ctx.Done():
 	case err = <-errc:
 		cancel()
@@ -456,12 +423,7 @@ func (m *Manager) consume(ctx context.Context) error {
 		m.mu.Lock()
 		transitions := m.st.Apply(ev)
 		changes := m.st.TakeChanges()
-		var fleetNames fleetView
-		if m.plane != nil {
-			fleetNames = fleetViewOf(m.st)
-		}
 		m.announceApplied(transitions)
-		m.noteDRA(log, ev)
 		close(m.applied)
 		m.applied = make(chan struct{})
 		m.mu.Unlock()
@@ -469,15 +431,7 @@ func (m *Manager) consume(ctx context.Context) error {
 			m.stateSynced.Store(true)
 		}
 		m.shell.note(ev, changes)
-		if m.plane != nil {
-			switch ev.Kind {
-			case events.KindMembership:
-				m.plane.sync(fleetNames, ev.Key)
-			case events.KindMember, events.KindConfig:
-				m.plane.sync(fleetNames, "")
-			}
-			m.plane.poke()
-		}
+		m.mode.Applied(ctx, ev)
 		m.metrics.Events.WithLabelValues(string(ev.Kind)).Inc()
 		m.metrics.EventLag.Observe(time.Since(ev.Time).Seconds())
 		for _, t := range transitions {
@@ -616,9 +570,7 @@ func (m *Manager) becomeLeader(ctx context.Context, id string) {
 	// replica.
 	go m.ensureRoot(ctx)
 	m.shell.resync(true, time.Time{})
-	if m.plane != nil {
-		m.plane.poke()
-	}
+	m.mode.BecameLeader(ctx)
 }
 
 // leaseTerm is this lead's term: the resourceVersion of the Lease as read

@@ -5,7 +5,6 @@ import (
 	"hash/fnv"
 	"io"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -455,8 +454,7 @@ func (m *Manager) materialize(ctx context.Context, name string, how apply.Pass) 
 		in = m.settings()
 	} else {
 		c := m.st.Config()
-		in = projector.Input{EnrolledNamespaces: c.EnrolledNamespaces, CoverResources: projector.CoverResources(c.CoverResources),
-			Plane: c.Mode == events.ModeManagement, Members: m.st.Members()}
+		in = projector.NodeSettings(m.st, c.EnrolledNamespaces, projector.CoverResources(c.CoverResources))
 	}
 	seq := m.st.LastSeq()
 	m.mu.Unlock()
@@ -481,13 +479,9 @@ func (m *Manager) materialize(ctx context.Context, name string, how apply.Pass) 
 		m.shell.forgetStatus(name)
 	} else {
 		// A node deleted has no outcome to report: the state dropped it
-		// with the node. On a plane the outcome is the copier's (how the
-		// members hold the node's copies), not this applier's.
-		var oseq uint64
-		var err error
-		if m.plane == nil {
-			oseq, err = m.reportOutcome(ctx, name, res.Outcomes[name])
-		}
+		// with the node. The mode says what the applier's outcome is to
+		// the node.
+		oseq, err := m.mode.NodeApplied(ctx, name, res.Outcomes[name])
 		if err != nil {
 			if ctx.Err() == nil {
 				klog.FromContext(ctx).Error(err, "cannot report the applier's outcome through the event stream; the node is compared again", "node", name)
@@ -510,13 +504,7 @@ func (m *Manager) materialize(ctx context.Context, name string, how apply.Pass) 
 				m.rec.Wait(oseq)
 			}
 			st := projector.ProjectStatus(&n, in)
-			// A plane's team's status carries its hold record: written on
-			// the version the state read, or not at all.
-			version := ""
-			if in.Plane && n.Role == v1beta1.RoleClusterQueue && n.Version > 0 {
-				version = strconv.FormatUint(n.Version, 10)
-			}
-			sres := m.applier.ApplyNodeStatus(ctx, name, st, version, how)
+			sres := m.applier.ApplyNodeStatus(ctx, name, st, projector.StatusVersion(&n, in), how)
 			if sres.Writes > 0 {
 				m.shell.statusWritten(name, time.Now())
 			}

@@ -234,3 +234,14 @@ func teamCopy(n *FleetNode, cluster, origin string, plan state.CopyPlan) *v1beta
 	})
 	return c
 }
+
+// StatusVersion is the resourceVersion a node's status is written on, ""
+// for an unconditional write: a plane team's status carries its hold
+// record, so it is written on the version the state read, or not at all
+// (a compare-and-swap: see docs/manager.md, the fleet's promise).
+func StatusVersion(n *Node, in Input) string {
+	if in.Plane && n.Role == v1beta1.RoleClusterQueue && n.Version > 0 {
+		return strconv.FormatUint(n.Version, 10)
+	}
+	return ""
+}

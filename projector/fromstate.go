@@ -40,6 +40,14 @@ func Settings(s *state.State, enrolled []string, cover map[string]resource.Quant
 	return in
 }
 
+// NodeSettings is what projecting one node other than root reads
+// besides the node: Settings without root's capacity and devices, which
+// only root's status carries.
+func NodeSettings(s *state.State, enrolled []string, cover map[string]resource.Quantity) Input {
+	return Input{EnrolledNamespaces: enrolled, CoverResources: cover,
+		Plane: s.Config().Mode == events.ModeManagement, Members: s.Members()}
+}
+
 // NodeFromState is one node of the projection's input, read from the
 // state; false when the node does not exist.
 func NodeFromState(s *state.State, name string) (Node, bool) {

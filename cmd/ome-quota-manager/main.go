@@ -83,7 +83,12 @@ func run(args []string) int {
 		logger.Error(err, "cannot reach the API server")
 		return 1
 	}
-	m, err := manager.New(opts, cfg)
+	// The one place that picks the mode's implementation.
+	build := manager.New
+	if opts.Mode == manager.ModeManagement {
+		build = manager.NewPlane
+	}
+	m, err := build(opts, cfg)
 	if err != nil {
 		logger.Error(err, "cannot build the manager")
 		return 1
