@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"ome.io/quota-manager/manager"
+	"ome.io/quota-manager/manager/plane"
 	"ome.io/quota-manager/replay"
 	"ome.io/quota-manager/webhook"
 )
@@ -86,7 +87,7 @@ func run(args []string) int {
 	// The one place that picks the mode's implementation.
 	build := manager.New
 	if opts.Mode == manager.ModeManagement {
-		build = manager.NewPlane
+		build = plane.New
 	}
 	m, err := build(opts, cfg)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/cluster-inventory-api/pkg/credentials"
 
 	"ome.io/quota-manager/manager"
+	"ome.io/quota-manager/manager/plane"
 )
 
 // A management plane's values, one file per way of listing its members.
@@ -72,7 +73,7 @@ func TestPlaneFromKubeconfigSecrets(t *testing.T) {
 	require.Equal(t, map[string]string{"east": "east-kubeconfig", "west": "west-kubeconfig/config"}, cm.Data)
 	parsed := map[string]string{}
 	for name, v := range cm.Data {
-		secret, key, err := manager.ParseMemberEntry(name, v)
+		secret, key, err := plane.ParseMemberEntry(name, v)
 		require.NoError(t, err)
 		parsed[name] = secret + " " + key
 	}

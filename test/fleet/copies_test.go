@@ -16,7 +16,7 @@ import (
 	"ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/api/v1beta1/aqtest"
 	"ome.io/quota-manager/events"
-	"ome.io/quota-manager/manager"
+	"ome.io/quota-manager/manager/plane"
 	"ome.io/quota-manager/projector"
 	"ome.io/quota-manager/projector/apply"
 	"ome.io/quota-manager/state"
@@ -108,7 +108,7 @@ func TestCopyWriter(t *testing.T) {
 		east := events.MemberSeen(t0, "east", []string{"a100"}, gpus("6"))
 		for _, aq := range have() {
 			if aq.Labels[v1beta1.OriginLabel] == "plane-1" {
-				east.Member.Copies = append(east.Member.Copies, manager.CopyOf(aq))
+				east.Member.Copies = append(east.Member.Copies, plane.CopyOf(aq))
 			}
 		}
 		slices.SortFunc(east.Member.Copies, func(a, b events.MemberCopy) int { return strings.Compare(a.Node, b.Node) })

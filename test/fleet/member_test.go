@@ -21,7 +21,7 @@ import (
 	"ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/api/v1beta1/aqtest"
 	"ome.io/quota-manager/events"
-	"ome.io/quota-manager/manager"
+	"ome.io/quota-manager/manager/plane"
 	"ome.io/quota-manager/test/testutil"
 )
 
@@ -108,11 +108,11 @@ func (l *link) through(cfg *rest.Config) *rest.Config {
 
 // watchMember runs a member source on cfg until the test ends; what it
 // publishes arrives on the channel.
-func watchMember(t *testing.T, name string, cfg *rest.Config, origin string) (*manager.MemberSource, <-chan events.Event) {
+func watchMember(t *testing.T, name string, cfg *rest.Config, origin string) (*plane.MemberSource, <-chan events.Event) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	published := make(chan events.Event, 64)
-	src := &manager.MemberSource{Name: name, Quotas: versioned.NewForConfigOrDie(cfg), Kueue: kueueclient.NewForConfigOrDie(cfg), Origin: origin,
+	src := &plane.MemberSource{Name: name, Quotas: versioned.NewForConfigOrDie(cfg), Kueue: kueueclient.NewForConfigOrDie(cfg), Origin: origin,
 		Publish: func(ev events.Event) { published <- ev },
 		Now:     time.Now, Settle: 50 * time.Millisecond, LostAfter: time.Second}
 	done := make(chan struct{})

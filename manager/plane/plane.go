@@ -1,4 +1,4 @@
-package manager
+package plane
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 	"ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/events"
 	"ome.io/quota-manager/events/sources"
+	"ome.io/quota-manager/manager"
 	"ome.io/quota-manager/projector"
 	"ome.io/quota-manager/projector/apply"
 	"ome.io/quota-manager/state"
@@ -38,8 +39,8 @@ import (
 // statuses from the workload shell, which writes no Kueue object here
 // (nothing is enrolled on a plane).
 type plane struct {
-	h    Host
-	opts *Options
+	h    manager.Host
+	opts *manager.Options
 	inv  inventory
 
 	mu sync.Mutex
@@ -99,15 +100,27 @@ const (
 	memberLostAfter = 3 * time.Second
 )
 
-// NewPlane builds a manager that runs a management plane
+// New builds a manager that runs a management plane
 // (--mode=management); nothing runs until Run.
-func NewPlane(o *Options, cfg *rest.Config) (*Manager, error) {
-	return NewMode(o, cfg, func(h Host) (Mode, error) { return newPlane(h, cfg) })
+func New(o *manager.Options, cfg *rest.Config) (*manager.Manager, error) {
+	m, _, err := newManager(o, cfg)
+	return m, err
+}
+
+// newManager is New, with the plane the manager runs.
+func newManager(o *manager.Options, cfg *rest.Config) (*manager.Manager, *plane, error) {
+	var p *plane
+	m, err := manager.NewMode(o, cfg, func(h manager.Host) (manager.Mode, error) {
+		var err error
+		p, err = newPlane(h, cfg)
+		return p, err
+	})
+	return m, p, err
 }
 
 // newPlane builds the plane and its inventory; cfg reaches the plane's
 // own cluster.
-func newPlane(h Host, cfg *rest.Config) (*plane, error) {
+func newPlane(h manager.Host, cfg *rest.Config) (*plane, error) {
 	o := h.Options()
 	p := &plane{h: h, opts: o, running: map[string]*planeMember{}, access: map[string]memberAccess{}, guardDirty: make(chan struct{}, 1), guardErr: map[string]string{}}
 	ns := o.ClusterProfileNamespace
@@ -115,7 +128,7 @@ func newPlane(h Host, cfg *rest.Config) (*plane, error) {
 		ns = os.Getenv("POD_NAMESPACE")
 	}
 	switch o.MembersFrom {
-	case MembersFromClusterProfiles:
+	case manager.MembersFromClusterProfiles:
 		if ns == "" {
 			return nil, fmt.Errorf("--clusterprofile-namespace is empty and POD_NAMESPACE is not set: say which namespace holds the fleet's ClusterProfiles")
 		}
@@ -125,7 +138,7 @@ func newPlane(h Host, cfg *rest.Config) (*plane, error) {
 			return nil, err
 		}
 		p.inv = inv
-	case MembersFromSecrets:
+	case manager.MembersFromSecrets:
 		ns := os.Getenv("POD_NAMESPACE")
 		if o.MembersNamespace != "" {
 			ns = o.MembersNamespace
@@ -135,23 +148,23 @@ func newPlane(h Host, cfg *rest.Config) (*plane, error) {
 		}
 		p.inv = newSecretInventory(p, ns)
 	default:
-		return nil, fmt.Errorf("--members-from=%q: use %q or %q", o.MembersFrom, MembersFromClusterProfiles, MembersFromSecrets)
+		return nil, fmt.Errorf("--members-from=%q: use %q or %q", o.MembersFrom, manager.MembersFromClusterProfiles, manager.MembersFromSecrets)
 	}
 	return p, nil
 }
 
 // clusterProfileAPI is what a plane whose members are ClusterProfiles
 // watches.
-var clusterProfileAPI = API{
+var clusterProfileAPI = manager.API{
 	GroupVersion: "multicluster.x-k8s.io/v1alpha1", Resources: []string{"clusterprofiles"},
 	What: "the ClusterProfile CRD (SIG-Multicluster's cluster inventory)",
 	Fix:  "install it with your fleet manager (Open Cluster Management, GKE Fleet, ...) or from sigs.k8s.io/cluster-inventory-api's config/crd, or run the plane with --members-from=secrets",
 }
 
 // APIs: a plane reads its own AcceleratorQuotas, and its inventory.
-func (p *plane) APIs() []API {
-	if p.opts.MembersFrom == MembersFromClusterProfiles {
-		return []API{clusterProfileAPI}
+func (p *plane) APIs() []manager.API {
+	if p.opts.MembersFrom == manager.MembersFromClusterProfiles {
+		return []manager.API{clusterProfileAPI}
 	}
 	return nil
 }
@@ -289,7 +302,7 @@ func (p *plane) startLocked(name string) {
 }
 
 // connect builds the clients of one member.
-func (mb *planeMember) connect(o *Options, base *rest.Config) error {
+func (mb *planeMember) connect(o *manager.Options, base *rest.Config) error {
 	cfg := rest.CopyConfig(base)
 	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
 	cfg.UserAgent = "ome-quota-manager-plane"

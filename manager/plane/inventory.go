@@ -1,4 +1,4 @@
-package manager
+package plane
 
 import (
 	"context"
@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/cluster-inventory-api/pkg/credentials"
 
 	"ome.io/quota-manager/events"
+	"ome.io/quota-manager/manager"
 )
 
 // The plane's inventory says which clusters are in its fleet and how to
@@ -69,7 +70,7 @@ type inventory interface {
 // by cluster name: the clusters that left first, then those that joined
 // or changed.
 type memberships struct {
-	h         Host
+	h         manager.Host
 	mu        sync.Mutex
 	published map[string]events.Membership
 }

@@ -1,4 +1,4 @@
-package manager
+package plane
 
 import (
 	"context"
@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/cluster-inventory-api/pkg/credentials"
 
 	"ome.io/quota-manager/events"
+	"ome.io/quota-manager/manager"
 )
 
 // kubeconfig is a member kubeconfig as the docs build it (one cluster
@@ -349,15 +350,15 @@ esac
 
 // testPlane is a plane that only records the accesses it is given, and a
 // stream that holds what the inventory publishes.
-func testPlane(t *testing.T, o *Options) (*Manager, *plane) {
+func testPlane(t *testing.T, o *manager.Options) (*testHost, *plane) {
 	t.Helper()
-	m := &Manager{opts: o, stream: events.NewStream(256, 1)}
-	return m, &plane{h: host{m}, opts: o, running: map[string]*planeMember{}, access: map[string]memberAccess{}}
+	h := newTestHost(o)
+	return h, &plane{h: h, opts: o, running: map[string]*planeMember{}, access: map[string]memberAccess{}}
 }
 
 // memberships drains the stream: the members it last published, with
 // each one's message when it left.
-func publishedMembers(t *testing.T, m *Manager) (members []string, left map[string]string) {
+func publishedMembers(t *testing.T, m *testHost) (members []string, left map[string]string) {
 	t.Helper()
 	m.stream.Close()
 	in := map[string]bool{}
@@ -419,7 +420,7 @@ func TestProfileInventory(t *testing.T) {
 		}
 	}
 	write("echo \"no token for $0: Secret ome/west is missing\" >&2\nexit 1\n")
-	_, p := testPlane(t, DefaultOptions())
+	_, p := testPlane(t, manager.DefaultOptions())
 	sel, err := labels.Parse("fleet=gpu")
 	if err != nil {
 		t.Fatal(err)
@@ -480,7 +481,7 @@ func TestProfileInventory(t *testing.T) {
 // its member, unreachable for its reason.
 func TestSecretInventoryDuplicates(t *testing.T) {
 	ctx := context.Background()
-	m, p := testPlane(t, DefaultOptions())
+	m, p := testPlane(t, manager.DefaultOptions())
 	inv := newSecretInventory(p, "ome")
 	read := func(member, secret string, data []byte) *secretWatch {
 		cfg, server, err := memberKubeconfig(member, "Secret ome/"+secret+", key kubeconfig", data, false)
@@ -517,7 +518,7 @@ func TestSecretInventoryDuplicates(t *testing.T) {
 
 	// east-2 first by name: a rename makes it the member, and east leaves,
 	// saying why.
-	m, p = testPlane(t, DefaultOptions())
+	m, p = testPlane(t, manager.DefaultOptions())
 	inv.p, inv.members = p, memberships{h: p.h, published: map[string]events.Membership{"east": {Member: true, Source: source + " (Secret east-kubeconfig, key kubeconfig)"}}}
 	inv.entries = map[string]string{"east": "east-kubeconfig", "a-east": "east-2"}
 	inv.secrets = map[string]*secretWatch{"east": inv.secrets["east"], "a-east": read("a-east", "east-2", kubeconfig(t, nil))}

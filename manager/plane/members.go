@@ -1,4 +1,4 @@
-package manager
+package plane
 
 import (
 	"cmp"
