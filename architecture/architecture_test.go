@@ -2,6 +2,7 @@ package architecture
 
 import (
 	"go/types"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -130,6 +131,58 @@ func TestCheckSeesAViolation(t *testing.T) {
 	}
 	if !found {
 		t.Error("the manager reads the clock, and the check does not see it")
+	}
+}
+
+// TestPlaneBehindItsSeam: the management plane's shell is package
+// manager/plane, which implements manager.Mode. Imports point down: the
+// manager never reaches the plane. And no file of the manager outside
+// options.go (where --mode is parsed, checked and turned into the state's
+// configuration) reads the management mode: the plane's work is the
+// plane's package's, and the shell calls it only through the seam.
+func TestPlaneBehindItsSeam(t *testing.T) {
+	const plane = module + "manager/plane"
+	pkgs := load(t, packages.NeedName|packages.NeedImports|packages.NeedDeps|packages.NeedTypes|packages.NeedTypesInfo|packages.NeedSyntax,
+		module+"manager", plane)
+	var shell, planePkg *packages.Package
+	for _, p := range pkgs {
+		switch p.PkgPath {
+		case module + "manager":
+			shell = p
+		case plane:
+			planePkg = p
+		}
+	}
+	if shell == nil || planePkg == nil {
+		t.Fatalf("loaded %d packages, want manager and manager/plane", len(pkgs))
+	}
+	if _, ok := planePkg.Imports[module+"manager"]; !ok {
+		t.Errorf("%s does not import the manager: the check below looks at nothing the plane plugs into", plane)
+	}
+	packages.Visit([]*packages.Package{shell}, func(dep *packages.Package) bool {
+		if dep.PkgPath == plane {
+			t.Errorf("the manager reaches %s: the plane imports the manager, never the other way", plane)
+		}
+		return true
+	}, nil)
+	modes := map[string]bool{module + "manager.ModeManagement": true, module + "events.ModeManagement": true}
+	seen := 0
+	for id, obj := range shell.TypesInfo.Uses {
+		c, ok := obj.(*types.Const)
+		if !ok || c.Pkg() == nil || !modes[c.Pkg().Path()+"."+c.Name()] {
+			continue
+		}
+		pos := shell.Fset.Position(id.Pos())
+		if strings.HasSuffix(pos.Filename, "_test.go") {
+			continue
+		}
+		seen++
+		if filepath.Base(pos.Filename) != "options.go" {
+			t.Errorf("%s: the manager reads the management mode (%s) outside options.go: put the plane's work behind manager.Mode, in %s", pos, c.Name(), plane)
+		}
+	}
+	if seen == 0 {
+		t.Error("no use of the management mode was found in the manager, not even options.go's: the check read nothing")
 	}
 }
 
