@@ -48,11 +48,40 @@ func SameShape(name string, a, b *v1beta1.AcceleratorQuotaSpec) bool {
 // pair of one of old's, with a nominal no larger (an amount above MaxAmount
 // counts as 0, as everywhere, and is BudgetInvalid on the node itself).
 func (s *State) AdmitLowering(name string, old, spec *v1beta1.AcceleratorQuotaSpec) (Admission, bool) {
-	m := s.members[name]
-	if old == nil || m == nil || !m.shape.equal(shapeOf(name, old)) || !Within(name, old, spec) {
+	if old == nil {
 		return Admission{}, false
 	}
-	return s.Admit(name, spec), true
+	return s.AdmitLoweringParsed(Parse(name, old), Parse(name, spec))
+}
+
+// AdmitLoweringParsed is AdmitLowering on specs parsed beforehand (Parse),
+// so that a caller that holds the reducer's lock parses nothing under it.
+func (s *State) AdmitLoweringParsed(old, w Parsed) (Admission, bool) {
+	m := s.members[w.name]
+	if old.spec == nil || w.spec == nil || old.name != w.name || m == nil || !m.shape.equal(old.sh) ||
+		w.name == v1beta1.RootName || !within(old.sh, w.sh) {
+		return Admission{}, false
+	}
+	return s.AdmitParsed(w), true
+}
+
+// Parsed is one node's spec as the rules read it, its budgets parsed:
+// a judgement made with it under the reducer's lock parses nothing there.
+type Parsed struct {
+	name string
+	spec *v1beta1.AcceleratorQuotaSpec // nil: the node is deleted
+	sh   shape
+}
+
+// Parse reads spec, written to node name (nil: deleting it), for the
+// rules: AdmitParsed, AdmitLoweringParsed and CoveredBy take what it
+// returns.
+func Parse(name string, spec *v1beta1.AcceleratorQuotaSpec) Parsed {
+	p := Parsed{name: name, spec: spec}
+	if spec != nil {
+		p.sh = shapeOf(name, spec)
+	}
+	return p
 }
 
 // Within reports whether spec, written to node name, is ceiling or a
@@ -123,6 +152,12 @@ func Admit(tree Tree, marks map[Pair]Amount, flavors map[string]bool, cfg events
 // O(children), a move O(depth) plus the nodes whose place changes. It does
 // not modify s.
 func (s *State) Admit(name string, spec *v1beta1.AcceleratorQuotaSpec) Admission {
+	return s.AdmitParsed(Parse(name, spec))
+}
+
+// AdmitParsed is Admit on a write parsed beforehand (Parse).
+func (s *State) AdmitParsed(w Parsed) Admission {
+	name, spec := w.name, w.spec
 	if a, refused := refuseDelete(name, spec, s.children(name)); refused {
 		return a
 	}
@@ -133,7 +168,7 @@ func (s *State) Admit(name string, spec *v1beta1.AcceleratorQuotaSpec) Admission
 		return a
 	}
 	before := stateView{s}
-	after := s.writeView(name, spec)
+	after := s.writeView(w)
 	names := after.affected()
 	return conclude(name, spec, violationsIn(before, names), violationsIn(after, names), before, after)
 }
@@ -412,13 +447,14 @@ type afterWrite struct {
 	places map[string]Place
 }
 
-func (s *State) writeView(name string, spec *v1beta1.AcceleratorQuotaSpec) *afterWrite {
+func (s *State) writeView(p Parsed) *afterWrite {
+	name, spec := p.name, p.spec
 	w := &afterWrite{State: s, name: name, spec: spec, places: map[string]Place{}}
 	if m := s.members[name]; m != nil {
 		w.old, w.existed = m.shape, true
 	}
 	if spec != nil {
-		w.sh = shapeOf(name, spec)
+		w.sh = p.sh
 		if !w.existed || w.old.parent != w.sh.parent {
 			w.replace()
 		}

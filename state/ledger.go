@@ -67,9 +67,15 @@ func Standing(r *v1beta1.Reservation) bool { return r.Operation == "UPDATE" && r
 // the state holds its object with a spec that r.Spec is within, so every
 // write it stands for makes the node no larger than it is already.
 func (s *State) Covered(r *v1beta1.Reservation) bool {
+	return s.CoveredBy(r, Parse(r.Node, r.Spec))
+}
+
+// CoveredBy is Covered with r's spec parsed beforehand (Parse(r.Node,
+// r.Spec)), so that under the reducer's lock it only compares.
+func (s *State) CoveredBy(r *v1beta1.Reservation, p Parsed) bool {
 	m := s.members[r.Node]
-	return Standing(r) && m != nil && m.uid == r.UID && r.Spec != nil && r.Node != v1beta1.RootName &&
-		within(m.shape, shapeOf(r.Node, r.Spec))
+	return Standing(r) && m != nil && m.uid == r.UID && r.Spec != nil && p.spec != nil && p.name == r.Node &&
+		r.Node != v1beta1.RootName && within(m.shape, p.sh)
 }
 
 // zone is what a write reads or changes of the tree: facts are the nodes
@@ -78,35 +84,37 @@ func (s *State) Covered(r *v1beta1.Reservation) bool {
 // changes (a move, a delete, the create of a node that has children
 // already); ancestors the nodes whose places decide the written node's
 // own (the old and new parents' chains, for a create or a move).
-type zone struct{ facts, placed, ancestors map[string]bool }
+type zone struct{ facts, placed, ancestors []string }
 
 func (s *State) zoneOf(name string, spec *v1beta1.AcceleratorQuotaSpec) zone {
-	z := zone{facts: map[string]bool{name: true}, placed: map[string]bool{}, ancestors: map[string]bool{}}
+	z := zone{facts: []string{name}}
 	m := s.members[name]
 	// Only the parents matter here: a reservation's spec is not parsed
 	// (its budgets) on every look, which each applied event repeats.
-	var old, next shape
+	var old, next string
 	if m != nil {
-		old = m.shape
+		old = m.shape.parent
 	}
 	if spec != nil {
-		next.parent = parentOf(name, spec)
+		next = parentOf(name, spec)
 	}
-	for _, p := range []string{old.parent, next.parent} {
+	for _, p := range []string{old, next} {
 		if p != "" {
-			z.facts[p] = true
+			z.facts = append(z.facts, p)
 		}
 	}
-	moved := spec != nil && (m == nil || old.parent != next.parent)
+	moved := spec != nil && (m == nil || old != next)
 	if spec == nil || (m != nil && moved) || (m == nil && len(s.kids[name]) > 0) {
-		z.placed[name] = true
+		z.placed = []string{name}
 	}
 	if moved {
 		// The node's place before and after the write decides its
 		// violations on both sides.
-		for _, p := range []string{old.parent, next.parent} {
-			for cur := p; cur != "" && !z.ancestors[cur]; {
-				z.ancestors[cur] = true
+		seen := map[string]bool{}
+		for _, p := range []string{old, next} {
+			for cur := p; cur != "" && !seen[cur]; {
+				seen[cur] = true
+				z.ancestors = append(z.ancestors, cur)
 				pm := s.members[cur]
 				if pm == nil {
 					break
@@ -118,41 +126,76 @@ func (s *State) zoneOf(name string, spec *v1beta1.AcceleratorQuotaSpec) zone {
 	return z
 }
 
-// meets reports whether two writes' zones overlap where one changes what
-// the other reads.
-func (z zone) meets(o zone) bool {
-	return overlap(z.facts, o.facts) || overlap(z.placed, o.ancestors) || overlap(o.placed, z.ancestors)
-}
-
-func (z zone) add(o zone) {
-	maps.Copy(z.facts, o.facts)
-	maps.Copy(z.placed, o.placed)
-	maps.Copy(z.ancestors, o.ancestors)
-}
-
 // Related are the reservations of pending that can change the verdict of
 // writing spec to name (nil: deleting it): those whose zone meets the
 // write's, and those whose zone meets theirs, and so on, in the order
-// given. Two writes whose zones do not meet cannot change each other's
-// verdict: the rules of the nodes a write can change (State.Admit's
-// affected nodes) read only their own specs and places, their parents'
-// roles and their children's totals.
+// given. Two writes' zones meet where one changes what the other reads: a
+// fact of both, or a node one places among the other's ancestors. Two
+// writes whose zones do not meet cannot change each other's verdict: the
+// rules of the nodes a write can change (State.Admit's affected nodes)
+// read only their own specs and places, their parents' roles and their
+// children's totals.
+//
+// The closure is a walk over an index of the zones by node, so it costs
+// the sum of the zones' sizes, linear in pending (a zone holds the node,
+// its parents, and for a move their chains), however the reservations
+// chain into one another.
 func (s *State) Related(name string, spec *v1beta1.AcceleratorQuotaSpec, pending []v1beta1.Reservation) []v1beta1.Reservation {
-	mine := s.zoneOf(name, spec)
+	// By node: the reservations that have it as a fact, that place it,
+	// and that have it among their ancestors.
+	byFact, byPlaced, byAncestor := map[string][]int{}, map[string][]int{}, map[string][]int{}
 	zones := make([]zone, len(pending))
 	for i := range pending {
-		zones[i] = s.zoneOf(pending[i].Node, pending[i].Spec)
+		z := s.zoneOf(pending[i].Node, pending[i].Spec)
+		zones[i] = z
+		for _, n := range z.facts {
+			byFact[n] = append(byFact[n], i)
+		}
+		for _, n := range z.placed {
+			byPlaced[n] = append(byPlaced[n], i)
+		}
+		for _, n := range z.ancestors {
+			byAncestor[n] = append(byAncestor[n], i)
+		}
 	}
 	in := make([]bool, len(pending))
-	for grew := true; grew; {
-		grew = false
-		for i, z := range zones {
-			if in[i] || !mine.meets(z) {
-				continue
+	var queue []int
+	reach := func(idx []int) {
+		for _, j := range idx {
+			if !in[j] {
+				in[j] = true
+				queue = append(queue, j)
 			}
-			in[i], grew = true, true
-			mine.add(z)
 		}
+	}
+	// What the related writes read and change so far: a reservation
+	// whose zone meets it is related.
+	facts, placed, ancestors := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	add := func(z zone) {
+		for _, n := range z.facts {
+			if !facts[n] {
+				facts[n] = true
+				reach(byFact[n])
+			}
+		}
+		for _, n := range z.placed {
+			if !placed[n] {
+				placed[n] = true
+				reach(byAncestor[n])
+			}
+		}
+		for _, n := range z.ancestors {
+			if !ancestors[n] {
+				ancestors[n] = true
+				reach(byPlaced[n])
+			}
+		}
+	}
+	add(s.zoneOf(name, spec))
+	for len(queue) > 0 {
+		j := queue[0]
+		queue = queue[1:]
+		add(zones[j])
 	}
 	var out []v1beta1.Reservation
 	for i := range pending {
@@ -161,18 +204,6 @@ func (s *State) Related(name string, spec *v1beta1.AcceleratorQuotaSpec, pending
 		}
 	}
 	return out
-}
-
-func overlap(a, b map[string]bool) bool {
-	if len(a) > len(b) {
-		a, b = b, a
-	}
-	for n := range a {
-		if b[n] {
-			return true
-		}
-	}
-	return false
 }
 
 // MaxUncertain bounds how many unsettled reservations one verdict weighs:
