@@ -1,8 +1,11 @@
 package state
 
 import (
+	"cmp"
 	"maps"
+	"slices"
 	"strconv"
+	"strings"
 
 	"ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/events"
@@ -241,82 +244,227 @@ func AdmitUncertain(tree Tree, marks map[Pair]Amount, flavors map[string]bool, c
 }
 
 // AdmitDominated judges writing spec to name on tree (with marks, flavors
-// and cfg) on one combination of the reserved writes that may land, the
-// one that bounds the others, when there is such a combination: it reports
-// false, having judged nothing, when a reservation is not of the kind
-// below, and the refusal when the write is refused there. Then it holds for
-// any number of reservations, where AdmitUncertain, which tries every
-// combination, is bounded by MaxUncertain.
+// and cfg) beside any number of reserved writes that may land, where
+// AdmitUncertain, which tries every combination, is bounded by
+// MaxUncertain. It splits them in two:
 //
-// Each reservation must be on a team (not root, not the written node, and
-// no other reservation on the same team) and do no more than raise the
-// team's budgets, add the team or take it away. A raise keeps a team the
-// tree holds in the same seat (SameSeat), with every budget of the tree's
-// within the reservation's (Within: the pair kept, the nominal no
-// smaller); a standing reservation's writes all are within its spec. A
-// create adds a team the tree does not hold, a delete takes one it holds;
-// for those, no node of the tree and not the write names the team as its
-// parent. The bounding combination has every raise and create landed and
-// no delete.
+//   - the bounded: the reserved writes, of any kind (a create, a delete,
+//     an update, a move, a standing reservation, whose writes are each
+//     within its spec), of a node that is not root, not the written one,
+//     and that nothing names as its parent but other bounded writes: no
+//     node of tree, not the write, no other reserved write. A node that
+//     bounded writes name keeps one parent on every outcome. They are
+//     laid on the tree at their bound: each such node present, under each
+//     parent some outcome gives it, with per (resource, flavor) the
+//     largest nominal its outcomes there give it (the node as the tree
+//     holds it and each reserved spec). A node under two parents is under
+//     one by its name and under the other by a name of its own, which the
+//     answer maps back;
+//   - the rest, at most MaxUncertain (else it reports false, having
+//     judged nothing), whose every combination is tried on that bound; a
+//     standing one among them must be a team's (its writes, within its
+//     spec, then weigh no more than its spec: a team's budgets cap
+//     nothing).
 //
-// Why a write admitted there is admitted on every combination: what the
-// rules read of a team itself (its budgets, flavors, split, place and its
-// parent's role) is the same before and after the write, which is of
-// another node, so whichever spec the team has, its own violations add
-// no refusal; and where the team is absent it has none. Across nodes, a
-// team's budgets are read only by ContainmentViolated on its parent,
-// through the children's total, and its presence only by its parent's
-// list of children (a delete of the parent is refused while it has any),
-// no other node naming it. Per Cohort and pair, the overrun before the
-// write is the children's total less the budget, largest on the bounding
-// combination; the write changes it by an amount d of its own (its change
-// to that total and to that budget), the same on every combination. The
-// write is refused on that key when the overrun after it is above 0 and
-// new or larger: when d > 0 and the overrun after it is above 0, which,
-// holding on a combination, holds on the bounding one. And a parent that
-// has a child on some combination has it on the bounding one.
+// It reports the first refusal, with false, or the admission, with true.
+//
+// Why a write admitted there is admitted on every outcome of the bounded
+// writes (docs/webhook.md argues it in full): a bounded node's children,
+// on any outcome, are bounded nodes, which the bound holds too, so the
+// rules read a bounded node from elsewhere only through its parent: the
+// parent's children's total, and its list of children. What they read of
+// the node itself (its spec, its place, its parent's role, its children's
+// total) does not change with the write, which is of another node and
+// names none of them, or changes alike on every outcome where the node
+// exists (its place and its parent's role do not depend on its spec or
+// its children, and a node with children has one parent), and the bound
+// holds the node wherever an outcome does. Per Cohort and pair, the
+// overrun before the write is the children's total less the budget,
+// largest on the bound; the write moves it by an amount of its own, the
+// same on every outcome, and is refused on that key when the overrun
+// after it is above 0 and it raised it, which, holding on an outcome,
+// holds on the bound. A delete of a parent is refused on the bound
+// whenever it is on an outcome: the bound holds every child some outcome
+// holds.
 func AdmitDominated(tree Tree, marks map[Pair]Amount, flavors map[string]bool, cfg events.Config,
 	name string, spec *v1beta1.AcceleratorQuotaSpec, pending []v1beta1.Reservation) (Admission, bool) {
 	if len(pending) == 0 {
 		return Admission{}, false
 	}
-	bound := maps.Clone(tree)
-	if bound == nil {
-		bound = Tree{}
+	byNode := map[string][]int{}
+	for i := range pending {
+		byNode[pending[i].Node] = append(byNode[pending[i].Node], i)
 	}
-	var parents map[string]bool // the names some node of tree, or the write, names as its parent
-	named := func(n string) bool {
-		if parents == nil {
-			parents = make(map[string]bool, len(tree)+1)
-			for c, sp := range tree {
-				if p := parentOf(c, sp); p != c {
-					parents[p] = true
-				}
-			}
-			if spec != nil {
-				parents[parentOf(name, spec)] = true
+	// named: the parents that a node of tree, or the write, names.
+	named := make(map[string]bool, len(tree)+1)
+	for c, sp := range tree {
+		if p := parentOf(c, sp); p != c {
+			named[p] = true
+		}
+	}
+	if spec != nil {
+		named[parentOf(name, spec)] = true
+	}
+	bounded := map[string]bool{}
+	for n := range byNode {
+		bounded[n] = n != name && n != v1beta1.RootName && !named[n]
+	}
+	// parents counts the parents a node has on its outcomes.
+	parents := func(n string) int {
+		seen := map[string]bool{}
+		if sp := tree[n]; sp != nil {
+			seen[parentOf(n, sp)] = true
+		}
+		for _, i := range byNode[n] {
+			if sp := pending[i].Spec; sp != nil {
+				seen[parentOf(n, sp)] = true
 			}
 		}
-		return parents[n]
+		return len(seen)
 	}
-	seen := make(map[string]bool, len(pending))
-	for _, r := range pending {
-		if r.Node == name || r.Node == v1beta1.RootName || seen[r.Node] {
+	// A reserved write that is not bounded names its parent: that parent
+	// is not bounded either, and so on up. A bounded node that bounded
+	// writes name (children on some outcome) must keep one parent on
+	// every outcome: their places hang on its.
+	for changed := true; changed; {
+		changed = false
+		kids := map[string]bool{}
+		for i := range pending {
+			r := &pending[i]
+			if r.Spec == nil {
+				continue
+			}
+			p := parentOf(r.Node, r.Spec)
+			switch {
+			case p == r.Node:
+			case !bounded[r.Node] && bounded[p]:
+				bounded[p], changed = false, true
+			case bounded[r.Node]:
+				kids[p] = true
+			}
+		}
+		for p := range kids {
+			if bounded[p] && parents(p) > 1 {
+				bounded[p], changed = false, true
+			}
+		}
+	}
+	var rest []v1beta1.Reservation
+	for i := range pending {
+		r := pending[i]
+		if bounded[r.Node] {
+			continue
+		}
+		if Standing(&r) && (r.Spec == nil || r.Spec.Role != v1beta1.RoleClusterQueue) {
+			// Tried at its spec alone, a standing reservation bounds the
+			// writes it stands for only on a team, whose budgets cap
+			// nothing: the webhook makes no other.
 			return Admission{}, false
 		}
-		seen[r.Node] = true
-		cur := tree[r.Node]
-		switch {
-		case cur != nil && r.Spec != nil && SameSeat(r.Node, cur, r.Spec) && Within(r.Node, r.Spec, cur):
-			bound[r.Node] = r.Spec
-		case cur == nil && r.Spec != nil && r.Operation == "CREATE" && r.Spec.Role == v1beta1.RoleClusterQueue && !named(r.Node):
-			bound[r.Node] = r.Spec
-		case cur != nil && r.Spec == nil && cur.Role == v1beta1.RoleClusterQueue && !named(r.Node):
-			// A delete: the team stays on the bounding combination.
-		default:
-			return Admission{}, false
+		rest = append(rest, r)
+	}
+	if len(rest) > MaxUncertain {
+		return Admission{}, false
+	}
+	// The bound of each bounded node: per parent, its largest budgets.
+	type laid struct {
+		name string // the node's, or a name of its own under another parent
+		spec *v1beta1.AcceleratorQuotaSpec
+	}
+	var lay []laid
+	alias := map[string]string{} // a name of its own -> the node's
+	for _, n := range slices.Sorted(maps.Keys(byNode)) {
+		if !bounded[n] {
+			continue
+		}
+		outcomes := []*v1beta1.AcceleratorQuotaSpec{tree[n]}
+		for _, i := range byNode[n] {
+			outcomes = append(outcomes, pending[i].Spec)
+		}
+		byParent := map[string][]*v1beta1.AcceleratorQuotaSpec{}
+		for _, sp := range outcomes {
+			if sp != nil {
+				p := parentOf(n, sp)
+				byParent[p] = append(byParent[p], sp)
+			}
+		}
+		own := ""
+		if cur := tree[n]; cur != nil {
+			own = parentOf(n, cur)
+		} else if len(byParent) > 0 {
+			own = slices.Sorted(maps.Keys(byParent))[0]
+		}
+		for _, p := range slices.Sorted(maps.Keys(byParent)) {
+			as := n
+			if p != own {
+				as = n + "\x00" + p
+				alias[as] = n
+			}
+			lay = append(lay, laid{as, largest(byParent[p])})
 		}
 	}
-	a := Admit(bound, marks, flavors, cfg, name, spec)
-	return a, a.Allowed
+	for mask := 0; mask < 1<<len(rest); mask++ {
+		t := maps.Clone(tree)
+		if t == nil {
+			t = Tree{}
+		}
+		for i, r := range rest {
+			if mask&(1<<i) == 0 {
+				continue
+			}
+			if r.Spec == nil {
+				delete(t, r.Node)
+			} else {
+				t[r.Node] = r.Spec
+			}
+		}
+		for n := range bounded {
+			if bounded[n] {
+				delete(t, n)
+			}
+		}
+		for _, l := range lay {
+			t[l.name] = l.spec
+		}
+		if a := Admit(t, marks, flavors, cfg, name, spec); !a.Allowed {
+			return unalias(a, alias), false
+		}
+	}
+	return Admission{Allowed: true}, true
+}
+
+// largest is the first of specs with, per (resource, flavor), the largest
+// total nominal any of them gives it: one budget per pair.
+func largest(specs []*v1beta1.AcceleratorQuotaSpec) *v1beta1.AcceleratorQuotaSpec {
+	top := map[Pair]Amount{}
+	for _, sp := range specs {
+		sum := map[Pair]Amount{}
+		for _, b := range BudgetsOf(sp) {
+			sum[b.Pair] += b.Nominal
+		}
+		for p, a := range sum {
+			top[p] = max(top[p], a)
+		}
+	}
+	out := specs[0].DeepCopy()
+	out.Budgets = nil
+	for _, p := range slices.SortedFunc(maps.Keys(top), func(a, b Pair) int {
+		return cmp.Or(cmp.Compare(a.Resource, b.Resource), cmp.Compare(a.Flavor, b.Flavor))
+	}) {
+		out.Budgets = append(out.Budgets, v1beta1.Budget{ResourceName: p.Resource, ResourceFlavor: p.Flavor, Nominal: top[p].Quantity()})
+	}
+	return out
+}
+
+// unalias names each node of a refusal by its own name, not by the one it
+// had in the bound under another parent.
+func unalias(a Admission, alias map[string]string) Admission {
+	for as, n := range alias {
+		a.Message = strings.ReplaceAll(a.Message, as, n)
+		for i := range a.Denied {
+			a.Denied[i].Node = strings.ReplaceAll(a.Denied[i].Node, as, n)
+			a.Denied[i].Message = strings.ReplaceAll(a.Denied[i].Message, as, n)
+		}
+	}
+	return a
 }
