@@ -266,6 +266,9 @@ func (r *Reviewer) judge(ctx context.Context, req *admissionv1.AdmissionRequest)
 	} else if old != nil && v1beta1.CheckSpecLimits(old.Spec) != nil {
 		req.OldObject.Raw = nil // a delete: judged, but its old spec not decoded
 	}
+	if why := unreservable(req.UID, w); why != "" {
+		return malformed("%s", why)
+	}
 	unavailable := func(format string, args ...any) Result {
 		return refused(http.StatusServiceUnavailable, VerdictUnavailable, format, args...)
 	}
@@ -293,6 +296,34 @@ func (r *Reviewer) judge(ctx context.Context, req *admissionv1.AdmissionRequest)
 		return labeled(v, VerdictWarned)
 	}
 	return labeled(v, VerdictAllowed)
+}
+
+// The AdmissionLedger CRD's bounds on what a reservation copies from a
+// review (v1beta1.Reservation): the review's uid, the object's uid, the
+// base.
+const (
+	maxReviewUID = 64
+	maxObjectUID = 64
+	maxBase      = 32
+)
+
+// unreservable says why the ledger could not hold w's reservation, or "":
+// a uid or a base longer than its field, or a base that is not a number
+// (the state reads resourceVersions as numbers; one it cannot would
+// never settle). It is checked before anything is read or written for
+// the review; the API server sends UUIDs and etcd's versions, far within.
+func unreservable(uid types.UID, w Write) string {
+	switch {
+	case len(uid) > maxReviewUID:
+		return fmt.Sprintf("request.uid is %d bytes long, more than the %d the admission ledger holds: the API server sends a UUID", len(uid), maxReviewUID)
+	case len(w.ObjectUID) > maxObjectUID:
+		return fmt.Sprintf("the object's metadata.uid is %d bytes long, more than the %d the admission ledger holds: the API server gives a UUID", len(w.ObjectUID), maxObjectUID)
+	case len(w.Base) > maxBase:
+		return fmt.Sprintf("request.oldObject's metadata.resourceVersion is %d bytes long, more than the %d the admission ledger holds", len(w.Base), maxBase)
+	case w.Base != "" && parseVersion(w.Base) == 0:
+		return fmt.Sprintf("request.oldObject's metadata.resourceVersion %q is not a positive number, as the API server's are", clip(w.Base))
+	}
+	return ""
 }
 
 // copyWrite is why a write of a copy that a management plane projected

@@ -13,12 +13,14 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
 	"ome.io/quota-manager/api/v1beta1"
@@ -737,6 +739,61 @@ func TestReviewRefusesNamesTooLong(t *testing.T) {
 			want := "metadata.name is 64 characters long, more than 63, the most the quota manager's CRD allows (a parentRef and the admission ledger hold no more): choose a shorter name"
 			if resp.Allowed || resp.Result.Code != 400 || !strings.Contains(resp.Result.Message, want) {
 				t.Errorf("got %+v, want a 400 saying %q", resp.Result, want)
+			}
+		})
+	}
+}
+
+// TestReviewRefusesWhatTheLedgerCannotHold: a reservation copies the
+// review's uid, the object's uid and the base into fields the ledger's
+// CRD bounds (64, 64 and 32 bytes), and the state reads a base as a
+// number. A review beyond them (only a forged one is) is refused with
+// the bound, before it is judged: nothing is read or written for it, and
+// no reservation the ledger would refuse, or that could never settle, is
+// made.
+func TestReviewRefusesWhatTheLedgerCannotHold(t *testing.T) {
+	r := &Reviewer{Synced: func() bool { return true }, Judge: func(context.Context, Write) (Verdict, error) {
+		t.Fatal("the Judge was called")
+		return Verdict{}, nil
+	}}
+	team := stored(aqtest.Team("team-x", "ml-research").Budget(gpu, "a100", "1").Obj())
+	raised := stored(aqtest.Team("team-x", "ml-research").Budget(gpu, "a100", "2").Obj())
+	with := func(op admissionv1.Operation, edit func(req *admissionv1.AdmissionRequest, obj, old *v1beta1.AcceleratorQuota)) []byte {
+		obj, old := raised.DeepCopy(), team.DeepCopy()
+		obj.UID, old.UID, obj.ResourceVersion, old.ResourceVersion = "u-x", "u-x", "7", "7"
+		var rev admissionv1.AdmissionReview
+		require.NoError(t, json.Unmarshal(reviewOf(t, op, "team-x", nil, nil, false), &rev))
+		edit(rev.Request, obj, old)
+		if op != admissionv1.Delete {
+			rev.Request.Object.Raw, _ = json.Marshal(obj)
+		}
+		if op != admissionv1.Create {
+			rev.Request.OldObject.Raw, _ = json.Marshal(old)
+		}
+		b, err := json.Marshal(rev)
+		require.NoError(t, err)
+		return b
+	}
+	long := strings.Repeat("9", 65)
+	for name, tc := range map[string]struct {
+		body []byte
+		want string
+	}{
+		"a review's uid": {with(admissionv1.Update, func(req *admissionv1.AdmissionRequest, _, _ *v1beta1.AcceleratorQuota) { req.UID = types.UID(long) }),
+			"request.uid is 65 bytes long, more than the 64 the admission ledger holds"},
+		"an object's uid": {with(admissionv1.Create, func(_ *admissionv1.AdmissionRequest, obj, _ *v1beta1.AcceleratorQuota) { obj.UID = types.UID(long) }),
+			"the object's metadata.uid is 65 bytes long, more than the 64"},
+		"a base too long": {with(admissionv1.Delete, func(_ *admissionv1.AdmissionRequest, _, old *v1beta1.AcceleratorQuota) {
+			old.ResourceVersion = long[:33]
+		}),
+			"metadata.resourceVersion is 33 bytes long, more than the 32"},
+		"a base that is no number": {with(admissionv1.Update, func(_ *admissionv1.AdmissionRequest, _, old *v1beta1.AcceleratorQuota) { old.ResourceVersion = "abc" }),
+			`metadata.resourceVersion "abc" is not a positive number`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			resp := r.Review(context.Background(), tc.body).Review.Response
+			if resp.Allowed || resp.Result.Code != 400 || !strings.Contains(resp.Result.Message, tc.want) {
+				t.Errorf("got %+v, want a 400 saying %q", resp.Result, tc.want)
 			}
 		})
 	}
