@@ -39,6 +39,10 @@ type Metrics struct {
 	// reservations not yet seen to land.
 	WebhookLedger    *prometheus.CounterVec
 	WebhookUncertain prometheus.Counter
+	// WebhookWaits counts the reviews that had to wait, by what for and
+	// outcome; WebhookWaiting those waiting now.
+	WebhookWaits   *prometheus.CounterVec
+	WebhookWaiting prometheus.Gauge
 	// WebhookReviewSeconds is the time from a review's arrival to its
 	// answer, by verdict.
 	WebhookReviewSeconds *prometheus.HistogramVec
@@ -97,6 +101,8 @@ func New() *Metrics {
 	m.WebhookVerdicts = counterVec(mWebhookVerdicts)
 	m.WebhookLedger = counterVec(mWebhookLedger)
 	m.WebhookUncertain = counter(mWebhookUncertain)
+	m.WebhookWaits = counterVec(mWebhookWaits)
+	m.WebhookWaiting = gauge(mWebhookWaiting)
 	m.WebhookReviewSeconds = histogramVec(mWebhookReview)
 	m.WebhookPendingSeconds = histogram(mWebhookJudge)
 	m.Leader = gauge(mLeader)
@@ -121,10 +127,15 @@ func New() *Metrics {
 	for _, op := range []string{"CREATE", "UPDATE", "DELETE"} {
 		m.WebhookVerdicts.WithLabelValues(op, VerdictUnavailable)
 	}
+	for _, f := range []string{"view", "settle"} {
+		for _, o := range []string{"waited", "full"} {
+			m.WebhookWaits.WithLabelValues(f, o)
+		}
+	}
 	m.register(
 		m.Applied, m.Swept, m.Writes, m.WriteErrors, m.ApplySeconds, m.FullComparison,
 		m.Events, m.EventLag, m.EventLogErrors,
-		m.WebhookVerdicts, m.WebhookLedger, m.WebhookUncertain, m.WebhookReviewSeconds, m.WebhookPendingSeconds,
+		m.WebhookVerdicts, m.WebhookLedger, m.WebhookUncertain, m.WebhookWaits, m.WebhookWaiting, m.WebhookReviewSeconds, m.WebhookPendingSeconds,
 		m.Leader, m.LeaderTransitions, m.KubeEvents, m.DRAMappingsDiffer, m.Undecodable, m.StatusUnwritten,
 		newBuildInfo(), &stateCollector{m: m},
 	)

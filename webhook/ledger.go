@@ -75,6 +75,18 @@ type Ledger struct {
 	Now func() time.Time
 	// Metrics may be nil.
 	Metrics *metrics.Metrics
+	// Objects reads an AcceleratorQuota from the API server, to check the
+	// version a review was judged on (storedBase), and Reads reads the
+	// ledger there when a review must see it as it is now (fresh): clients
+	// of their own, so that forged reviews, which cost such reads, do not
+	// spend the rate of the client that writes reservations. Reads nil:
+	// Client reads.
+	Objects ObjectReader
+	Reads   typed.AdmissionLedgerInterface
+	// Waiting holds a token for each review that waits, for this replica's
+	// view or for related reservations to settle: with it full, a review
+	// does not wait (enter). nil: no bound.
+	Waiting chan struct{}
 
 	mu  sync.Mutex
 	cur *v1beta1.AdmissionLedger
@@ -93,6 +105,23 @@ type Ledger struct {
 	sizes map[string]int
 	// standing are this replica's standing reservations, newest last.
 	standing []*standing
+
+	freshMu   sync.Mutex
+	freshCall *readCall
+}
+
+// ObjectReader reads one AcceleratorQuota (the typed client's Get).
+type ObjectReader interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*v1beta1.AcceleratorQuota, error)
+}
+
+// readCall is one read of the ledger at the API server that reviews share
+// (fresh).
+type readCall struct {
+	start time.Time
+	done  chan struct{}
+	led   *v1beta1.AdmissionLedger
+	err   error
 }
 
 // standing is one of this replica's standing reservations: while it is
@@ -144,7 +173,7 @@ func (l *Ledger) Judge(ctx context.Context, w Write) (v Verdict, err error) {
 			// cached one may lack a reservation made a moment ago on
 			// another replica (a parent created just before its child).
 			fresh = true
-			cur, err := l.read(ctx, true)
+			cur, err := l.fresh(ctx, start)
 			if err != nil {
 				outcome = "unavailable"
 				return Verdict{}, err
@@ -180,7 +209,7 @@ func (l *Ledger) Judge(ctx context.Context, w Write) (v Verdict, err error) {
 					l.Metrics.WebhookLedger.WithLabelValues("conflict").Inc()
 				}
 				fresh = true
-				led, err = l.read(ctx, true)
+				led, err = l.fresh(ctx, l.Now())
 				continue
 			}
 			if err != nil {
@@ -199,16 +228,18 @@ func (l *Ledger) Judge(ctx context.Context, w Write) (v Verdict, err error) {
 	return Verdict{}, err
 }
 
-// storedBase refuses a write judged on a version that the API server has
-// not stored: the review waits for its state to reach the base, and a
-// forged review could name one far ahead, to hold its slot until the
-// caller gives up. A base the state has seen passes at once; a later one
-// is checked against the newest version the API server has stored (a
-// consistent list of the ledger, in the same store's sequence), so that
-// the wait is bounded by what the API server could have sent.
+// storedBase refuses a write judged on a version of its object that the
+// API server has not stored: the review waits for its state to reach the
+// base, and a forged review could name one ahead of the state, to hold
+// its slot until its deadline. A base the state has seen passes at once;
+// a later one is checked against the object as the API server holds it
+// now (a consistent read of that one object): a genuine review's base is
+// the object's version when the API server judged it, so the object holds
+// that version or a later one, with the review's uid. Then the wait is
+// the informer's lag, and bounded by the review's own deadline either way.
 func (l *Ledger) storedBase(ctx context.Context, w Write) error {
 	base := parseVersion(w.Base)
-	if base == 0 {
+	if base == 0 || l.Objects == nil {
 		return nil
 	}
 	var seen uint64
@@ -216,12 +247,19 @@ func (l *Ledger) storedBase(ctx context.Context, w Write) error {
 	if base <= seen {
 		return nil
 	}
-	list, err := l.Client.List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + l.Name})
-	if err != nil {
-		return fmt.Errorf("reading how far the API server has stored: %w", err)
+	aq, err := l.Objects.Get(ctx, w.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("the review of %s names its resourceVersion %d, but the API server holds no %s: it sends no such review", w.Name, base, w.Name)
+	case err != nil:
+		return fmt.Errorf("reading %s to check the version the write was judged on: %w", w.Name, err)
+	case string(aq.UID) != w.ObjectUID:
+		return fmt.Errorf("the review of %s names the object with uid %s, but the API server holds %s with uid %s: it sends no such review",
+			w.Name, clip(w.ObjectUID), w.Name, aq.UID)
 	}
-	if newest := parseVersion(list.ResourceVersion); newest > 0 && base > newest {
-		return fmt.Errorf("the review of %s names resourceVersion %d, which the API server has not stored (its newest is %d): the API server sends no such review", w.Name, base, newest)
+	if stored := parseVersion(aq.ResourceVersion); base > stored {
+		return fmt.Errorf("the review of %s names its resourceVersion %d, which the API server has not stored (%s is at %d): it sends no such review",
+			w.Name, base, w.Name, stored)
 	}
 	return nil
 }
@@ -246,6 +284,12 @@ type judgement struct {
 func (l *Ledger) judgeOn(ctx context.Context, start time.Time, led *v1beta1.AdmissionLedger, w Write) (judgement, error) {
 	need := max(parseVersion(led.Spec.Floor), parseVersion(w.Base))
 	recheck := start.Add(patience)
+	held := false
+	defer func() {
+		if held {
+			l.leave()
+		}
+	}()
 	for first := true; ; first = false {
 		j, related, next, err := l.look(ctx, recheck, need, led, w)
 		if err != nil || j.lowering || len(related) == 0 {
@@ -256,19 +300,21 @@ func (l *Ledger) judgeOn(ctx context.Context, start time.Time, led *v1beta1.Admi
 		// related reservations needs it: one admitted on all of them
 		// is answered at once, however long they take to land, or if
 		// they never do. The combinations, O(tree) each, are judged on
-		// the first look and on the last.
+		// the first look and on the last. A review waits only with a
+		// waiting slot: without one it is answered on the first look.
 		waiting := slices.ContainsFunc(related, settles) && l.Now().Before(recheck)
 		if first || !waiting {
 			var uncertain error
 			if j.verdict.Allowed {
 				uncertain = l.uncertain(w, related, j.snap)
 			}
-			if !waiting || (j.verdict.Allowed && uncertain == nil) {
+			if !waiting || (j.verdict.Allowed && uncertain == nil) || !held && !l.enter(waitSettle) {
 				if j.verdict.Allowed && l.Metrics != nil {
 					l.Metrics.WebhookUncertain.Inc()
 				}
 				return j, uncertain
 			}
+			held = true
 		}
 		if err := l.sleep(ctx, recheck, next); err != nil {
 			return j, err
@@ -276,11 +322,49 @@ func (l *Ledger) judgeOn(ctx context.Context, start time.Time, led *v1beta1.Admi
 	}
 }
 
+// What a review waits for (the waits metric's "for").
+const (
+	waitView   = "view"
+	waitSettle = "settle"
+)
+
+// enter takes a waiting slot for a review about to wait for what, and
+// reports false, counting it, when they are all taken: then the review
+// does not wait. leave gives the slot back.
+func (l *Ledger) enter(what string) bool {
+	if l.Waiting == nil {
+		return true
+	}
+	select {
+	case l.Waiting <- struct{}{}:
+		if l.Metrics != nil {
+			l.Metrics.WebhookWaits.WithLabelValues(what, "waited").Inc()
+			l.Metrics.WebhookWaiting.Inc()
+		}
+		return true
+	default:
+		if l.Metrics != nil {
+			l.Metrics.WebhookWaits.WithLabelValues(what, "full").Inc()
+		}
+		return false
+	}
+}
+
+func (l *Ledger) leave() {
+	if l.Waiting == nil {
+		return
+	}
+	<-l.Waiting
+	if l.Metrics != nil {
+		l.Metrics.WebhookWaiting.Dec()
+	}
+}
+
 // uncertain judges w on every combination of the related reservations
 // landing, on the snapshot, outside the reducer's lock; nil when each
 // admits it. Up to MaxUncertain it tries each combination; beyond, it
-// judges the one that bounds the others, when the reservations only
-// raise, add or take away teams (state.AdmitDominated).
+// judges on the bound of those of nodes nothing names, with every
+// combination of at most MaxUncertain others (state.AdmitDominated).
 func (l *Ledger) uncertain(w Write, related []v1beta1.Reservation, snap *uncertainInputs) error {
 	var a state.Admission
 	ok := false
@@ -611,11 +695,23 @@ func (l *Ledger) expired(r *v1beta1.Reservation) bool {
 // by the event after the look that did. It ends with an error that says
 // to retry when ctx ends first.
 func (l *Ledger) await(ctx context.Context, recheck time.Time, done func(*state.State) bool) (<-chan struct{}, error) {
+	held := false
+	defer func() {
+		if held {
+			l.leave()
+		}
+	}()
 	for {
 		var ok bool
 		next := l.State.Observe(func(s *state.State) { ok = done(s) })
 		if ok {
 			return next, nil
+		}
+		if !held {
+			if !l.enter(waitView) {
+				return nil, fmt.Errorf("this replica's view of the tree has not caught up with the writes admitted before this one, and %d reviews wait for it already", cap(l.Waiting))
+			}
+			held = true
 		}
 		var timer <-chan time.Time
 		if left := recheck.Sub(l.Now()); left > 0 {
@@ -632,6 +728,39 @@ func (l *Ledger) await(ctx context.Context, recheck time.Time, done func(*state.
 	}
 }
 
+// fresh returns the ledger as a read at the API server that started at
+// since or later found it. A review joins a read in flight that started
+// late enough, so that a burst of reviews that must see the ledger as it
+// is now (denials, lost compare-and-swaps) costs one read, not one each.
+func (l *Ledger) fresh(ctx context.Context, since time.Time) (*v1beta1.AdmissionLedger, error) {
+	for {
+		l.freshMu.Lock()
+		c := l.freshCall
+		if c == nil {
+			c = &readCall{start: l.Now(), done: make(chan struct{})}
+			l.freshCall = c
+			l.freshMu.Unlock()
+			c.led, c.err = l.read(ctx, true)
+			l.freshMu.Lock()
+			l.freshCall = nil
+			l.freshMu.Unlock()
+			close(c.done)
+			return c.led, c.err
+		}
+		l.freshMu.Unlock()
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("reading the admission ledger %s: %w", l.Name, ctx.Err())
+		}
+		if c.err == nil && !c.start.Before(since) {
+			return c.led, nil
+		}
+		// It started too early for this review, or failed (on its own
+		// review's deadline, perhaps): read again.
+	}
+}
+
 // read returns the ledger as last seen, or reads it when force is set or
 // nothing is cached; it creates the ledger when it does not exist.
 func (l *Ledger) read(ctx context.Context, force bool) (*v1beta1.AdmissionLedger, error) {
@@ -641,7 +770,11 @@ func (l *Ledger) read(ctx context.Context, force bool) (*v1beta1.AdmissionLedger
 	if cur != nil && !force {
 		return cur, nil
 	}
-	led, err := l.Client.Get(ctx, l.Name, metav1.GetOptions{})
+	reads := l.Reads
+	if reads == nil {
+		reads = l.Client
+	}
+	led, err := reads.Get(ctx, l.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		led, err = l.Client.Create(ctx, &v1beta1.AdmissionLedger{ObjectMeta: metav1.ObjectMeta{Name: l.Name,
 			Labels: map[string]string{v1beta1.ManagedByLabel: v1beta1.ManagedByValue}}}, metav1.CreateOptions{FieldManager: FieldManager})

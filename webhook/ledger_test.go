@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -260,35 +261,171 @@ func TestReplacedLedgerFences(t *testing.T) {
 	})
 }
 
-// List serves the one ledger; its list's resourceVersion is the newest
-// the fake has stored, as a consistent list's is.
-func (f *fakeLedgers) List(_ context.Context, _ metav1.ListOptions) (*v1beta1.AdmissionLedgerList, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	out := &v1beta1.AdmissionLedgerList{ListMeta: metav1.ListMeta{ResourceVersion: strconv.Itoa(f.rv)}}
-	if f.led != nil {
-		out.Items = append(out.Items, *f.led.DeepCopy())
+// fakeObjects are the AcceleratorQuotas as the API server holds them,
+// for storedBase: by name, a uid and a resourceVersion.
+type fakeObjects map[string]*v1beta1.AcceleratorQuota
+
+func (f fakeObjects) Get(_ context.Context, name string, _ metav1.GetOptions) (*v1beta1.AcceleratorQuota, error) {
+	if aq, ok := f[name]; ok {
+		return aq.DeepCopy(), nil
 	}
-	return out, nil
+	return nil, apierrors.NewNotFound(schema.GroupResource{Group: "ome.io", Resource: "acceleratorquotas"}, name)
+}
+
+func storedAt(uid string, rv int) *v1beta1.AcceleratorQuota {
+	return &v1beta1.AcceleratorQuota{ObjectMeta: metav1.ObjectMeta{UID: types.UID(uid), ResourceVersion: strconv.Itoa(rv)}}
 }
 
 // TestFutureBaseRefusedAtOnce: a review names the version its update or
 // delete was judged on, and the webhook waits until its state has seen
-// it. A forged review that names a version the API server has not stored
-// yet is refused at once, not held until the caller gives up: its wait is
+// it. A forged review that names a version its object does not have yet
+// at the API server, a uid it does not have, or an object it does not
+// hold, is refused at once, not held until its deadline: its wait is
 // bounded by what the API server could have sent.
 func TestFutureBaseRefusedAtOnce(t *testing.T) {
 	st := newFakeState(guideEvents()...)
-	l, f := testLedger(st)
-	f.rv = 40 // the API server has stored up to 40
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	forged := Write{Name: "team-beta", Op: admissionv1.Update, ObjectUID: "u-team-beta", Base: "1000000", UID: "forged-1",
-		Old: guideInputs().Tree["team-beta"], Spec: aTeam("9")}
-	_, err := l.Judge(ctx, forged)
-	if err == nil || !strings.Contains(err.Error(), "resourceVersion 1000000") || ctx.Err() != nil {
-		t.Errorf("a review judged on a version not stored yet: %v (context: %v); want a refusal naming the version, at once", err, ctx.Err())
+	l, _ := testLedger(st)
+	l.Objects = fakeObjects{"team-beta": storedAt("u-team-beta", 40)} // the state has seen 4
+	for name, tc := range map[string]struct {
+		node, uid, base, want string
+	}{
+		"ahead of the object":  {"team-beta", "u-team-beta", "41", "resourceVersion 41, which the API server has not stored (team-beta is at 40)"},
+		"far ahead":            {"team-beta", "u-team-beta", "1000000", "resourceVersion 1000000"},
+		"another life":         {"team-beta", "u-other", "30", "with uid u-other, but the API server holds team-beta with uid u-team-beta"},
+		"an object not at all": {"team-gamma", "u-gamma", "30", "the API server holds no team-gamma"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			forged := Write{Name: tc.node, Op: admissionv1.Update, ObjectUID: tc.uid, Base: tc.base, UID: types.UID("forged-" + name),
+				Old: guideInputs().Tree["team-beta"], Spec: aTeam("9")}
+			_, err := l.Judge(ctx, forged)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || ctx.Err() != nil {
+				t.Errorf("%v (context: %v); want a refusal saying %q, at once", err, ctx.Err(), tc.want)
+			}
+		})
 	}
+}
+
+// TestWaitsHoldAQuarterOfTheSlots: reviews whose base the API server has
+// stored but this replica's view has not reached wait for it, each until
+// its own deadline at most; while the waiting slots are taken, the next
+// such review is refused at once with "retry" instead of waiting too, so
+// that reviews that wait never hold every slot in flight. Here the view
+// never moves.
+func TestWaitsHoldAQuarterOfTheSlots(t *testing.T) {
+	st := newFakeState(guideEvents()...)
+	l, _ := testLedger(st)
+	l.Objects = fakeObjects{"team-beta": storedAt("u-team-beta", 40)}
+	l.Waiting = make(chan struct{}, maxWaiting(8)) // 2 of 8
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	write := func(i int) Write {
+		return Write{Name: "team-beta", Op: admissionv1.Update, ObjectUID: "u-team-beta", Base: "39", UID: types.UID(fmt.Sprintf("ahead-%d", i)),
+			Old: guideInputs().Tree["team-beta"], Spec: aTeam("9")}
+	}
+	errs := make(chan error, 8)
+	for i := range 8 {
+		go func() {
+			_, err := l.Judge(ctx, write(i))
+			errs <- err
+		}()
+	}
+	// Six are refused while two wait: the two answer only when their
+	// deadline (here, the test's cancel) comes.
+	for range 6 {
+		err := <-errs
+		if err == nil || !strings.Contains(err.Error(), "2 reviews wait for it already") {
+			t.Fatalf("a review beyond the waiting slots: %v; want a refusal at once", err)
+		}
+	}
+	if n := len(l.Waiting); n != 2 {
+		t.Fatalf("%d reviews hold a waiting slot, want 2", n)
+	}
+	select {
+	case err := <-errs:
+		t.Fatalf("a waiting review answered before its deadline, with its view still behind: %v", err)
+	default:
+	}
+	cancel()
+	for range 2 {
+		if err := <-errs; err == nil || !strings.Contains(err.Error(), "has not caught up") {
+			t.Errorf("a waiting review at its deadline: %v; want a refusal", err)
+		}
+	}
+	if n := len(l.Waiting); n != 0 {
+		t.Errorf("%d waiting slots still held after every review ended", n)
+	}
+}
+
+// TestJudgeTimeoutIsTheWebhooks: a judgement ends before the API server's
+// timeout for the call (the timeout it adds to the URL), and never later
+// than the webhook's own, whatever a caller asks.
+func TestJudgeTimeoutIsTheWebhooks(t *testing.T) {
+	for q, want := range map[string]time.Duration{
+		"":       8 * time.Second,
+		"10s":    8 * time.Second,
+		"4s":     3 * time.Second,
+		"9999ms": 7999 * time.Millisecond,
+		"29s":    8 * time.Second,
+		"3600s":  8 * time.Second,
+		"1000h":  8 * time.Second,
+		"-5s":    8 * time.Second,
+		"bogus":  8 * time.Second,
+		"100ms":  100 * time.Millisecond,
+		"1ns":    100 * time.Millisecond,
+	} {
+		if got := judgeTimeout(q, 10*time.Second); got != want {
+			t.Errorf("judgeTimeout(%q, 10s) = %v, want %v", q, got, want)
+		}
+	}
+}
+
+// TestDenialsShareTheirRead: a denial is judged again on the ledger as
+// the API server holds it now, which costs a read of it, up to 1 MiB. A
+// burst of denials (a flood of forged reviews the rules refuse) shares
+// those reads: a review joins the read in flight when it started after
+// the review did.
+func TestDenialsShareTheirRead(t *testing.T) {
+	st := newFakeState(guideEvents()...)
+	l, f := testLedger(st)
+	f.latency = 50 * time.Millisecond
+	counting := &countingLedgers{fakeLedgers: f}
+	l.Reads = counting
+	if _, err := l.read(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	counting.gets.Store(0)
+	const reviews = 40
+	var wg sync.WaitGroup
+	for i := range reviews {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			big := Write{Name: fmt.Sprintf("team-big-%d", i), Op: admissionv1.Create, ObjectUID: fmt.Sprintf("u-big-%d", i),
+				UID: types.UID(fmt.Sprintf("big-%d", i)), Spec: aTeam("100")}
+			if v, err := l.Judge(context.Background(), big); err != nil || v.Allowed {
+				t.Errorf("a create far over the Cohort: %+v, %v; want a denial", v, err)
+			}
+		}()
+	}
+	wg.Wait()
+	gets := counting.gets.Load()
+	t.Logf("%d denials read the ledger %d times", reviews, gets)
+	if gets == 0 || gets > reviews/4 {
+		t.Errorf("%d denials read the ledger %d times: want at least once, and shared", reviews, gets)
+	}
+}
+
+// countingLedgers counts the reads of the ledger.
+type countingLedgers struct {
+	*fakeLedgers
+	gets atomic.Int64
+}
+
+func (c *countingLedgers) Get(ctx context.Context, name string, o metav1.GetOptions) (*v1beta1.AdmissionLedger, error) {
+	c.gets.Add(1)
+	return c.fakeLedgers.Get(ctx, name, o)
 }
 
 // TestNoWaitWhenEveryOutcomeAdmits: an admitted create that never lands

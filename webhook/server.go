@@ -82,9 +82,19 @@ func New(opts *Options, cfg *rest.Config, st StateReader, m *metrics.Metrics) (*
 	if err != nil {
 		return nil, err
 	}
+	// The reads that any review can cost (the object a base names, the
+	// ledger as it is now) go through a client of their own, with a rate
+	// of its own: forged reviews cannot spend the rate that reservations
+	// are written with.
+	checks, err := versioned.NewForConfig(rest.CopyConfig(cfg))
+	if err != nil {
+		return nil, err
+	}
 	l := &Ledger{Client: quotas.OmeV1beta1().AdmissionLedgers(), Name: opts.Ledger, State: st, Identity: opts.Identity,
 		Watch:  cache.NewListWatchFromClient(quotas.OmeV1beta1().RESTClient(), "admissionledgers", "", fields.OneTermEqualSelector("metadata.name", opts.Ledger)),
-		Expiry: opts.ReservationExpiry, Reuse: opts.Timeout, Hold: opts.StandingHold, Now: clockOf(), Metrics: m}
+		Expiry: opts.ReservationExpiry, Reuse: opts.Timeout, Hold: opts.StandingHold, Now: clockOf(), Metrics: m,
+		Objects: checks.OmeV1beta1().AcceleratorQuotas(), Reads: checks.OmeV1beta1().AdmissionLedgers(),
+		Waiting: make(chan struct{}, maxWaiting(opts.MaxInFlight))}
 	reviewer := &Reviewer{Judge: l.Judge, Synced: st.Synced, NotReady: st.NotReady, OnVerdict: st.OnVerdict, Planes: opts.ProjectionWriters,
 		MayRelease: mayRelease(kube), Warn: usageWarnings(st)}
 	return &Server{
@@ -239,11 +249,17 @@ func (s *Server) serveReview(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(out)
 }
 
+// maxWaiting is how many of the reviews in flight may wait at once, for
+// the replica's view or for related reservations to settle: a quarter,
+// so that reviews that wait never hold every slot.
+func maxWaiting(inFlight int) int { return max(1, inFlight/4) }
+
 // admit reads and judges one review, within the bounds: a large body waits
 // for the one large slot, a review past MaxInFlight is answered 429, and the
-// judgement ends before the API server's own timeout for the call.
+// judgement ends before the API server's own timeout for the call, and
+// before the webhook's configured one whatever the call asks.
 func (s *Server) admit(w http.ResponseWriter, r *http.Request) Result {
-	ctx, cancel := context.WithTimeout(r.Context(), judgeTimeout(r.URL.Query().Get("timeout")))
+	ctx, cancel := context.WithTimeout(r.Context(), judgeTimeout(r.URL.Query().Get("timeout"), s.opts.Timeout))
 	defer cancel()
 	var buf []byte
 	if r.ContentLength < 0 || r.ContentLength > largeBody {
@@ -286,12 +302,14 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) Result {
 }
 
 // judgeTimeout is how long a judgement may take: a little less than the
-// API server waits for the call (the timeout it adds to the URL, 10s when
-// it adds none), so that it hears "retry" rather than a timeout.
-func judgeTimeout(q string) time.Duration {
+// API server waits for the call (the timeout it adds to the URL), so that
+// it hears "retry" rather than a timeout; never longer than for own, the
+// webhook's timeout (--webhook-timeout), which also applies when the URL
+// names none or a longer one: a caller cannot buy a longer wait.
+func judgeTimeout(q string, own time.Duration) time.Duration {
 	d, err := time.ParseDuration(q)
-	if err != nil || d <= 0 {
-		d = 10 * time.Second
+	if err != nil || d <= 0 || d > own {
+		d = own
 	}
 	return max(d*3/4, d-2*time.Second, 100*time.Millisecond)
 }
