@@ -138,6 +138,8 @@ var (
 		Help: "Judged writes by what they did to the admission ledger: reserved, conflict (lost the compare-and-swap and judged again), failed, denied, lowering (a team's lowering needs no reservation), standing (admitted under a standing reservation of this replica's, writing nothing), dry-run, already (reserved before) or unavailable (refused with retry)."}
 	mWebhookUncertain = Spec{Name: "ome_quota_webhook_uncertain_total", Type: Counter, Source: webhookSrc,
 		Help: "Reviews judged while related reservations, admitted moments ago, had not been seen to land: each was judged on every combination of them, or on the one that bounds the others when more than three only raise, create or delete teams (at once when admitted there, else after at most the webhook's patience, 1s), or refused with retry."}
+	mWebhookBound = Spec{Name: "ome_quota_webhook_bound_total", Type: Counter, Labels: []string{"outcome"}, Source: webhookSrc,
+		Help: "Reviews judged beside more than three related reservations not yet seen to land, on the bound of those that nothing names as a parent (and every combination of at most three others), by outcome: admitted, refused, or unbounded (more than three could not be bounded: refused with retry)."}
 	mWebhookWaits = Spec{Name: "ome_quota_webhook_waits_total", Type: Counter, Labels: []string{"for", "outcome"}, Source: webhookSrc,
 		Help: "Reviews that had to wait, by what for (view: this replica's view to reach the ledger's floor or the write's base; settle: related reservations to settle) and outcome: waited, or full (the waiting slots, a quarter of --webhook-max-in-flight, were taken: a review behind the view was refused with retry, one beside unsettled reservations judged at once)."}
 	mWebhookWaiting = Spec{Name: "ome_quota_webhook_waiting", Type: Gauge, Source: webhookSrc,
@@ -169,7 +171,7 @@ var (
 func Catalog() []Spec {
 	out := append(slices.Clone(stateSpecs),
 		mApplied, mSwept, mWrites, mWriteErrors, mApplySeconds, mFullComparison, mEvents, mEventLag, mEventLogErrors,
-		mWebhookVerdicts, mWebhookLedger, mWebhookUncertain, mWebhookWaits, mWebhookWaiting, mWebhookReview, mWebhookJudge,
+		mWebhookVerdicts, mWebhookLedger, mWebhookUncertain, mWebhookBound, mWebhookWaits, mWebhookWaiting, mWebhookReview, mWebhookJudge,
 		mDRAMappingsDiffer, mUndecodable, mStatusUnwritten, mLeader, mLeaderTransitions, mKubeEvents, mBuildInfo,
 		mQueueDepth, mQueueAdds, mQueueRetries, mQueueLatency, mQueueWork, mQueueUnfinished, mQueueLongest,
 	)

@@ -39,8 +39,11 @@ type Metrics struct {
 	// reservations not yet seen to land.
 	WebhookLedger    *prometheus.CounterVec
 	WebhookUncertain prometheus.Counter
-	// WebhookWaits counts the reviews that had to wait, by what for and
-	// outcome; WebhookWaiting those waiting now.
+	// WebhookBound counts the reviews judged on the bound of more than
+	// three related reservations, by outcome; WebhookWaits the reviews
+	// that had to wait, by what for and outcome; WebhookWaiting those
+	// waiting now.
+	WebhookBound   *prometheus.CounterVec
 	WebhookWaits   *prometheus.CounterVec
 	WebhookWaiting prometheus.Gauge
 	// WebhookReviewSeconds is the time from a review's arrival to its
@@ -101,6 +104,7 @@ func New() *Metrics {
 	m.WebhookVerdicts = counterVec(mWebhookVerdicts)
 	m.WebhookLedger = counterVec(mWebhookLedger)
 	m.WebhookUncertain = counter(mWebhookUncertain)
+	m.WebhookBound = counterVec(mWebhookBound)
 	m.WebhookWaits = counterVec(mWebhookWaits)
 	m.WebhookWaiting = gauge(mWebhookWaiting)
 	m.WebhookReviewSeconds = histogramVec(mWebhookReview)
@@ -127,6 +131,9 @@ func New() *Metrics {
 	for _, op := range []string{"CREATE", "UPDATE", "DELETE"} {
 		m.WebhookVerdicts.WithLabelValues(op, VerdictUnavailable)
 	}
+	for _, o := range []string{"admitted", "refused", "unbounded"} {
+		m.WebhookBound.WithLabelValues(o)
+	}
 	for _, f := range []string{"view", "settle"} {
 		for _, o := range []string{"waited", "full"} {
 			m.WebhookWaits.WithLabelValues(f, o)
@@ -135,7 +142,7 @@ func New() *Metrics {
 	m.register(
 		m.Applied, m.Swept, m.Writes, m.WriteErrors, m.ApplySeconds, m.FullComparison,
 		m.Events, m.EventLag, m.EventLogErrors,
-		m.WebhookVerdicts, m.WebhookLedger, m.WebhookUncertain, m.WebhookWaits, m.WebhookWaiting, m.WebhookReviewSeconds, m.WebhookPendingSeconds,
+		m.WebhookVerdicts, m.WebhookLedger, m.WebhookUncertain, m.WebhookBound, m.WebhookWaits, m.WebhookWaiting, m.WebhookReviewSeconds, m.WebhookPendingSeconds,
 		m.Leader, m.LeaderTransitions, m.KubeEvents, m.DRAMappingsDiffer, m.Undecodable, m.StatusUnwritten,
 		newBuildInfo(), &stateCollector{m: m},
 	)

@@ -73,6 +73,9 @@ type Parsed struct {
 	sh   shape
 }
 
+// Name is the node the spec is written to.
+func (p Parsed) Name() string { return p.name }
+
 // Parse reads spec, written to node name (nil: deleting it), for the
 // rules: AdmitParsed, AdmitLoweringParsed and CoveredBy take what it
 // returns.

@@ -105,6 +105,9 @@ type Ledger struct {
 	sizes map[string]int
 	// standing are this replica's standing reservations, newest last.
 	standing []*standing
+	// parsed are the specs of standing reservations, parsed once, by
+	// review uid (standingSpecs).
+	parsed map[string]state.Parsed
 
 	freshMu   sync.Mutex
 	freshCall *readCall
@@ -158,6 +161,9 @@ func (l *Ledger) Judge(ctx context.Context, w Write) (v Verdict, err error) {
 	if err == nil {
 		err = l.storedBase(ctx, w)
 	}
+	// The write's specs are parsed here, once: under the reducer's lock
+	// only the state's are compared with them.
+	pw, po := state.Parse(w.Name, w.Spec), state.Parse(w.Name, w.Old)
 	fresh := false
 	for attempt := 0; err == nil && attempt < maxAttempts; attempt++ {
 		if ctx.Err() != nil {
@@ -165,7 +171,7 @@ func (l *Ledger) Judge(ctx context.Context, w Write) (v Verdict, err error) {
 			return Verdict{}, fmt.Errorf("the admission ledger %s changed %d times while this write was judged, until its time was up", l.Name, attempt)
 		}
 		var j judgement
-		if j, err = l.judgeOn(ctx, start, led, w); err != nil {
+		if j, err = l.judgeOn(ctx, start, led, w, pw, po); err != nil {
 			break
 		}
 		if !j.verdict.Allowed && !j.lowering && !fresh {
@@ -281,7 +287,7 @@ type judgement struct {
 	snap *uncertainInputs
 }
 
-func (l *Ledger) judgeOn(ctx context.Context, start time.Time, led *v1beta1.AdmissionLedger, w Write) (judgement, error) {
+func (l *Ledger) judgeOn(ctx context.Context, start time.Time, led *v1beta1.AdmissionLedger, w Write, pw, po state.Parsed) (judgement, error) {
 	need := max(parseVersion(led.Spec.Floor), parseVersion(w.Base))
 	recheck := start.Add(patience)
 	held := false
@@ -291,7 +297,7 @@ func (l *Ledger) judgeOn(ctx context.Context, start time.Time, led *v1beta1.Admi
 		}
 	}()
 	for first := true; ; first = false {
-		j, related, next, err := l.look(ctx, recheck, need, led, w)
+		j, related, next, err := l.look(ctx, recheck, need, led, w, pw, po)
 		if err != nil || j.lowering || len(related) == 0 {
 			return j, err
 		}
@@ -374,6 +380,9 @@ func (l *Ledger) uncertain(w Write, related []v1beta1.Reservation, snap *uncerta
 		a, ok = state.AdmitUncertain(snap.tree.Tree(), snap.marks, snap.flavors, snap.cfg, w.Name, w.Spec, related)
 	default:
 		a, ok = state.AdmitDominated(snap.tree.Tree(), snap.marks, snap.flavors, snap.cfg, w.Name, w.Spec, related)
+		if l.Metrics != nil {
+			l.Metrics.WebhookBound.WithLabelValues(boundOutcome(a, ok)).Inc()
+		}
 	}
 	switch {
 	case ok:
@@ -383,6 +392,17 @@ func (l *Ledger) uncertain(w Write, related []v1beta1.Reservation, snap *uncerta
 	default:
 		return fmt.Errorf("%s, if the writes admitted moments ago and not yet seen to land (%s) land", a.Message, describe(related))
 	}
+}
+
+// boundOutcome labels an AdmitDominated answer for the bound metric.
+func boundOutcome(a state.Admission, ok bool) string {
+	switch {
+	case ok:
+		return "admitted"
+	case a.Message != "":
+		return "refused"
+	}
+	return "unbounded"
 }
 
 // uncertainInputs are what AdmitUncertain reads of the state, taken
@@ -411,9 +431,10 @@ func (l *Ledger) sleep(ctx context.Context, recheck time.Time, next <-chan struc
 
 // look takes one look at the state, once it has reached need: the verdict
 // on the state alone, and the reservations of led that can change it.
-func (l *Ledger) look(ctx context.Context, recheck time.Time, need uint64, led *v1beta1.AdmissionLedger, w Write) (judgement, []v1beta1.Reservation, <-chan struct{}, error) {
+func (l *Ledger) look(ctx context.Context, recheck time.Time, need uint64, led *v1beta1.AdmissionLedger, w Write, pw, po state.Parsed) (judgement, []v1beta1.Reservation, <-chan struct{}, error) {
 	var j judgement
 	var related []v1beta1.Reservation
+	parsed := l.standingSpecs(led)
 	next, err := l.await(ctx, recheck, func(s *state.State) bool {
 		if s.Progress() < need {
 			return false
@@ -421,7 +442,7 @@ func (l *Ledger) look(ctx context.Context, recheck time.Time, need uint64, led *
 		j = judgement{settled: map[string]bool{}, progress: s.Horizon()}
 		if w.Old != nil {
 			var a state.Admission
-			if a, j.lowering = s.AdmitLowering(w.Name, w.Old, w.Spec); j.lowering {
+			if a, j.lowering = s.AdmitLoweringParsed(po, pw); j.lowering {
 				j.verdict = verdictOf(a)
 				return true
 			}
@@ -432,7 +453,7 @@ func (l *Ledger) look(ctx context.Context, recheck time.Time, need uint64, led *
 			// none: a parentRef holds no longer name. Its deletion only
 			// lowers its parent's children's total, as a lowering does,
 			// and needs no reservation either.
-			j.verdict, j.lowering = verdictOf(s.Admit(w.Name, nil)), true
+			j.verdict, j.lowering = verdictOf(s.AdmitParsed(pw)), true
 			return true
 		}
 		var pending []v1beta1.Reservation
@@ -448,19 +469,46 @@ func (l *Ledger) look(ctx context.Context, recheck time.Time, need uint64, led *
 				// state holds: of the writes judged on that version, and
 				// those a standing reservation stands for, at most one
 				// lands before w, and w then fails.
-			case s.Covered(&r):
+			case state.Standing(&r) && s.CoveredBy(&r, parsed[r.Review]):
 			default:
 				pending = append(pending, r)
 			}
 		}
 		related = s.Related(w.Name, w.Spec, pending)
-		j.verdict = verdictOf(s.Admit(w.Name, w.Spec))
+		j.verdict = verdictOf(s.AdmitParsed(pw))
 		if j.verdict.Allowed && len(related) > 0 {
 			j.snap = &uncertainInputs{s.TreeSnapshot(), s.Marks(), s.FlavorNames(), s.Config()}
 		}
 		return true
 	})
 	return j, related, next, err
+}
+
+// standingSpecs are the specs of led's standing reservations, parsed,
+// by review uid: each is parsed once, when a review first meets it, not
+// under the reducer's lock on every look.
+func (l *Ledger) standingSpecs(led *v1beta1.AdmissionLedger) map[string]state.Parsed {
+	out := map[string]state.Parsed{}
+	for i := range led.Spec.Reservations {
+		r := &led.Spec.Reservations[i]
+		if !state.Standing(r) || r.Spec == nil {
+			continue
+		}
+		l.mu.Lock()
+		p, ok := l.parsed[r.Review]
+		l.mu.Unlock()
+		if !ok || p.Name() != r.Node {
+			p = state.Parse(r.Node, r.Spec)
+			l.mu.Lock()
+			if l.parsed == nil {
+				l.parsed = map[string]state.Parsed{}
+			}
+			l.parsed[r.Review] = p
+			l.mu.Unlock()
+		}
+		out[r.Review] = p
+	}
+	return out
 }
 
 // settles: the reservation is not a standing one, which settles only when
@@ -821,6 +869,11 @@ func (l *Ledger) keep(led *v1beta1.AdmissionLedger) {
 	for review := range l.sizes {
 		if _, ok := live[review]; !ok {
 			delete(l.sizes, review)
+		}
+	}
+	for review := range l.parsed {
+		if _, ok := live[review]; !ok {
+			delete(l.parsed, review)
 		}
 	}
 	l.seen = live

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
 	admissionv1 "k8s.io/api/admission/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -22,6 +23,7 @@ import (
 	typed "ome.io/quota-manager/api/client/clientset/versioned/typed/api/v1beta1"
 	"ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/events"
+	"ome.io/quota-manager/metrics"
 	"ome.io/quota-manager/state"
 )
 
@@ -597,5 +599,73 @@ func TestManyPendingRaisesJudgedOnTheirBound(t *testing.T) {
 	_, err = l.Judge(ctx, Write{Name: "t08", Op: admissionv1.Update, ObjectUID: "u-t08", Base: "18", UID: "review-t08-a", Old: team(2), Spec: team(60)})
 	if err == nil || !strings.Contains(err.Error(), "co: budget nvidia.com/gpu on a100 is 100 but its children total") {
 		t.Fatalf("a raise that fits only if some of the six do not land: %v; want refused with the overrun", err)
+	}
+}
+
+// TestForgedReservationsNearACohort: four reservations that never land
+// (forged: an empty Cohort's create, two teams' creates and a team's
+// delete, under one Cohort) stay in the ledger until they expire. The
+// Cohort's genuine writes beside them (a raise, a create, a delete, each
+// fitting whether or not the four land) are each judged on the bound of
+// the four and admitted at once, none refused with "retry": the
+// replica's clock stands still, so a review that waited for them would
+// wait until its caller gave up. The bound metric shows the path taken.
+func TestForgedReservationsNearACohort(t *testing.T) {
+	in := guideInputs()
+	cohort := in.Tree["ml-research"].DeepCopy()
+	cohort.Budgets[0].Nominal = resource.MustParse("60")
+	evs := []events.Event{
+		events.FlavorUpserted(at0, &events.Flavor{Name: "a100", NodeLabels: map[string]string{"gpu": "a100"}}),
+		events.Synced(at0),
+		quotaAt("root", "u-root", 1, in.Tree["root"]),
+		quotaAt("ml-research", "u-ml", 2, cohort),
+		quotaAt("team-alpha", "u-alpha", 3, in.Tree["team-alpha"]),
+		quotaAt("team-beta", "u-beta", 4, in.Tree["team-beta"]),
+		quotaAt("team-gamma", "u-gamma", 5, aTeam("4")),
+	}
+	forged := []v1beta1.Reservation{
+		{Review: "f1", Node: "ghost-cohort", Operation: "CREATE", UID: "g1", Replica: "r2",
+			Spec: &v1beta1.AcceleratorQuotaSpec{Role: v1beta1.RoleCohort, ParentRef: &v1beta1.ParentReference{Name: "ml-research"}}},
+		{Review: "f2", Node: "ghost-1", Operation: "CREATE", UID: "g2", Replica: "r2", Spec: aTeam("6")},
+		{Review: "f3", Node: "ghost-2", Operation: "CREATE", UID: "g3", Replica: "r2", Spec: aTeam("6")},
+		{Review: "f4", Node: "team-gamma", Operation: "DELETE", UID: "u-gamma", Base: "5", Replica: "r2"},
+	}
+	l, f := testLedger(newFakeState(evs...))
+	l.Metrics = metrics.New()
+	f.led = &v1beta1.AdmissionLedger{ObjectMeta: metav1.ObjectMeta{Name: l.Name, UID: "ledger-1", ResourceVersion: "1"},
+		Spec: v1beta1.AdmissionLedgerSpec{ReservationCount: int32(len(forged)), Reservations: forged}}
+	f.rv = 1
+	ctx := context.Background()
+	if _, err := l.read(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	l.Now = func() time.Time { return stopped }
+	// 16 + 8 + 4 stored, 12 forged creates: 40 of 60. Each write below
+	// fits with all of them.
+	for _, w := range []Write{
+		{Name: "team-alpha", Op: admissionv1.Update, ObjectUID: "u-alpha", Base: "3", UID: "raise", Old: in.Tree["team-alpha"], Spec: aTeam("20")},
+		{Name: "team-new", Op: admissionv1.Create, ObjectUID: "u-new", UID: "create", Spec: aTeam("6")},
+		{Name: "team-beta", Op: admissionv1.Delete, ObjectUID: "u-beta", Base: "4", UID: "delete"},
+		{Name: "co-new", Op: admissionv1.Create, ObjectUID: "u-co", UID: "create-cohort",
+			Spec: &v1beta1.AcceleratorQuotaSpec{Role: v1beta1.RoleCohort, ParentRef: &v1beta1.ParentReference{Name: "ml-research"}}},
+	} {
+		quick, cancel := context.WithTimeout(ctx, 30*time.Second)
+		v, err := l.Judge(quick, w)
+		if err != nil || !v.Allowed || quick.Err() != nil {
+			t.Errorf("%s %s beside four forged reservations: %+v, %v (context: %v); want admitted at once", w.Op, w.Name, v, err, quick.Err())
+		}
+		cancel()
+	}
+	if n := promtestutil.ToFloat64(l.Metrics.WebhookBound.WithLabelValues("admitted")); n < 4 {
+		t.Errorf("%v writes admitted on the bound, want 4: the path under test did not run", n)
+	}
+	// A create that fits the state alone, not beside the forged creates,
+	// is refused with the Cohort's overrun and "if ... land", after the
+	// webhook's patience on its clock, running again.
+	l.Now = time.Now
+	_, err := l.Judge(ctx, Write{Name: "team-big", Op: admissionv1.Create, ObjectUID: "u-big", UID: "big", Spec: aTeam("20")})
+	if err == nil || !strings.Contains(err.Error(), "ml-research: budget nvidia.com/gpu on a100 is 60 but its children total") {
+		t.Errorf("a create that fits only if the forged ones do not land: %v; want refused with the overrun", err)
 	}
 }
