@@ -59,6 +59,15 @@ func (s *State) Settled(r *v1beta1.Reservation) bool {
 	return gone || m.version > base
 }
 
+// NeverAt reports whether the state shows that node name, with uid, never
+// had version base: it has applied every version up to base (Progress)
+// and holds that life of the node at an older one. A write judged on such
+// a version was never sent by the API server.
+func (s *State) NeverAt(name, uid string, base uint64) bool {
+	m := s.members[name]
+	return base > 0 && s.progress >= base && m != nil && uid != "" && m.uid == uid && m.version < base
+}
+
 // Standing reports whether r is a standing reservation: an UPDATE with no
 // Base, which stands for its replica's writes of the node up to r.Spec
 // (Within) until it is removed or expires. (An UPDATE reserved without a

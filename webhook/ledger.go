@@ -253,6 +253,11 @@ func (l *Ledger) storedBase(ctx context.Context, w Write) error {
 	if base <= seen {
 		return nil
 	}
+	// A wait too, on the API server: it takes a waiting slot.
+	if !l.enter(waitBase) {
+		return fmt.Errorf("the review of %s names a version this replica has not seen yet, and %d reviews wait already", w.Name, cap(l.Waiting))
+	}
+	defer l.leave()
 	aq, err := l.Objects.Get(ctx, w.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
@@ -328,8 +333,10 @@ func (l *Ledger) judgeOn(ctx context.Context, start time.Time, led *v1beta1.Admi
 	}
 }
 
-// What a review waits for (the waits metric's "for").
+// What a review waits for (the waits metric's "for"): the API server's
+// answer on its base, its view, related reservations to settle.
 const (
+	waitBase   = "base"
 	waitView   = "view"
 	waitSettle = "settle"
 )
@@ -435,9 +442,13 @@ func (l *Ledger) look(ctx context.Context, recheck time.Time, need uint64, led *
 	var j judgement
 	var related []v1beta1.Reservation
 	parsed := l.standingSpecs(led)
+	never := false
 	next, err := l.await(ctx, recheck, func(s *state.State) bool {
 		if s.Progress() < need {
 			return false
+		}
+		if never = s.NeverAt(w.Name, w.ObjectUID, parseVersion(w.Base)); never {
+			return true
 		}
 		j = judgement{settled: map[string]bool{}, progress: s.Horizon()}
 		if w.Old != nil {
@@ -481,6 +492,9 @@ func (l *Ledger) look(ctx context.Context, recheck time.Time, need uint64, led *
 		}
 		return true
 	})
+	if err == nil && never {
+		err = fmt.Errorf("the review of %s names its resourceVersion %s, which this replica has seen pass without %s ever being at it: the API server sends no such review", w.Name, w.Base, w.Name)
+	}
 	return j, related, next, err
 }
 

@@ -337,7 +337,7 @@ func TestWaitsHoldAQuarterOfTheSlots(t *testing.T) {
 	// deadline (here, the test's cancel) comes.
 	for range 6 {
 		err := <-errs
-		if err == nil || !strings.Contains(err.Error(), "2 reviews wait for it already") {
+		if err == nil || !strings.Contains(err.Error(), "2 reviews wait") {
 			t.Fatalf("a review beyond the waiting slots: %v; want a refusal at once", err)
 		}
 	}
@@ -667,5 +667,30 @@ func TestForgedReservationsNearACohort(t *testing.T) {
 	_, err := l.Judge(ctx, Write{Name: "team-big", Op: admissionv1.Create, ObjectUID: "u-big", UID: "big", Spec: aTeam("20")})
 	if err == nil || !strings.Contains(err.Error(), "ml-research: budget nvidia.com/gpu on a100 is 60 but its children total") {
 		t.Errorf("a create that fits only if the forged ones do not land: %v; want refused with the overrun", err)
+	}
+}
+
+// TestBaseTheObjectNeverHadRefused: a review names a version its state
+// has passed, but the object it names stayed at an older one meanwhile
+// (a forged review that took a version of another object): the API
+// server sends no such review, and it is refused at once, neither judged
+// nor reserved, where before it was admitted and, as a team's update,
+// reserved as a standing reservation.
+func TestBaseTheObjectNeverHadRefused(t *testing.T) {
+	evs := append(guideEvents(), quotaAt("team-gamma", "u-gamma", 9, aTeam("1"))) // the state has seen 9; team-beta is at 4
+	l, f := testLedger(newFakeState(evs...))
+	forged := Write{Name: "team-beta", Op: admissionv1.Update, ObjectUID: "u-team-beta", Base: "9", UID: "forged",
+		Old: guideInputs().Tree["team-beta"], Spec: aTeam("7")}
+	_, err := l.Judge(context.Background(), forged)
+	if err == nil || !strings.Contains(err.Error(), "resourceVersion 9, which this replica has seen pass without team-beta ever being at it") {
+		t.Fatalf("a review on a version team-beta never had: %v; want a refusal", err)
+	}
+	if f.updates != 0 {
+		t.Errorf("the ledger was written %d times for it", f.updates)
+	}
+	genuine := forged
+	genuine.Base, genuine.UID = "4", "genuine"
+	if v, err := l.Judge(context.Background(), genuine); err != nil || !v.Allowed {
+		t.Errorf("the same write on team-beta's own version: %+v, %v; want admitted", v, err)
 	}
 }
