@@ -141,9 +141,9 @@ var (
 	mWebhookBound = Spec{Name: "ome_quota_webhook_bound_total", Type: Counter, Labels: []string{"outcome"}, Source: webhookSrc,
 		Help: "Reviews judged beside more than three related reservations not yet seen to land, on the bound of those that nothing names as a parent (and every combination of at most three others), by outcome: admitted, refused, or unbounded (more than three could not be bounded: refused with retry)."}
 	mWebhookWaits = Spec{Name: "ome_quota_webhook_waits_total", Type: Counter, Labels: []string{"for", "outcome"}, Source: webhookSrc,
-		Help: "Reviews that had to wait, by what for (base: the API server's answer on a base this replica has not seen; view: this replica's view to reach the ledger's floor or the write's base; settle: related reservations to settle) and outcome: waited, or full (the waiting slots, a quarter of --webhook-max-in-flight, were taken: a review that needed the API server or its view was refused with retry, one beside unsettled reservations judged at once)."}
+		Help: "Reviews that had to wait where a caller could make them wait, by what for (base: the API server's answer on a base this replica has not seen; settle: related reservations to settle) and outcome: waited, or full (the waiting slots, a quarter of --webhook-max-in-flight, were taken: a review that needed the API server was refused with retry, one beside unsettled reservations answered on its first look)."}
 	mWebhookWaiting = Spec{Name: "ome_quota_webhook_waiting", Type: Gauge, Source: webhookSrc,
-		Help: "Reviews waiting now, for the API server's answer on a base, for this replica's view, or for related reservations to settle; at most a quarter of --webhook-max-in-flight."}
+		Help: "Reviews holding a waiting slot now (for the API server's answer on a base, or for related reservations to settle); at most a quarter of --webhook-max-in-flight."}
 	mWebhookReview = Spec{Name: "ome_quota_webhook_review_seconds", Type: Histogram, Labels: []string{"verdict"}, Source: webhookSrc,
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 		Help:    "Time from a review's arrival to its answer, by verdict."}

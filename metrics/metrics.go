@@ -134,7 +134,7 @@ func New() *Metrics {
 	for _, o := range []string{"admitted", "refused", "unbounded"} {
 		m.WebhookBound.WithLabelValues(o)
 	}
-	for _, f := range []string{"base", "view", "settle"} {
+	for _, f := range []string{"base", "settle"} {
 		for _, o := range []string{"waited", "full"} {
 			m.WebhookWaits.WithLabelValues(f, o)
 		}

@@ -333,11 +333,11 @@ func (l *Ledger) judgeOn(ctx context.Context, start time.Time, led *v1beta1.Admi
 	}
 }
 
-// What a review waits for (the waits metric's "for"): the API server's
-// answer on its base, its view, related reservations to settle.
+// What a review waits for, where a caller could make it wait (the waits
+// metric's "for"): the API server's answer on a base this replica has
+// not seen, related reservations to settle.
 const (
 	waitBase   = "base"
-	waitView   = "view"
 	waitSettle = "settle"
 )
 
@@ -756,24 +756,17 @@ func (l *Ledger) expired(r *v1beta1.Reservation) bool {
 // reports true, and once more at recheck, and returns the channel closed
 // by the event after the look that did. It ends with an error that says
 // to retry when ctx ends first.
+//
+// What it waits for is a version the API server has stored (the ledger's
+// floor, a base storedBase let through), which the informer delivers in
+// the time of its lag: no caller can make it longer, so it takes no
+// waiting slot.
 func (l *Ledger) await(ctx context.Context, recheck time.Time, done func(*state.State) bool) (<-chan struct{}, error) {
-	held := false
-	defer func() {
-		if held {
-			l.leave()
-		}
-	}()
 	for {
 		var ok bool
 		next := l.State.Observe(func(s *state.State) { ok = done(s) })
 		if ok {
 			return next, nil
-		}
-		if !held {
-			if !l.enter(waitView) {
-				return nil, fmt.Errorf("this replica's view of the tree has not caught up with the writes admitted before this one, and %d reviews wait for it already", cap(l.Waiting))
-			}
-			held = true
 		}
 		var timer <-chan time.Time
 		if left := recheck.Sub(l.Now()); left > 0 {

@@ -309,35 +309,51 @@ func TestFutureBaseRefusedAtOnce(t *testing.T) {
 	}
 }
 
-// TestWaitsHoldAQuarterOfTheSlots: reviews whose base the API server has
-// stored but this replica's view has not reached wait for it, each until
-// its own deadline at most; while the waiting slots are taken, the next
-// such review is refused at once with "retry" instead of waiting too, so
-// that reviews that wait never hold every slot in flight. Here the view
-// never moves.
+// blockingObjects answers each Get once release is closed, holding its
+// caller meanwhile, as an API server slow to answer does.
+type blockingObjects struct {
+	fakeObjects
+	release chan struct{}
+}
+
+func (b blockingObjects) Get(ctx context.Context, name string, o metav1.GetOptions) (*v1beta1.AcceleratorQuota, error) {
+	select {
+	case <-b.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return b.fakeObjects.Get(ctx, name, o)
+}
+
+// TestWaitsHoldAQuarterOfTheSlots: the waits a caller can cause take a
+// waiting slot, a quarter of those in flight, so that they never hold
+// every slot: a review whose base this replica has not seen asks the API
+// server about it (here, slow to answer), and while the waiting slots
+// are taken the next such review is refused at once with "retry"; a
+// review beside reservations that may still settle, refused on one of
+// their outcomes, is answered on its first look instead of waiting for
+// them.
 func TestWaitsHoldAQuarterOfTheSlots(t *testing.T) {
 	st := newFakeState(guideEvents()...)
 	l, _ := testLedger(st)
-	l.Objects = fakeObjects{"team-beta": storedAt("u-team-beta", 40)}
+	objects := blockingObjects{fakeObjects{"team-beta": storedAt("u-team-beta", 40)}, make(chan struct{})}
+	l.Objects = objects
 	l.Waiting = make(chan struct{}, maxWaiting(8)) // 2 of 8
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	write := func(i int) Write {
 		return Write{Name: "team-beta", Op: admissionv1.Update, ObjectUID: "u-team-beta", Base: "39", UID: types.UID(fmt.Sprintf("ahead-%d", i)),
-			Old: guideInputs().Tree["team-beta"], Spec: aTeam("9")}
+			Old: guideInputs().Tree["team-beta"], Spec: aTeam("6"), DryRun: true}
 	}
 	errs := make(chan error, 8)
 	for i := range 8 {
 		go func() {
-			_, err := l.Judge(ctx, write(i))
+			_, err := l.Judge(context.Background(), write(i))
 			errs <- err
 		}()
 	}
-	// Six are refused while two wait: the two answer only when their
-	// deadline (here, the test's cancel) comes.
+	// Six are refused while two wait for the API server's answer.
 	for range 6 {
 		err := <-errs
-		if err == nil || !strings.Contains(err.Error(), "2 reviews wait") {
+		if err == nil || !strings.Contains(err.Error(), "2 reviews wait already") {
 			t.Fatalf("a review beyond the waiting slots: %v; want a refusal at once", err)
 		}
 	}
@@ -346,17 +362,35 @@ func TestWaitsHoldAQuarterOfTheSlots(t *testing.T) {
 	}
 	select {
 	case err := <-errs:
-		t.Fatalf("a waiting review answered before its deadline, with its view still behind: %v", err)
+		t.Fatalf("a review answered while the API server had not: %v", err)
 	default:
 	}
-	cancel()
+	close(objects.release)
+	// Each then waits for its view to reach 39, which it does once the
+	// informer brings team-beta there.
+	st.apply(quotaAt("team-beta", "u-team-beta", 39, guideInputs().Tree["team-beta"]))
 	for range 2 {
-		if err := <-errs; err == nil || !strings.Contains(err.Error(), "has not caught up") {
-			t.Errorf("a waiting review at its deadline: %v; want a refusal", err)
+		if err := <-errs; err != nil {
+			t.Errorf("a review whose base the API server holds: %v; want judged", err)
 		}
 	}
 	if n := len(l.Waiting); n != 0 {
 		t.Errorf("%d waiting slots still held after every review ended", n)
+	}
+
+	// Both slots held, a create beside team-x's pending create, refused
+	// where team-x lands, does not wait for it to settle.
+	l2, _ := replacedLedger(t)
+	l2.Waiting = make(chan struct{}, 2)
+	l2.Waiting <- struct{}{}
+	l2.Waiting <- struct{}{}
+	stopped := time.Now()
+	l2.Now = func() time.Time { return stopped } // a review that waited would wait until its deadline
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := l2.Judge(ctx, Write{Name: "team-y", Op: admissionv1.Create, ObjectUID: "u-y", UID: "review-y", Spec: aTeam("8"), DryRun: true})
+	if err == nil || !strings.Contains(err.Error(), "if the writes admitted moments ago") || ctx.Err() != nil {
+		t.Errorf("a create refused on one outcome, with no waiting slot: %v (context: %v); want refused at once", err, ctx.Err())
 	}
 }
 
