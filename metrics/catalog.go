@@ -144,6 +144,10 @@ var (
 		Help: "Reviews that had to wait where a caller could make them wait, by what for (base: the API server's answer on a base this replica has not seen; settle: related reservations to settle) and outcome: waited, or full (the waiting slots, a quarter of --webhook-max-in-flight, were taken: a review that needed the API server was refused with retry, one beside unsettled reservations answered on its first look)."}
 	mWebhookWaiting = Spec{Name: "ome_quota_webhook_waiting", Type: Gauge, Source: webhookSrc,
 		Help: "Reviews holding a waiting slot now (for the API server's answer on a base, or for related reservations to settle); at most a quarter of --webhook-max-in-flight."}
+	mWebhookCallers = Spec{Name: "ome_quota_webhook_callers_authenticated", Type: Gauge, Source: webhookSrc,
+		Help: "1 when the webhook serves only clients with a client certificate its client CA signed (the API server, configured to present one), 0 when it serves any client that reaches its port."}
+	mWebhookPolicyOutside = Spec{Name: "ome_quota_webhook_policy_apiservers_outside", Type: Gauge, Labels: []string{"sources"}, Source: webhookSrc,
+		Help: "The API server's addresses (EndpointSlice default/kubernetes) that the webhook's NetworkPolicy (--webhook-network-policy) does not admit to the webhook port, compared every minute; sources is where the policy's came from: lookup (the addresses at the last install or upgrade, stale when above 0) or values (networkPolicy.apiServerCIDRs, which may name a proxy instead). Absent while the policy cannot be read or admits every source."}
 	mWebhookReview = Spec{Name: "ome_quota_webhook_review_seconds", Type: Histogram, Labels: []string{"verdict"}, Source: webhookSrc,
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 		Help:    "Time from a review's arrival to its answer, by verdict."}
@@ -171,7 +175,7 @@ var (
 func Catalog() []Spec {
 	out := append(slices.Clone(stateSpecs),
 		mApplied, mSwept, mWrites, mWriteErrors, mApplySeconds, mFullComparison, mEvents, mEventLag, mEventLogErrors,
-		mWebhookVerdicts, mWebhookLedger, mWebhookUncertain, mWebhookBound, mWebhookWaits, mWebhookWaiting, mWebhookReview, mWebhookJudge,
+		mWebhookVerdicts, mWebhookLedger, mWebhookUncertain, mWebhookBound, mWebhookWaits, mWebhookWaiting, mWebhookCallers, mWebhookPolicyOutside, mWebhookReview, mWebhookJudge,
 		mDRAMappingsDiffer, mUndecodable, mStatusUnwritten, mLeader, mLeaderTransitions, mKubeEvents, mBuildInfo,
 		mQueueDepth, mQueueAdds, mQueueRetries, mQueueLatency, mQueueWork, mQueueUnfinished, mQueueLongest,
 	)

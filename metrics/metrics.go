@@ -46,6 +46,11 @@ type Metrics struct {
 	WebhookBound   *prometheus.CounterVec
 	WebhookWaits   *prometheus.CounterVec
 	WebhookWaiting prometheus.Gauge
+	// WebhookCallersAuthenticated says whether the webhook's callers must
+	// present a client certificate; WebhookPolicyOutside counts the API
+	// server's addresses its NetworkPolicy does not admit.
+	WebhookCallersAuthenticated prometheus.Gauge
+	WebhookPolicyOutside        *prometheus.GaugeVec
 	// WebhookReviewSeconds is the time from a review's arrival to its
 	// answer, by verdict.
 	WebhookReviewSeconds *prometheus.HistogramVec
@@ -107,6 +112,8 @@ func New() *Metrics {
 	m.WebhookBound = counterVec(mWebhookBound)
 	m.WebhookWaits = counterVec(mWebhookWaits)
 	m.WebhookWaiting = gauge(mWebhookWaiting)
+	m.WebhookCallersAuthenticated = gauge(mWebhookCallers)
+	m.WebhookPolicyOutside = gaugeVec(mWebhookPolicyOutside)
 	m.WebhookReviewSeconds = histogramVec(mWebhookReview)
 	m.WebhookPendingSeconds = histogram(mWebhookJudge)
 	m.Leader = gauge(mLeader)
@@ -142,7 +149,7 @@ func New() *Metrics {
 	m.register(
 		m.Applied, m.Swept, m.Writes, m.WriteErrors, m.ApplySeconds, m.FullComparison,
 		m.Events, m.EventLag, m.EventLogErrors,
-		m.WebhookVerdicts, m.WebhookLedger, m.WebhookUncertain, m.WebhookBound, m.WebhookWaits, m.WebhookWaiting, m.WebhookReviewSeconds, m.WebhookPendingSeconds,
+		m.WebhookVerdicts, m.WebhookLedger, m.WebhookUncertain, m.WebhookBound, m.WebhookWaits, m.WebhookWaiting, m.WebhookCallersAuthenticated, m.WebhookPolicyOutside, m.WebhookReviewSeconds, m.WebhookPendingSeconds,
 		m.Leader, m.LeaderTransitions, m.KubeEvents, m.DRAMappingsDiffer, m.Undecodable, m.StatusUnwritten,
 		newBuildInfo(), &stateCollector{m: m},
 	)

@@ -130,7 +130,7 @@ func floodServer(tb testing.TB) *httptest.Server {
 		return judge(ctx, w)
 	}}
 	s := &Server{opts: o, reviewer: r, certs: NewCerts(nil, o), metrics: metrics.New(),
-		inFlight: make(chan struct{}, o.MaxInFlight), large: largeSlot()}
+		inFlight: make(chan struct{}, o.MaxInFlight), large: largeSlot(), callers: newCallers(&o.CertOptions)}
 	b, err := issue(nil, nil, time.Now(), time.Hour, time.Hour, o.dnsNames, o.ips)
 	if err != nil {
 		tb.Fatal(err)

@@ -419,6 +419,14 @@ type CertOptions struct {
 	// ClientCA is a PEM file of CAs; set, the webhook serves only clients
 	// with a certificate one of them signed (--webhook-client-ca).
 	ClientCA string
+	// ClientCAConfigMap is where else to read those CAs:
+	// namespace/name:key of a ConfigMap, such as the API server's own
+	// client CA in kube-system/extension-apiserver-authentication,
+	// client-ca-file (--webhook-client-ca-configmap); kept current.
+	ClientCAConfigMap string
+	// ClientNames, when set, are the common names a client certificate
+	// must carry besides (--webhook-client-names).
+	ClientNames []string
 
 	// CALifetime and ServingLifetime are how long new certificates are
 	// valid. A certificate is renewed once less than a third of its own
@@ -432,6 +440,7 @@ type CertOptions struct {
 	// Parsed forms, filled by validate.
 	secretNS, secretName   string
 	serviceNS, serviceName string
+	caNS, caName, caKey    string
 	dnsNames               []string
 	ips                    []net.IP
 }
@@ -450,6 +459,8 @@ func defaultCertOptions() CertOptions {
 func (o *CertOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.CertSecret, "webhook-cert-secret", o.CertSecret, "Secret (namespace/name; a bare name means $POD_NAMESPACE) that holds the webhook's CA and serving certificate; it must exist: the manager fills it but never creates it")
 	fs.StringVar(&o.ClientCA, "webhook-client-ca", o.ClientCA, "PEM file of the CA that signs the API server's client certificate for webhooks (its admission configuration's kubeConfigFile); set, the webhook refuses every TLS client without such a certificate")
+	fs.StringVar(&o.ClientCAConfigMap, "webhook-client-ca-configmap", o.ClientCAConfigMap, "namespace/name:key of a ConfigMap holding the PEM CA that signs the API server's client certificate for webhooks, read and kept current in place of --webhook-client-ca; kube-system/extension-apiserver-authentication:client-ca-file is the API server's own client CA")
+	fs.StringSliceVar(&o.ClientNames, "webhook-client-names", o.ClientNames, "with a client CA, the common names a client certificate must carry (kubeadm's for the API server: kube-apiserver-kubelet-client); none: any the CA signed")
 	fs.StringVar(&o.ConfigName, "webhook-config-name", o.ConfigName, "ValidatingWebhookConfiguration into whose webhooks the CA bundle is injected")
 	fs.StringVar(&o.Service, "webhook-service", o.Service, "Service (namespace/name; a bare name means $POD_NAMESPACE) in front of the webhook: its DNS names go into the serving certificate")
 	fs.StringSliceVar(&o.CertHosts, "webhook-cert-hosts", o.CertHosts, "extra DNS names and IP addresses for the serving certificate, e.g. 127.0.0.1 when the API server calls the webhook on loopback")
@@ -490,6 +501,22 @@ func (o *CertOptions) validate() error {
 		if _, err := o.clientCAs(); err != nil {
 			return err
 		}
+	}
+	if o.ClientCAConfigMap != "" {
+		if o.ClientCA != "" {
+			return fmt.Errorf("--webhook-client-ca and --webhook-client-ca-configmap are both set: give the API server's client CA one way")
+		}
+		ref, key, ok := strings.Cut(o.ClientCAConfigMap, ":")
+		if !ok || key == "" || !strings.Contains(ref, "/") {
+			return fmt.Errorf("--webhook-client-ca-configmap=%q: write it as namespace/name:key, e.g. kube-system/extension-apiserver-authentication:client-ca-file", o.ClientCAConfigMap)
+		}
+		if o.caNS, o.caName, err = namespacedName("--webhook-client-ca-configmap", ref); err != nil {
+			return err
+		}
+		o.caKey = key
+	}
+	if len(o.ClientNames) > 0 && o.ClientCA == "" && o.ClientCAConfigMap == "" {
+		return fmt.Errorf("--webhook-client-names is set without a client CA: set --webhook-client-ca or --webhook-client-ca-configmap too")
 	}
 	return nil
 }

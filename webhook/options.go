@@ -53,6 +53,10 @@ type Options struct {
 	// may write its copies here (--webhook-projection-writers): user
 	// names, and groups as group:NAME.
 	ProjectionWriters []string
+	// NetworkPolicy is the NetworkPolicy (namespace/name) that admits the
+	// API server to the webhook port, compared with the API server's
+	// addresses (--webhook-network-policy); "": none is compared.
+	NetworkPolicy string
 
 	// CertOptions are the certificate's and TLS's (bootstrap.go).
 	CertOptions
@@ -84,6 +88,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.StandingHold, "webhook-standing-hold", o.StandingHold, "how long a standing reservation (a team's raised budget) is kept after the last write it admitted: longer saves ledger writes for a budget raised again and again, shorter lets siblings past the raise sooner")
 	fs.IntVar(&o.MaxInFlight, "webhook-max-in-flight", o.MaxInFlight, "reviews judged at once; more are answered 429 (retry)")
 	fs.StringSliceVar(&o.ProjectionWriters, "webhook-projection-writers", o.ProjectionWriters, "identities of the management plane that alone may write the copies it projects here (labelled ome.io/quota-origin): user names, groups as group:NAME")
+	fs.StringVar(&o.NetworkPolicy, "webhook-network-policy", o.NetworkPolicy, "NetworkPolicy (namespace/name) that admits the API server to the webhook port: its sources are compared with the API server's addresses every minute (ome_quota_webhook_policy_apiservers_outside); empty compares nothing")
 	o.CertOptions.addFlags(fs)
 }
 
@@ -117,6 +122,11 @@ func (o *Options) Validate() error {
 	}
 	if o.StandingHold <= 0 {
 		return fmt.Errorf("--webhook-standing-hold=%s: it must be positive", o.StandingHold)
+	}
+	if o.NetworkPolicy != "" {
+		if _, _, err := namespacedName("--webhook-network-policy", o.NetworkPolicy); err != nil {
+			return err
+		}
 	}
 	return o.CertOptions.validate()
 }

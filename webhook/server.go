@@ -59,7 +59,8 @@ type Server struct {
 	metrics  *metrics.Metrics
 	ledger   *Ledger
 	inFlight chan struct{} // a slot per review judged at once
-	large    chan []byte   // the one slot for a body over largeBody bytes, with its buffer
+	callers  *callers
+	large    chan []byte // the one slot for a body over largeBody bytes, with its buffer
 	kube     kubernetes.Interface
 
 	listening atomic.Bool
@@ -104,6 +105,7 @@ func New(opts *Options, cfg *rest.Config, st StateReader, m *metrics.Metrics) (*
 		metrics:  m,
 		ledger:   l,
 		inFlight: make(chan struct{}, opts.MaxInFlight),
+		callers:  newCallers(&opts.CertOptions),
 		large:    largeSlot(),
 		kube:     kube,
 	}, nil
@@ -158,9 +160,20 @@ func (s *Server) Run(ctx context.Context) error {
 	certsDone := make(chan error, 1)
 	go func() { certsDone <- s.certs.Run(klog.NewContext(ctx, log)) }()
 	go s.ledger.Run(ctx)
+	go s.callers.run(klog.NewContext(ctx, log), s.kube)
+	go s.runPolicyCheck(klog.NewContext(ctx, log))
 	s.listening.Store(true)
 	log.Info("serving the admission webhook", "port", s.opts.Port, "path", Path, "secret", s.opts.CertSecret, "config", s.opts.ConfigName,
-		"ledger", s.opts.Ledger, "clientCA", s.opts.ClientCA, "maxInFlight", s.opts.MaxInFlight)
+		"ledger", s.opts.Ledger, "maxInFlight", s.opts.MaxInFlight)
+	// Whether callers are authenticated, said once at start: in the log,
+	// a metric, and the webhook configuration (kubectl ome quota status
+	// root).
+	callers := s.callers.describe(s.opts.Port)
+	log.Info("the webhook's callers are "+callers, "authenticated", s.callers.on())
+	if s.metrics != nil {
+		s.metrics.WebhookCallersAuthenticated.Set(map[bool]float64{true: 1}[s.callers.on()])
+	}
+	go annotate(ctx, s.kube, s.opts.ConfigName, v1beta1.WebhookCallersAnnotation, reported(callers, s.opts.Identity, time.Now()))
 
 	var runErr error
 	select {

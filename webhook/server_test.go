@@ -30,7 +30,8 @@ func testServer(t *testing.T) *Server {
 	if err := o.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{opts: o, reviewer: guideReviewer(), certs: NewCerts(nil, o), metrics: metrics.New(), inFlight: make(chan struct{}, 4), large: largeSlot()}
+	s := &Server{opts: o, reviewer: guideReviewer(), certs: NewCerts(nil, o), metrics: metrics.New(), inFlight: make(chan struct{}, 4), large: largeSlot(),
+		callers: newCallers(&o.CertOptions)}
 	b, err := issue(nil, nil, time.Now(), time.Hour, time.Hour, o.dnsNames, o.ips)
 	if err != nil {
 		t.Fatal(err)

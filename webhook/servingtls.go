@@ -79,10 +79,10 @@ func (s *Server) httpServer() *http.Server {
 // tlsConfig serves the current certificate, over TLS 1.2 or newer only.
 func (s *Server) tlsConfig() *tls.Config {
 	c := &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: s.certs.GetCertificate}
-	if s.opts.ClientCA != "" {
-		// Validate read it already.
-		pool, _ := s.opts.clientCAs()
-		c.ClientCAs, c.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	if s.callers.on() {
+		// The CA may change (a ConfigMap kept current), so the chain is
+		// checked by callers, on the CA as it is at the handshake.
+		c.ClientAuth, c.VerifyPeerCertificate = tls.RequireAnyClientCert, s.callers.verify
 	}
 	return c
 }
@@ -95,6 +95,9 @@ func (s *Server) Ready() error {
 		return fmt.Errorf("webhook: not listening on port %d yet", s.opts.Port)
 	}
 	if err := s.certs.Ready(); err != nil {
+		return err
+	}
+	if err := s.callers.ready(); err != nil {
 		return err
 	}
 	return s.probe()

@@ -44,6 +44,13 @@ const (
 	// cluster holds a copy of it, so that the hold record in its status
 	// (status.holds) outlives every copy it bounds.
 	CopiesFinalizer = "ome.io/fleet-copies"
+	// WebhookCallersAnnotation and WebhookPolicyAnnotation are what the
+	// manager's webhook says, on its ValidatingWebhookConfiguration, of
+	// who may call it (whether its callers are authenticated) and of its
+	// NetworkPolicy (whether it still admits every API server address);
+	// kubectl ome quota status root prints them.
+	WebhookCallersAnnotation = "ome.io/webhook-callers"
+	WebhookPolicyAnnotation  = "ome.io/webhook-network-policy"
 )
 
 // Role is what a node of the tree is written to Kueue as.
