@@ -108,6 +108,18 @@ type StatusReport struct {
 	Copies  []CopyReport   `json:"copies,omitempty"`
 	// Budgets compares each budget with its parent's and the mark.
 	Budgets []BudgetCheck `json:"budgets,omitempty"`
+	// Admission is, for root, what the admission webhook said of itself.
+	Admission *AdmissionReport `json:"admission,omitempty"`
+}
+
+// AdmissionReport is what the webhook's replicas wrote on its
+// ValidatingWebhookConfiguration: whether its callers are authenticated,
+// and whether its NetworkPolicy still admits the API server. Error says
+// why they could not be read.
+type AdmissionReport struct {
+	Callers       string `json:"callers,omitempty"`
+	NetworkPolicy string `json:"networkPolicy,omitempty"`
+	Error         string `json:"error,omitempty"`
 }
 
 // CauseReport is one link of a chain of causes.

@@ -1,6 +1,7 @@
 package quotactl
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -73,6 +74,9 @@ parent's budget and root's high-water mark.`,
 			} else if err := so.objects(c, cs, cl, s, aq, rep); err != nil {
 				return err
 			}
+			if aq.Name == v1beta1.RootName {
+				rep.Admission = admissionOf(c.Context(), cs)
+			}
 			if done, err := printReport(c, so.output, rep, so.streams.Out); done {
 				return err
 			}
@@ -125,6 +129,27 @@ func (so *statusOptions) report(cl *cluster, s *state.State, aq *v1beta1.Acceler
 		rep.Budgets = append(rep.Budgets, bc)
 	}
 	return rep
+}
+
+// webhookConfig is the admission webhook's ValidatingWebhookConfiguration.
+const webhookConfig = "ome-quota-manager.ome.io"
+
+// admissionOf reads what the webhook's replicas said of themselves on its
+// configuration (v1beta1.WebhookCallersAnnotation, WebhookPolicyAnnotation).
+func admissionOf(ctx context.Context, cs *clients) *AdmissionReport {
+	cfg, err := cs.kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, webhookConfig, metav1.GetOptions{})
+	if err != nil {
+		return &AdmissionReport{Error: fmt.Sprintf("cannot read the ValidatingWebhookConfiguration %s: %v", webhookConfig, err)}
+	}
+	const none = "not reported: no replica running this version has started"
+	r := &AdmissionReport{Callers: cfg.Annotations[v1beta1.WebhookCallersAnnotation], NetworkPolicy: cfg.Annotations[v1beta1.WebhookPolicyAnnotation]}
+	if r.Callers == "" {
+		r.Callers = none
+	}
+	if r.NetworkPolicy == "" {
+		r.NetworkPolicy = "not compared: the release has no NetworkPolicy, or " + none
+	}
+	return r
 }
 
 // copiesOf is, on a plane, how each member holds the node's copy, as the
@@ -411,6 +436,26 @@ func (so *statusOptions) printText(w io.Writer, rep *StatusReport) {
 			line += " (" + o.Detail + ")"
 		}
 		b.WriteString(line + "\n")
+	}
+	if a := rep.Admission; a != nil {
+		b.WriteString("Admission webhook:\n")
+		if a.Error != "" {
+			b.WriteString("  " + p.bad(a.Error) + "\n")
+		} else {
+			callers := "Callers " + a.Callers
+			if strings.HasPrefix(a.Callers, "authenticated") {
+				callers = p.good(callers)
+			} else {
+				callers = p.warn(callers)
+			}
+			policy := "NetworkPolicy " + a.NetworkPolicy
+			if strings.HasPrefix(a.NetworkPolicy, "current") {
+				policy = p.good(policy)
+			} else {
+				policy = p.warn(policy)
+			}
+			b.WriteString("  " + callers + "\n  " + policy + "\n")
+		}
 	}
 	if len(rep.Budgets) > 0 {
 		b.WriteString("Budgets:\n")
