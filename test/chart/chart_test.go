@@ -109,6 +109,7 @@ var installArgs = []string{
 	"--webhook-config-name=ome-quota-manager.ome.io",
 	"--webhook-service=ome/ome-quota-manager-webhook",
 	"--webhook-ledger=ome-quota-manager",
+	"--webhook-network-policy=ome/ome-quota-manager",
 	"--event-log=/var/lib/ome-quota-manager/events",
 	"--event-log-max-bytes=536870912",
 	"--event-log-max-age=168h",
@@ -182,7 +183,7 @@ func TestGuideValues(t *testing.T) {
 		"webhook-wedge recovery: webhook disabled": {
 			files: webhookDisabled,
 			args: with(map[string]string{"--webhook": "false", "--webhook-port": "", "--webhook-timeout": "", "--webhook-cert-secret": "",
-				"--webhook-config-name": "", "--webhook-service": "", "--webhook-ledger": ""}),
+				"--webhook-config-name": "", "--webhook-service": "", "--webhook-ledger": "", "--webhook-network-policy": ""}),
 			check: func(t *testing.T, _ *manager.Options, w *webhook.Options) {
 				require.False(t, w.Enabled)
 			},
@@ -276,6 +277,7 @@ func TestInstallObjects(t *testing.T) {
 		"FlowSchema/ome-quota-manager", "PriorityLevelConfiguration/ome-quota-manager",
 		"NetworkPolicy/ome-quota-manager", "CustomResourceDefinition/admissionledgers.ome.io",
 		"Lease/ome-quota-manager",
+		"Role/ome-quota-manager-apiserver-addresses", "RoleBinding/ome-quota-manager-apiserver-addresses",
 	}, r.Kinds())
 
 	d := deployment(t, r)
@@ -385,7 +387,7 @@ func TestRBAC(t *testing.T) {
 		"kueue.x-k8s.io localqueues: list,watch,create,patch,delete",
 		"ome.io admissionledgers: create",
 		"ome.io admissionledgers/ome-quota-manager: get,list,watch,update",
-		"admissionregistration.k8s.io validatingwebhookconfigurations/ome-quota-manager.ome.io: get,list,watch,update",
+		"admissionregistration.k8s.io validatingwebhookconfigurations/ome-quota-manager.ome.io: get,list,watch,update,patch",
 		"authorization.k8s.io subjectaccessreviews: create",
 	}, rules(cr.Rules))
 	role := convert[rbacv1.Role](t, r.Get("Role", "ome-quota-manager"))
@@ -394,7 +396,12 @@ func TestRBAC(t *testing.T) {
 		"coordination.k8s.io leases: create",
 		"coordination.k8s.io leases/ome-quota-manager: get,update",
 		" secrets/ome-quota-manager-webhook-cert: get,list,watch,update",
+		"networking.k8s.io networkpolicies/ome-quota-manager: get",
 	}, rules(role.Rules))
+	addrs := convert[rbacv1.Role](t, r.Get("Role", "ome-quota-manager-apiserver-addresses"))
+	require.Equal(t, "default", addrs.Namespace)
+	require.Equal(t, []string{"discovery.k8s.io endpointslices/kubernetes: get"}, rules(addrs.Rules))
+	require.Equal(t, "default", r.Get("RoleBinding", "ome-quota-manager-apiserver-addresses").GetNamespace())
 	crb := convert[rbacv1.ClusterRoleBinding](t, r.Get("ClusterRoleBinding", "ome-quota-manager"))
 	require.Equal(t, []rbacv1.Subject{{Kind: "ServiceAccount", Name: "ome-quota-manager", Namespace: "ome"}}, crb.Subjects)
 
@@ -644,11 +651,11 @@ func TestEventLogAndDRA(t *testing.T) {
 func TestLeaseIsTheReleases(t *testing.T) {
 	const key = "coordination.k8s.io/v1 Lease ome ome-quota-manager"
 	owned := Cluster{key: {"metadata": map[string]any{"name": "ome-quota-manager",
-		"annotations": map[string]any{"meta.helm.sh/release-name": "ome-quota-manager"}}}}
+		"annotations": map[string]any{"meta.helm.sh/release-name": "ome-quota-manager"}}}, sliceKey: APIServerSlice}
 	r, err := RenderIn(owned, "ome", install)
 	require.NoError(t, err)
 	require.NotNil(t, r.Get("Lease", "ome-quota-manager"))
-	foreign := Cluster{key: {"metadata": map[string]any{"name": "ome-quota-manager"}}}
+	foreign := Cluster{key: {"metadata": map[string]any{"name": "ome-quota-manager"}}, sliceKey: APIServerSlice}
 	r, err = RenderIn(foreign, "ome", install)
 	require.NoError(t, err)
 	require.Nil(t, r.Get("Lease", "ome-quota-manager"))
@@ -659,7 +666,7 @@ func TestLeaseIsTheReleases(t *testing.T) {
 // namespace exists at install; otherwise it gets no Role in a namespace
 // that is not there, and compares nothing.
 func TestKueueConfigRole(t *testing.T) {
-	withKueue := Cluster{"v1 Namespace  kueue-system": {"metadata": map[string]any{"name": "kueue-system"}}}
+	withKueue := Cluster{"v1 Namespace  kueue-system": {"metadata": map[string]any{"name": "kueue-system"}}, sliceKey: APIServerSlice}
 	r, err := RenderIn(withKueue, "ome", install)
 	require.NoError(t, err)
 	role := r.Get("Role", "ome-quota-manager-kueue-config")

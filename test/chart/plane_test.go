@@ -90,6 +90,7 @@ func TestPlaneFromKubeconfigSecrets(t *testing.T) {
 		"coordination.k8s.io leases: create",
 		"coordination.k8s.io leases/ome-quota-manager: get,update",
 		" secrets/ome-quota-manager-webhook-cert: get,list,watch,update",
+		"networking.k8s.io networkpolicies/ome-quota-manager: get",
 		" configmaps/ome-quota-manager-members: list,watch",
 		" secrets/east-kubeconfig,west-kubeconfig: list,watch",
 	}, rules(role.Rules))
@@ -111,6 +112,7 @@ quotaManager:
 		"coordination.k8s.io leases: create",
 		"coordination.k8s.io leases/ome-quota-manager: get,update",
 		" secrets/ome-quota-manager-webhook-cert: get,list,watch,update",
+		"networking.k8s.io networkpolicies/ome-quota-manager: get",
 		" configmaps/ome-quota-manager-members: list,watch",
 		" secrets/east-kubeconfig: list,watch",
 	}, rules(convert[rbacv1.Role](t, one.Get("Role", "ome-quota-manager")).Rules))
@@ -187,6 +189,7 @@ func TestPlaneFromClusterProfiles(t *testing.T) {
 		"coordination.k8s.io leases: create",
 		"coordination.k8s.io leases/ome-quota-manager: get,update",
 		" secrets/ome-quota-manager-webhook-cert: get,list,watch,update",
+		"networking.k8s.io networkpolicies/ome-quota-manager: get",
 	}
 	require.Equal(t, append(base, " secrets: get"), rules(convert[rbacv1.Role](t, r.Get("Role", "ome-quota-manager")).Rules),
 		"the secret-reader plugin gets the Secret named after each cluster, which may join later")
@@ -334,7 +337,7 @@ func TestProjectionRefused(t *testing.T) {
 // finalizer, the CRD's schema, Events, the webhook's objects and the access
 // review that answers who may release copies stay.
 func TestPlaneClusterRole(t *testing.T) {
-	withKueue := Cluster{"v1 Namespace  kueue-system": {"metadata": map[string]any{"name": "kueue-system"}}}
+	withKueue := Cluster{"v1 Namespace  kueue-system": {"metadata": map[string]any{"name": "kueue-system"}}, sliceKey: APIServerSlice}
 	for name, files := range map[string][]string{"clusters": planeClusters, "clusterProfiles": planeProfiles} {
 		t.Run(name, func(t *testing.T) {
 			r, err := RenderIn(withKueue, "ome", files)
@@ -348,7 +351,7 @@ func TestPlaneClusterRole(t *testing.T) {
 				" events: create,patch",
 				"ome.io admissionledgers: create",
 				"ome.io admissionledgers/ome-quota-manager: get,list,watch,update",
-				"admissionregistration.k8s.io validatingwebhookconfigurations/ome-quota-manager.ome.io: get,list,watch,update",
+				"admissionregistration.k8s.io validatingwebhookconfigurations/ome-quota-manager.ome.io: get,list,watch,update,patch",
 				"authorization.k8s.io subjectaccessreviews: create",
 			}, rules(cr.Rules))
 			require.Nil(t, r.Get("Role", "ome-quota-manager-kueue-config"))

@@ -55,9 +55,33 @@ func Dir() (string, error) {
 	return filepath.Join(root, "charts", "ome-quota-manager"), nil
 }
 
-// Render renders the chart as `helm template ome-quota-manager <chart>
-// --namespace ns -f file... --set set...` does.
+// APIServerSlice is the kubernetes EndpointSlice of namespace default of
+// a cluster with two API servers, 192.0.2.10 and 192.0.2.11; APIServers
+// is a cluster that holds it and nothing else.
+var (
+	APIServerSlice = map[string]any{
+		"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
+		"metadata": map[string]any{"name": "kubernetes", "namespace": "default"},
+		"endpoints": []any{
+			map[string]any{"addresses": []any{"192.0.2.10"}, "conditions": map[string]any{"ready": true}},
+			map[string]any{"addresses": []any{"192.0.2.11"}, "conditions": map[string]any{"ready": true}},
+		},
+	}
+	APIServers = Cluster{"discovery.k8s.io/v1 EndpointSlice default kubernetes": APIServerSlice}
+)
+
+// Render renders the chart as `helm install ome-quota-manager <chart>
+// --namespace ns -f file... --set set... --dry-run=server` does against a
+// cluster where lookup finds the API servers' EndpointSlice
+// (APIServerSlice) and nothing else: as an install renders it.
 func Render(ns string, files []string, set ...string) (*Rendered, error) {
+	return RenderIn(APIServers, ns, files, set...)
+}
+
+// Template renders the chart as `helm template ome-quota-manager <chart>
+// --namespace ns -f file... --set set...` does: lookup finds nothing, as
+// with Argo CD or a client-side dry run.
+func Template(ns string, files []string, set ...string) (*Rendered, error) {
 	return RenderIn(nil, ns, files, set...)
 }
 

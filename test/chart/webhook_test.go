@@ -18,10 +18,12 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"ome.io/quota-manager/test/localcluster"
+	"ome.io/quota-manager/webhook"
 )
 
 // TestLedgerCRD: the AdmissionLedger's CRD is rendered whoever installs the
@@ -77,17 +79,9 @@ func cidrs(r networkingv1.NetworkPolicyIngressRule) []string {
 	return out
 }
 
-// Two API servers as the kubernetes EndpointSlice lists them, and two,
-// one of them on IPv6, as the (deprecated) Endpoints do.
+// Two API servers as the (deprecated) Endpoints list them, one of them on
+// IPv6; APIServerSlice lists two others.
 var (
-	apiServerSlice = map[string]any{
-		"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
-		"metadata": map[string]any{"name": "kubernetes", "namespace": "default"},
-		"endpoints": []any{
-			map[string]any{"addresses": []any{"192.0.2.10"}, "conditions": map[string]any{"ready": true}},
-			map[string]any{"addresses": []any{"192.0.2.11"}, "conditions": map[string]any{"ready": true}},
-		},
-	}
 	apiServerEndpoints = map[string]any{
 		"apiVersion": "v1", "kind": "Endpoints",
 		"metadata": map[string]any{"name": "kubernetes", "namespace": "default"},
@@ -98,22 +92,23 @@ var (
 	}
 	sliceKey     = "discovery.k8s.io/v1 EndpointSlice default kubernetes"
 	endpointsKey = "v1 Endpoints default kubernetes"
-	apiServers   = Cluster{sliceKey: apiServerSlice, endpointsKey: apiServerEndpoints}
+	apiServers   = Cluster{sliceKey: APIServerSlice, endpointsKey: apiServerEndpoints}
 )
 
 // TestNetworkPolicy: on by default; the webhook port admits only the API
-// server (the values' CIDRs, else the kubernetes Endpoints' addresses),
-// and every source only when neither is known, which the policy and the
-// release notes say; the metrics port admits the monitoring namespace and
-// the release's; the health port stays open to the kubelet's probes.
+// server (the values' CIDRs, else the kubernetes EndpointSlice's or
+// Endpoints' addresses, which the policy notes as looked up, for the
+// manager to compare with the API server's addresses later); where
+// neither is known (helm template, Argo CD) the chart refuses to render,
+// saying what to set. The metrics port admits the monitoring namespace
+// and the release's; the health port stays open to the kubelet's probes.
 func TestNetworkPolicy(t *testing.T) {
-	const fallback = "FALLBACK: no address of the API server is known"
-	const notes = "WARNING: the NetworkPolicy ome-quota-manager admits every source on the webhook\nport"
-	check := func(t *testing.T, np *networkingv1.NetworkPolicy) map[int32]networkingv1.NetworkPolicyIngressRule {
+	check := func(t *testing.T, np *networkingv1.NetworkPolicy, sources string) map[int32]networkingv1.NetworkPolicyIngressRule {
 		t.Helper()
 		require.Equal(t, map[string]string{"app.kubernetes.io/name": "ome-quota-manager", "app.kubernetes.io/instance": "ome-quota-manager"},
 			np.Spec.PodSelector.MatchLabels)
 		require.Equal(t, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}, np.Spec.PolicyTypes)
+		require.Equal(t, sources, np.Annotations[webhook.SourcesAnnotation])
 		rules := rulePorts(t, np)
 		metrics := rules[8080]
 		require.Equal(t, []networkingv1.NetworkPolicyPeer{
@@ -125,39 +120,51 @@ func TestNetworkPolicy(t *testing.T) {
 		require.Empty(t, health.From, "the health port admits every source")
 		return rules
 	}
+	const refusal = "quotaManager.networkPolicy.apiServerCIDRs is empty, and the API server's addresses cannot be looked up here (helm template, Argo CD and client-side dry runs read no cluster): the NetworkPolicy would admit every source to the webhook port, so the chart does not render it. Set quotaManager.networkPolicy.apiServerCIDRs to where your API server calls webhooks from (docs/install.md, The NetworkPolicy, lists the usual ones for GKE, EKS, AKS and kubeadm), or turn the policy off on purpose with quotaManager.networkPolicy.enabled=false"
 
-	t.Run("default, nothing to look up: every source, said twice", func(t *testing.T) {
-		r := render(t, install)
-		rules := check(t, networkPolicy(t, r))
-		require.Len(t, rules, 3)
-		require.Empty(t, rules[9443].From)
-		require.Contains(t, r.Manifest, fallback)
-		require.Contains(t, r.Notes, notes)
+	t.Run("helm template with the defaults: refused, saying what to set", func(t *testing.T) {
+		_, err := Template("ome", install)
+		require.Error(t, err)
+		require.Contains(t, err.Error(), refusal)
 	})
-	t.Run("default, the kubernetes EndpointSlice's addresses", func(t *testing.T) {
+	t.Run("helm template with apiServerCIDRs: exactly those", func(t *testing.T) {
+		r, err := Template("ome", install, "quotaManager.networkPolicy.apiServerCIDRs={10.0.0.0/24,10.1.0.0/24}")
+		require.NoError(t, err)
+		rules := check(t, networkPolicy(t, r), "values")
+		require.Len(t, rules, 3)
+		require.Equal(t, []networkingv1.NetworkPolicyPeer{
+			{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.0/24"}}, {IPBlock: &networkingv1.IPBlock{CIDR: "10.1.0.0/24"}},
+		}, rules[9443].From, "the webhook port's sources are exactly the values'")
+		require.Contains(t, deployment(t, r).Spec.Template.Spec.Containers[0].Args, "--webhook-network-policy=ome/ome-quota-manager")
+	})
+	t.Run("helm template with the policy off on purpose", func(t *testing.T) {
+		r, err := Template("ome", install, "quotaManager.networkPolicy.enabled=false")
+		require.NoError(t, err)
+		require.Nil(t, r.Get("NetworkPolicy", "ome-quota-manager"))
+		for _, a := range deployment(t, r).Spec.Template.Spec.Containers[0].Args {
+			require.False(t, strings.HasPrefix(a, "--webhook-network-policy"), a)
+		}
+	})
+	t.Run("install: the kubernetes EndpointSlice's addresses, looked up", func(t *testing.T) {
 		r, err := RenderIn(apiServers, "ome", install)
 		require.NoError(t, err)
-		rules := check(t, networkPolicy(t, r))
+		rules := check(t, networkPolicy(t, r), "lookup")
 		require.Equal(t, []string{"192.0.2.10/32", "192.0.2.11/32"}, cidrs(rules[9443]))
 		require.Len(t, rules[9443].From, 2, "only the API servers: no replica calls another")
-		require.NotContains(t, r.Manifest, fallback)
-		require.NotContains(t, r.Notes, "admits every source")
 	})
-	t.Run("default, no EndpointSlice: the kubernetes Endpoints' addresses", func(t *testing.T) {
+	t.Run("install, no EndpointSlice: the kubernetes Endpoints' addresses", func(t *testing.T) {
 		r, err := RenderIn(Cluster{endpointsKey: apiServerEndpoints}, "ome", install)
 		require.NoError(t, err)
-		rules := check(t, networkPolicy(t, r))
+		rules := check(t, networkPolicy(t, r), "lookup")
 		require.Equal(t, []string{"192.0.2.20/32", "2001:db8::20/128"}, cidrs(rules[9443]))
 		require.Len(t, rules[9443].From, 2)
-		require.NotContains(t, r.Notes, "admits every source")
 	})
 	t.Run("apiServerCIDRs win over the Endpoints", func(t *testing.T) {
 		r, err := RenderIn(apiServers, "ome", install, "quotaManager.networkPolicy.apiServerCIDRs={10.0.0.0/24,10.1.0.0/24}")
 		require.NoError(t, err)
-		rules := check(t, networkPolicy(t, r))
+		rules := check(t, networkPolicy(t, r), "values")
 		require.Equal(t, []string{"10.0.0.0/24", "10.1.0.0/24"}, cidrs(rules[9443]))
 		require.Len(t, rules[9443].From, 2)
-		require.NotContains(t, r.Notes, "admits every source")
 	})
 	t.Run("ports follow the values", func(t *testing.T) {
 		r := render(t, install, "quotaManager.webhook.port=10443", "quotaManager.metrics.port=9090",
@@ -168,17 +175,12 @@ func TestNetworkPolicy(t *testing.T) {
 		require.Contains(t, rules, int32(9091))
 		require.Equal(t, "observability", rules[9090].From[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"])
 	})
-	t.Run("webhook off: no webhook port, no warning", func(t *testing.T) {
-		r := render(t, webhookDisabled)
+	t.Run("webhook off: no webhook port, nothing to look up", func(t *testing.T) {
+		r, err := Template("ome", webhookDisabled)
+		require.NoError(t, err)
 		rules := rulePorts(t, networkPolicy(t, r))
 		require.Len(t, rules, 2)
 		require.NotContains(t, rules, int32(9443))
-		require.NotContains(t, r.Notes, "admits every source")
-	})
-	t.Run("off", func(t *testing.T) {
-		r := render(t, install, "quotaManager.networkPolicy.enabled=false")
-		require.Nil(t, r.Get("NetworkPolicy", "ome-quota-manager"))
-		require.NotContains(t, r.Notes, "admits every source")
 	})
 }
 
@@ -244,6 +246,40 @@ func TestClientCA(t *testing.T) {
 		for _, a := range d.Spec.Template.Spec.Containers[0].Args {
 			require.False(t, strings.HasPrefix(a, "--webhook-client-ca"), a)
 		}
+	})
+	t.Run("one value: the API server's client CA, kubeadm's name", func(t *testing.T) {
+		r := render(t, install, "quotaManager.webhook.clientAuth.enabled=true")
+		d := deployment(t, r)
+		c := d.Spec.Template.Spec.Containers[0]
+		require.Contains(t, c.Args, "--webhook-client-ca-configmap=kube-system/extension-apiserver-authentication:client-ca-file")
+		require.Contains(t, c.Args, "--webhook-client-names=kube-apiserver-kubelet-client")
+		for _, v := range d.Spec.Template.Spec.Volumes {
+			require.NotEqual(t, "webhook-client-ca", v.Name, "nothing is mounted: the CA is read through the API")
+		}
+		rb := convert[rbacv1.RoleBinding](t, r.Get("RoleBinding", "ome-quota-manager-client-ca"))
+		require.Equal(t, "kube-system", rb.Namespace)
+		require.Equal(t, rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "extension-apiserver-authentication-reader"}, rb.RoleRef)
+		require.Equal(t, []rbacv1.Subject{{Kind: "ServiceAccount", Name: "ome-quota-manager", Namespace: "ome"}}, rb.Subjects)
+		_, w := flags(t, c.Args)
+		require.Equal(t, "kube-system/extension-apiserver-authentication:client-ca-file", w.ClientCAConfigMap)
+		require.Equal(t, []string{"kube-apiserver-kubelet-client"}, w.ClientNames)
+		require.NotContains(t, r.Notes, "callers are not authenticated")
+	})
+	t.Run("off: the release notes say so", func(t *testing.T) {
+		r := render(t, install)
+		require.Contains(t, r.Notes, "The webhook's callers are not authenticated")
+		require.Nil(t, r.Get("RoleBinding", "ome-quota-manager-client-ca"))
+	})
+	t.Run("a CA of your own with clientAuth: its Secret, with the names", func(t *testing.T) {
+		r := render(t, install, "quotaManager.webhook.clientAuth.enabled=true", "quotaManager.webhook.clientCA.secretName=apiserver-webhook-client-ca",
+			"quotaManager.webhook.clientAuth.names={kube-apiserver}")
+		c := deployment(t, r).Spec.Template.Spec.Containers[0]
+		require.Contains(t, c.Args, "--webhook-client-ca=/etc/ome-quota-manager/webhook-client-ca/ca.crt")
+		require.Contains(t, c.Args, "--webhook-client-names=kube-apiserver")
+		for _, a := range c.Args {
+			require.False(t, strings.HasPrefix(a, "--webhook-client-ca-configmap"), a)
+		}
+		require.Nil(t, r.Get("RoleBinding", "ome-quota-manager-client-ca"))
 	})
 	t.Run("the schema refuses an empty key", func(t *testing.T) {
 		_, err := Render("ome", install, "quotaManager.webhook.clientCA.secretName=x", "quotaManager.webhook.clientCA.key=")

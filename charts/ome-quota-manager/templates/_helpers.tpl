@@ -100,8 +100,16 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 - --webhook-config-name={{ include "oqm.webhookConfig" . }}
 - --webhook-service={{ .Release.Namespace }}/{{ include "oqm.webhookService" . }}
 - --webhook-ledger={{ include "oqm.webhookLedger" . }}
-{{- with $q.webhook.clientCA.secretName }}
+{{- if $q.webhook.clientCA.secretName }}
 - --webhook-client-ca=/etc/ome-quota-manager/webhook-client-ca/{{ $q.webhook.clientCA.key }}
+{{- else if $q.webhook.clientAuth.enabled }}
+- --webhook-client-ca-configmap={{ $q.webhook.clientAuth.configMap }}:{{ $q.webhook.clientAuth.key }}
+{{- end }}
+{{- if and $q.webhook.clientAuth.enabled $q.webhook.clientAuth.names }}
+- --webhook-client-names={{ join "," $q.webhook.clientAuth.names }}
+{{- end }}
+{{- if $q.networkPolicy.enabled }}
+- --webhook-network-policy={{ .Release.Namespace }}/{{ include "oqm.name" . }}
 {{- end }}
 {{- with (include "oqm.projectionWriters" .) }}
 - --webhook-projection-writers={{ . }}
@@ -141,7 +149,8 @@ own addresses, looked up at install and upgrade (a /32 or /128 each) in the
 kubernetes EndpointSlice of namespace default, or, on a cluster without it,
 in the kubernetes Endpoints (v1 Endpoints are deprecated: reading them makes
 helm print a warning). Empty when none is found (helm template has no
-cluster to look in): the policy then admits every source on that port.
+cluster to look in): the policy then fails to render, rather than admit
+every source on that port.
 */}}
 {{- define "oqm.webhookSources" -}}
 {{- $cidrs := .Values.quotaManager.networkPolicy.apiServerCIDRs | default list -}}
