@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -13,25 +14,67 @@ import (
 	"math/big"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	quotaclient "ome.io/quota-manager/api/client"
 	"ome.io/quota-manager/api/v1beta1/aqtest"
+	"ome.io/quota-manager/quotactl"
+	"ome.io/quota-manager/test/chart"
+	"ome.io/quota-manager/test/localcluster"
 	"ome.io/quota-manager/webhook"
 )
 
-// webhookClient is where TestMain puts the certificate that the API server
-// presents to every webhook it calls (its admission configuration).
+// webhookClient is the folder where TestMain lays out a kubeadm control
+// plane's files for this package's API server: pki/ca.crt, the cluster
+// CA, and pki/apiserver-kubelet-client.crt and .key, the certificate it
+// signs for the API server's client calls; and webhook-client/, which
+// docs/install.md's walk-through writes. The API server presents that
+// certificate to every webhook it calls.
 var webhookClient string
 
-// writeWebhookClient makes a CA and a client certificate under dir, and an
-// admission configuration that has the API server present the certificate
-// to every webhook; it returns the configuration's path.
+// The walk-through's files in webhookClient.
+var (
+	clusterCA    = func() string { return filepath.Join(webhookClient, "pki", "ca.crt") }
+	clientCert   = func() string { return filepath.Join(webhookClient, "pki", "apiserver-kubelet-client.crt") }
+	clientKey    = func() string { return filepath.Join(webhookClient, "pki", "apiserver-kubelet-client.key") }
+	kubeadmBlock = regexp.MustCompile("(?ms)^```sh\n# webhook-client: ([a-z]+)\n(.*?)^```")
+)
+
+// walkThrough returns the sh blocks of docs/install.md's client
+// certificate walk-through, by their mark.
+func walkThrough() (map[string]string, error) {
+	root, err := localcluster.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "install.md"))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, m := range kubeadmBlock.FindAllStringSubmatch(string(doc), -1) {
+		out[m[1]] = m[2]
+	}
+	if out["files"] == "" || out["helm"] == "" {
+		return nil, fmt.Errorf("docs/install.md has no \"# webhook-client: files\" and \"# webhook-client: helm\" blocks")
+	}
+	return out, nil
+}
+
+// writeWebhookClient lays out under dir what a kubeadm control plane holds
+// (the cluster CA, and the API server's client certificate it signed,
+// named and grouped as kubeadm does), then runs the walk-through's block
+// of files as written, with /etc/kubernetes moved to dir. It returns the
+// admission configuration the block wrote.
 func writeWebhookClient(dir string) (string, error) {
 	key := func() (*ecdsa.PrivateKey, error) { return ecdsa.GenerateKey(elliptic.P256(), rand.Reader) }
 	caKey, err := key()
@@ -39,46 +82,96 @@ func writeWebhookClient(dir string) (string, error) {
 		return "", err
 	}
 	now := time.Now()
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "webhook-client-ca"}, NotBefore: now.Add(-time.Hour),
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kubernetes"}, NotBefore: now.Add(-time.Hour),
 		NotAfter: now.Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
 	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
 	if err != nil {
 		return "", err
 	}
 	ca, _ := x509.ParseCertificate(caDER)
-	cliKey, err := key()
+	pki := filepath.Join(dir, "pki")
+	if err := os.MkdirAll(pki, 0o700); err != nil {
+		return "", err
+	}
+	issue := func(cn, file string) error {
+		k, err := key()
+		if err != nil {
+			return err
+		}
+		der, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{SerialNumber: big.NewInt(now.UnixNano()),
+			Subject:   pkix.Name{CommonName: cn, Organization: []string{"kubeadm:cluster-admins"}},
+			NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+			KeyUsage: x509.KeyUsageDigitalSignature}, ca, &k.PublicKey, caKey)
+		if err != nil {
+			return err
+		}
+		kd, err := x509.MarshalECPrivateKey(k)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(pki, file+".crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(pki, file+".key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kd}), 0o600)
+	}
+	if err := os.WriteFile(filepath.Join(pki, "ca.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o600); err != nil {
+		return "", err
+	}
+	// The API server's, and, for TestClientNamesRequired, a kubelet's.
+	if err := issue("kube-apiserver-kubelet-client", "apiserver-kubelet-client"); err != nil {
+		return "", err
+	}
+	if err := issue("system:node:n1", "kubelet-client"); err != nil {
+		return "", err
+	}
+	blocks, err := walkThrough()
 	if err != nil {
 		return "", err
 	}
-	cliDER, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "kube-apiserver"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-		KeyUsage: x509.KeyUsageDigitalSignature}, ca, &cliKey.PublicKey, caKey)
+	sh := exec.Command("sh", "-e")
+	sh.Stdin = strings.NewReader(strings.ReplaceAll(blocks["files"], "/etc/kubernetes", dir))
+	if out, err := sh.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("the walk-through's files block: %v: %s", err, out)
+	}
+	return filepath.Join(dir, "webhook-client", "admission.yaml"), nil
+}
+
+// publishClusterCA adds the cluster CA to the client CAs the API server
+// publishes in kube-system/extension-apiserver-authentication: kubeadm
+// starts kube-apiserver with --client-ca-file=/etc/kubernetes/pki/ca.crt,
+// which puts it there, while this package's API server authenticates its
+// own clients with a CA of the test harness's. The API server keeps every
+// CA found there when it writes its own (client-ca-file is a bundle).
+func publishClusterCA(ctx context.Context, c *localcluster.Cluster) error {
+	ca, err := os.ReadFile(clusterCA())
 	if err != nil {
-		return "", err
+		return err
 	}
-	keyDER, err := x509.MarshalECPrivateKey(cliKey)
-	if err != nil {
-		return "", err
-	}
-	files := map[string][]byte{
-		"ca.crt":     pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		"client.crt": pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cliDER}),
-		"client.key": pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
-		"kubeconfig": fmt.Appendf(nil, "apiVersion: v1\nkind: Config\nusers:\n- name: \"*\"\n  user:\n    client-certificate: %s\n    client-key: %s\n",
-			filepath.Join(dir, "client.crt"), filepath.Join(dir, "client.key")),
-	}
-	plugin := func(name string) string {
-		return fmt.Sprintf("- name: %s\n  configuration:\n    apiVersion: apiserver.config.k8s.io/v1\n    kind: WebhookAdmissionConfiguration\n    kubeConfigFile: %s\n",
-			name, filepath.Join(dir, "kubeconfig"))
-	}
-	files["admission.yaml"] = []byte("apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins:\n" +
-		plugin("ValidatingAdmissionWebhook") + plugin("MutatingAdmissionWebhook"))
-	for name, b := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
-			return "", err
+	cms := c.Kube.CoreV1().ConfigMaps("kube-system")
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Second) {
+		cm, err := cms.Get(ctx, "extension-apiserver-authentication", metav1.GetOptions{})
+		if err == nil {
+			if bytes.Contains([]byte(cm.Data["client-ca-file"]), bytes.TrimSpace(ca)) {
+				return nil
+			}
+			cm.Data["client-ca-file"] = strings.TrimRight(cm.Data["client-ca-file"], "\n") + "\n" + string(ca)
+			_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
+		}
+		if err != nil && time.Now().After(deadline) {
+			return fmt.Errorf("publishing the cluster CA in kube-system/extension-apiserver-authentication: %w", err)
 		}
 	}
-	return filepath.Join(dir, "admission.yaml"), nil
+}
+
+// withClientCert is a poster that presents the certificate of file (under
+// pki/) as its client certificate.
+func withClientCert(t *testing.T, port int, file string) *poster {
+	t.Helper()
+	p := newPoster(t, port)
+	pair, err := tls.LoadX509KeyPair(filepath.Join(webhookClient, "pki", file+".crt"), filepath.Join(webhookClient, "pki", file+".key"))
+	require.NoError(t, err)
+	p.client.Transport.(*http.Transport).TLSClientConfig.Certificates = []tls.Certificate{pair}
+	return p
 }
 
 // TestClientCertificateRequired: with --webhook-client-ca, the API server,
@@ -89,7 +182,7 @@ func TestClientCertificateRequired(t *testing.T) {
 	ensureSecret(t)
 	port := freePort(t)
 	installConfig(t, port)
-	startReplica(t, "clientca", port, "--webhook-client-ca="+filepath.Join(webhookClient, "ca.crt"))
+	startReplica(t, "clientca", port, "--webhook-client-ca="+clusterCA())
 	aqs, err := quotaclient.AcceleratorQuotas(cluster.Config)
 	require.NoError(t, err)
 	t.Cleanup(func() { deleteByPrefix(t, aqs, "clientca") })
@@ -103,11 +196,83 @@ func TestClientCertificateRequired(t *testing.T) {
 	require.Error(t, err, "a client without a certificate was served")
 	t.Logf("without a certificate: %v", err)
 
-	p := newPoster(t, port)
-	pair, err := tls.LoadX509KeyPair(filepath.Join(webhookClient, "client.crt"), filepath.Join(webhookClient, "client.key"))
-	require.NoError(t, err)
-	p.client.Transport.(*http.Transport).TLSClientConfig.Certificates = []tls.Certificate{pair}
-	code, _, err := p.post(ctx, webhook.Path, body, 5*time.Second)
+	code, _, err := withClientCert(t, port, "apiserver-kubelet-client").post(ctx, webhook.Path, body, 5*time.Second)
 	require.NoError(t, err, "a client with the certificate")
 	require.Equal(t, http.StatusOK, code)
+}
+
+// TestClientAuthOnKubeadm follows docs/install.md's client certificate
+// walk-through on this package's API server, which TestMain set up as it
+// says (its files block, run with /etc/kubernetes moved, and a kubeadm
+// cluster's CA and API server certificate): the replica runs with the
+// flags the chart renders for the walk-through's helm block (one value,
+// quotaManager.webhook.clientAuth.enabled=true), reading the CA from
+// kube-system/extension-apiserver-authentication. Then the API server's
+// writes are judged; a client without a certificate, and one with a
+// kubelet's certificate that the same CA signed, are refused in the TLS
+// handshake; and the replica says its callers are authenticated: in its
+// log, its metric, and kubectl ome quota status root.
+func TestClientAuthOnKubeadm(t *testing.T) {
+	ctx := context.Background()
+	blocks, err := walkThrough()
+	require.NoError(t, err)
+	var set []string
+	for _, f := range strings.Fields(blocks["helm"]) {
+		if strings.HasPrefix(f, "quotaManager.") {
+			set = append(set, f)
+		}
+	}
+	require.Equal(t, []string{"quotaManager.webhook.clientAuth.enabled=true"}, set, "the walk-through's helm block")
+	r, err := chart.Render("ome", nil, append([]string{"quotaManager.mode=workload"}, set...)...)
+	require.NoError(t, err)
+	var flags []string
+	for _, a := range r.Get("Deployment", "ome-quota-manager").Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["args"].([]any) {
+		if s := a.(string); strings.HasPrefix(s, "--webhook-client-") {
+			flags = append(flags, s)
+		}
+	}
+	require.Equal(t, []string{"--webhook-client-ca-configmap=kube-system/extension-apiserver-authentication:client-ca-file",
+		"--webhook-client-names=kube-apiserver-kubelet-client"}, flags)
+
+	ensureSecret(t)
+	port := freePort(t)
+	installConfig(t, port)
+	rep := startReplica(t, "kubeadm", port, flags...)
+	aqs, err := quotaclient.AcceleratorQuotas(cluster.Config)
+	require.NoError(t, err)
+	t.Cleanup(func() { deleteByPrefix(t, aqs, "kubeadm") })
+	_, err = aqs.Create(ctx, aqtest.Cohort("kubeadm", "root").Budget(gpu, "a100", "4").Obj(), metav1.CreateOptions{})
+	require.NoError(t, err, "a write through the API server, which presents kubeadm's certificate")
+	_, err = aqs.Create(ctx, aqtest.Team("kubeadm-big", "kubeadm").Budget(gpu, "a100", "8").Obj(), metav1.CreateOptions{})
+	require.ErrorContains(t, err, "is 4 but its children total 8", "the webhook did not judge the API server's write")
+
+	body := review("DELETE", "kubeadm", "mallory", "", aqJSON("kubeadm", "u", "1", `{"role":"Cohort","parentRef":{"name":"root"}}`))
+	_, _, err = newPoster(t, port).post(ctx, webhook.Path, body, 5*time.Second)
+	require.Error(t, err, "a client without a certificate was served")
+	_, _, err = withClientCert(t, port, "kubelet-client").post(ctx, webhook.Path, body, 5*time.Second)
+	require.Error(t, err, "a kubelet's certificate, signed by the same CA, was served")
+	code, _, err := withClientCert(t, port, "apiserver-kubelet-client").post(ctx, webhook.Path, body, 5*time.Second)
+	require.NoError(t, err, "the API server's certificate")
+	require.Equal(t, http.StatusOK, code)
+
+	require.Equal(t, 1.0, rep.metric(t, "ome_quota_webhook_callers_authenticated"))
+	log, err := os.ReadFile(rep.Log)
+	require.NoError(t, err)
+	require.Contains(t, string(log), "the webhook's callers are authenticated: only clients with a certificate that the CA in ConfigMap kube-system/extension-apiserver-authentication, key client-ca-file, signed, named kube-apiserver-kubelet-client")
+	eventually(t, time.Minute, func() string {
+		out := statusRoot(t)
+		if !strings.Contains(out, "Callers authenticated: only clients with a certificate that the CA in ConfigMap kube-system/extension-apiserver-authentication, key client-ca-file, signed, named kube-apiserver-kubelet-client (replica kubeadm") {
+			return "kubectl ome quota status root does not say the callers are authenticated:\n" + out
+		}
+		return ""
+	})
+}
+
+// statusRoot runs kubectl ome quota status root and returns its output.
+func statusRoot(t *testing.T) string {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := quotactl.Run([]string{"quota", "status", "root", "--kubeconfig", cluster.Kubeconfig}, genericiooptions.IOStreams{In: &bytes.Buffer{}, Out: &out, ErrOut: &errOut})
+	require.Equal(t, quotactl.ExitClean, code, "stdout:\n%s\nstderr:\n%s", out.String(), errOut.String())
+	return out.String()
 }

@@ -235,7 +235,7 @@ func percentile(d []time.Duration, p float64) time.Duration {
 // and in a quiet run of the same script just before, are logged.
 func TestForgedFlood(t *testing.T) {
 	res := floodRun(t, floodConfig{name: "flood", quiet: 15 * time.Second, flood: 60 * time.Second,
-		flags: []string{"--webhook-client-ca=" + filepath.Join(webhookClient, "ca.crt")}})
+		flags: []string{"--webhook-client-ca=" + clusterCA()}})
 	t.Logf("genuine writes: quiet run %d, p50 %v, p99 %v; in the flood %d, p50 %v, p99 %v (p99 %.2fx the quiet run's)",
 		len(res.quiet), percentile(res.quiet, 0.5), percentile(res.quiet, 0.99), len(res.flood), percentile(res.flood, 0.5), percentile(res.flood, 0.99),
 		float64(percentile(res.flood, 0.99))/float64(percentile(res.quiet, 0.99)))

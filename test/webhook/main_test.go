@@ -26,8 +26,9 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	webhookClient = dir
-	// The API server presents a client certificate to every webhook
-	// (TestClientCertificateRequired).
+	// The API server presents kubeadm's client certificate to every
+	// webhook, set up as docs/install.md's walk-through says
+	// (TestClientCertificateRequired, TestClientAuthOnKubeadm).
 	// No watch cache of AcceleratorQuotas: a watch resumed from a
 	// version etcd compacted away ends with 410 Gone, and the replica
 	// lists again (TestConflictAcrossRelist).
@@ -43,6 +44,9 @@ func TestMain(m *testing.M) {
 func runTests(m *testing.M, opts localcluster.Options) int {
 	return localcluster.RunTests(m, opts, true, func(ctx context.Context, c *localcluster.Cluster) error {
 		cluster = c
+		if err := publishClusterCA(ctx, c); err != nil {
+			return err
+		}
 		// The guide's cluster: ResourceFlavor a100 and four A100 nodes of 8
 		// GPUs, so the high-water mark is 32.
 		return localcluster.WriteDemoCluster(ctx, c)
