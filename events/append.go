@@ -217,6 +217,9 @@ func appendQuota(dst []byte, q *Quota) ([]byte, error) {
 	if q.Guarded {
 		dst = append(dst, `,"guarded":true`...)
 	}
+	if q.Record != "" {
+		dst = appendString(append(dst, `,"record":`...), q.Record)
+	}
 	return append(dst, '}'), nil
 }
 

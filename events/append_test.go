@@ -54,6 +54,9 @@ func TestAppendMarshalEqualsJSON(t *testing.T) {
 			}
 			name := pick()
 			q := &Quota{Name: name, Generation: int64(r.IntN(3)), Spec: spec, Deleting: r.IntN(4) == 0, Guarded: r.IntN(3) == 0}
+			if r.IntN(2) == 0 {
+				q.Record = pick()
+			}
 			if r.IntN(4) == 0 {
 				q.Holds = &v1beta1.FleetHolds{Writer: pick(), Clusters: []v1beta1.ClusterHolds{{Cluster: pick(),
 					Budgets: []v1beta1.HeldBudget{{ResourceName: pick(), ResourceFlavor: pick(), Nominal: qty(), BorrowingLimit: qty()}}}}}

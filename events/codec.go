@@ -64,7 +64,13 @@ import (
 //     finalizer (Quota.holds, Quota.guarded), root's goneClusters, and the
 //     Config's memberGrace. Older lines read as before, without them; a
 //     line of theirs cannot carry any of them.
-const SchemaVersion = 12
+//   - 13: adds an AcceleratorQuota's record and a Verdict's record and
+//     authenticated (events.RecordOf: the API server's own record of who
+//     wrote the object; whether the review came with the API server's
+//     client certificate), which replay's trail weighs. Older lines read
+//     as before, without them: unauthenticated, with no record; a line
+//     of theirs cannot carry them.
+const SchemaVersion = 13
 
 // oldestVersion is the oldest schema version this build reads.
 const oldestVersion = 1
@@ -160,6 +166,9 @@ func unmarshal(line []byte) (Event, int, error) {
 		(v < 9 && (w.Event.Kind == KindMembership || (w.Event.Config != nil && w.Event.Config.Origin != ""))) ||
 		(v < 11 && (w.Event.Kind == KindQuotaListing || w.Event.Kind == KindQuotaListed)) {
 		return Event{}, 0, fmt.Errorf("event #%d has kind %s, which schema version %d did not have: the log is corrupt", w.Event.Seq, w.Event.Kind, v)
+	}
+	if v < 13 && ((w.Event.Quota != nil && w.Event.Quota.Record != "") || (w.Event.Verdict != nil && (w.Event.Verdict.Record != "" || w.Event.Verdict.Authenticated))) {
+		return Event{}, 0, fmt.Errorf("event #%d carries a record or authenticated, which schema version %d never wrote: the log is corrupt", w.Event.Seq, v)
 	}
 	if v < 10 && w.Event.Quota != nil && w.Event.Quota.Deleting {
 		return Event{}, 0, fmt.Errorf("AcceleratorQuota event #%d carries deleting, which schema version %d never wrote: the log is corrupt", w.Event.Seq, v)

@@ -88,6 +88,10 @@ func sampleEvents() []Event {
 		MemberSeen(t0, "east", []string{"a100"}, []MemberCapacity{{Resource: "nvidia.com/gpu", Flavor: "a100",
 			Allocatable: resource.MustParse("6"), HighWaterMark: resource.MustParse("8")}}),
 		MemberLost(t0, "east", "Get \"https://east:6443/\": dial tcp: connection refused"),
+		QuotaUpserted(t0, &Quota{Name: "team-delta", UID: "u-9", Generation: 1, Spec: v1beta1.AcceleratorQuotaSpec{Role: v1beta1.RoleClusterQueue},
+			Record: "0123456789abcdef01234567"}),
+		Verdicted(t0, "team-delta", &Verdict{UID: "u-3", User: "carol", Operation: "CREATE", Allowed: true, ObjectUID: "u-9",
+			Authenticated: true, Record: "0123456789abcdef01234567"}),
 	}
 	for i := range evs {
 		evs[i].Seq = uint64(i + 1)
@@ -152,7 +156,7 @@ func TestEncodingIsPinned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"v":12,"seq":7,"time":"2026-10-05T09:41:12Z","kind":"Node","op":"upsert","key":"n1","node":{"name":"n1","labels":{"a":"1","b":"2"},"capacity":{"nvidia.com/gpu":"8"},"ready":true,"unschedulable":true}}`
+	want := `{"v":13,"seq":7,"time":"2026-10-05T09:41:12Z","kind":"Node","op":"upsert","key":"n1","node":{"name":"n1","labels":{"a":"1","b":"2"},"capacity":{"nvidia.com/gpu":"8"},"ready":true,"unschedulable":true}}`
 	if string(b) != want {
 		t.Errorf("got  %s\nwant %s", b, want)
 	}
@@ -165,8 +169,8 @@ func TestDecodeRefuses(t *testing.T) {
 		want    string
 	}{
 		"newer version": {
-			line: `{"v":13,"seq":1,"kind":"Tick","time":"2026-10-05T09:41:12Z","shiny":true}`, version: 13,
-			want: "schema version 13, newer than 12, the newest this build reads: read the log with the ome-quota-manager version that wrote it, or a newer one",
+			line: `{"v":14,"seq":1,"kind":"Tick","time":"2026-10-05T09:41:12Z","shiny":true}`, version: 14,
+			want: "schema version 14, newer than 13, the newest this build reads: read the log with the ome-quota-manager version that wrote it, or a newer one",
 		},
 		"verdict in version 2": {line: `{"v":2,"seq":1,"kind":"Verdict","key":"a","verdict":{"uid":"u","user":"x","operation":"CREATE","allowed":true},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 2 did not have"},
 		"copy version in 11": {line: `{"v":11,"seq":1,"kind":"Member","key":"east","member":{"reachable":true,"copies":[{"node":"a","version":"7"}]},"time":"2026-10-05T09:41:12Z"}`,
@@ -177,10 +181,14 @@ func TestDecodeRefuses(t *testing.T) {
 			version: -1, want: "a field of schema version 12"},
 		"lost lead with a term": {line: `{"v":12,"seq":1,"kind":"Leadership","leadership":{"identity":"r","change":"Lost","term":3},"time":"2026-10-05T09:41:12Z"}`,
 			version: -1, want: "only taking it does"},
-		"member in version 7":     {line: `{"v":7,"seq":1,"kind":"Member","key":"east","member":{"reachable":false},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 7 did not have"},
-		"reserved in version 8":   {line: `{"v":8,"seq":1,"kind":"Member","key":"east","member":{"reachable":true,"usage":[{"node":"a","resource":"r","flavor":"f","admitted":"2","reserved":"3","borrowed":"0"}]},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "member event #1 carries a reserved amount, which schema version 8 never wrote"},
-		"members in version 7":    {line: `{"v":7,"seq":1,"kind":"Config","config":{"maxTreeDepth":5,"hysteresisPercent":10,"reportInterval":"1m0s","measuredResources":["r"],"mode":"management","members":["east"]},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 7 did not have"},
-		"deleting in version 9":   {line: `{"v":9,"seq":1,"kind":"AcceleratorQuota","op":"upsert","key":"a","quota":{"name":"a","spec":{"role":"Cohort"},"deleting":true},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "AcceleratorQuota event #1 carries deleting, which schema version 9 never wrote"},
+		"member in version 7":   {line: `{"v":7,"seq":1,"kind":"Member","key":"east","member":{"reachable":false},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 7 did not have"},
+		"reserved in version 8": {line: `{"v":8,"seq":1,"kind":"Member","key":"east","member":{"reachable":true,"usage":[{"node":"a","resource":"r","flavor":"f","admitted":"2","reserved":"3","borrowed":"0"}]},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "member event #1 carries a reserved amount, which schema version 8 never wrote"},
+		"members in version 7":  {line: `{"v":7,"seq":1,"kind":"Config","config":{"maxTreeDepth":5,"hysteresisPercent":10,"reportInterval":"1m0s","measuredResources":["r"],"mode":"management","members":["east"]},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 7 did not have"},
+		"deleting in version 9": {line: `{"v":9,"seq":1,"kind":"AcceleratorQuota","op":"upsert","key":"a","quota":{"name":"a","spec":{"role":"Cohort"},"deleting":true},"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "AcceleratorQuota event #1 carries deleting, which schema version 9 never wrote"},
+		"a record in version 12": {line: `{"v":12,"seq":1,"kind":"AcceleratorQuota","op":"upsert","key":"a","time":"2026-10-05T09:41:12Z","quota":{"name":"a","spec":{"role":"Cohort"},"record":"abc"}}`,
+			version: -1, want: "carries a record or authenticated, which schema version 12 never wrote"},
+		"an authenticated verdict in version 12": {line: `{"v":12,"seq":1,"kind":"Verdict","key":"a","time":"2026-10-05T09:41:12Z","verdict":{"uid":"u","user":"x","operation":"CREATE","allowed":true,"authenticated":true}}`,
+			version: -1, want: "carries a record or authenticated, which schema version 12 never wrote"},
 		"listed in version 10":    {line: `{"v":10,"seq":1,"kind":"QuotaListed","version":30,"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "schema version 10 did not have"},
 		"listing with a version":  {line: `{"v":11,"seq":1,"kind":"QuotaListing","version":30,"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "only the end of a list does"},
 		"listed with a key":       {line: `{"v":11,"seq":1,"kind":"QuotaListed","key":"a","version":30,"time":"2026-10-05T09:41:12Z"}`, version: -1, want: "only object events carry them"},
@@ -245,7 +253,7 @@ func TestDecodeUpgradesVersion1(t *testing.T) {
 	if err := NewEncoder(&b).Encode(Event{Seq: 2, Time: time.Date(2026, 10, 5, 9, 41, 13, 0, time.UTC), Kind: KindSynced}); err != nil {
 		t.Fatal(err)
 	}
-	if want := `{"v":12,"seq":2,"time":"2026-10-05T09:41:13Z","kind":"Synced"}` + "\n"; b.String() != want {
+	if want := `{"v":13,"seq":2,"time":"2026-10-05T09:41:13Z","kind":"Synced"}` + "\n"; b.String() != want {
 		t.Errorf("encoded %q, want %q", b.String(), want)
 	}
 }
@@ -375,7 +383,7 @@ func TestMemberReservedAcrossVersions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := strings.Replace(v8, `"v":8`, `"v":12`, 1); string(b) != want {
+	if want := strings.Replace(v8, `"v":8`, `"v":13`, 1); string(b) != want {
 		t.Errorf("re-encoded\n got  %s\n want %s", b, want)
 	}
 	ev.Member.Usage[0].Reserved = resource.MustParse("5")
@@ -415,5 +423,72 @@ func TestDecodeUpgradesSplitFields(t *testing.T) {
 	}
 	if d := evs[1].Verdict.New.Distribution; d == nil || d.Policy != "" {
 		t.Errorf("the verdict's distribution %+v, want an empty one", d)
+	}
+}
+
+// A version 12 verdict reads as unauthenticated and without a record, and
+// re-encodes as version 13 without either; a version 13 line keeps both,
+// pinned.
+func TestVerdictRecordAcrossVersions(t *testing.T) {
+	v12 := `{"v":12,"seq":3,"time":"2026-10-05T09:41:12Z","kind":"Verdict","key":"a","verdict":{"uid":"u","user":"x","operation":"CREATE","allowed":true}}`
+	ev, err := Unmarshal([]byte(v12))
+	if err != nil {
+		t.Fatalf("a version 12 verdict does not read: %v", err)
+	}
+	if ev.Verdict.Authenticated || ev.Verdict.Record != "" {
+		t.Errorf("version 12 verdict read as %+v", ev.Verdict)
+	}
+	b, err := Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := strings.Replace(v12, `"v":12`, `"v":13`, 1); string(b) != want {
+		t.Errorf("re-encoded\n got  %s\n want %s", b, want)
+	}
+	ev.Verdict.Authenticated, ev.Verdict.Record = true, "abc"
+	if b, err = Marshal(ev); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"v":13,"seq":3,"time":"2026-10-05T09:41:12Z","kind":"Verdict","key":"a","verdict":{"uid":"u","user":"x","operation":"CREATE","allowed":true,"authenticated":true,"record":"abc"}}`
+	if string(b) != want {
+		t.Errorf("encoded\n got  %s\n want %s", b, want)
+	}
+	q := QuotaUpserted(time.Date(2026, 10, 5, 9, 41, 12, 0, time.UTC), &Quota{Name: "a", Spec: v1beta1.AcceleratorQuotaSpec{Role: v1beta1.RoleCohort}, Record: "abc"})
+	q.Seq = 4
+	if b, err = Marshal(q); err != nil {
+		t.Fatal(err)
+	}
+	want = `{"v":13,"seq":4,"time":"2026-10-05T09:41:12Z","kind":"AcceleratorQuota","op":"upsert","key":"a","quota":{"name":"a","spec":{"role":"Cohort"},"record":"abc"}}`
+	if string(b) != want {
+		t.Errorf("encoded\n got  %s\n want %s", b, want)
+	}
+}
+
+// RecordOf digests who wrote an object and when: not the fields each
+// manager owns, not the order of the entries; nothing for no entries.
+func TestRecordOf(t *testing.T) {
+	at := metav1.NewTime(time.Date(2026, 10, 5, 9, 41, 12, 0, time.UTC))
+	a := metav1.ManagedFieldsEntry{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "ome.io/v1beta1", Time: &at,
+		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{}}`)}}
+	b := metav1.ManagedFieldsEntry{Manager: "ome-quota-manager", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "ome.io/v1beta1", Time: &at, Subresource: "status"}
+	if got := RecordOf(nil); got != "" {
+		t.Errorf("RecordOf(nil) = %q, want empty", got)
+	}
+	r := RecordOf([]metav1.ManagedFieldsEntry{a, b})
+	if len(r) != 24 {
+		t.Errorf("RecordOf = %q, want 24 hex digits", r)
+	}
+	slim := a
+	slim.FieldsV1 = nil
+	if got := RecordOf([]metav1.ManagedFieldsEntry{b, slim}); got != r {
+		t.Errorf("order or owned fields changed the record: %q vs %q", got, r)
+	}
+	later := metav1.NewTime(at.Add(time.Second))
+	moved := a
+	moved.Time = &later
+	for name, e := range map[string]metav1.ManagedFieldsEntry{"time": moved, "manager": {Manager: "x", Operation: a.Operation, APIVersion: a.APIVersion, Time: &at}} {
+		if got := RecordOf([]metav1.ManagedFieldsEntry{e, b}); got == r {
+			t.Errorf("another %s left the record as it was", name)
+		}
 	}
 }

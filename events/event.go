@@ -1,10 +1,15 @@
 package events
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"ome.io/quota-manager/api/v1beta1"
 )
@@ -123,6 +128,10 @@ type Quota struct {
 	// (schema version 12).
 	Holds   *v1beta1.FleetHolds `json:"holds,omitempty"`
 	Guarded bool                `json:"guarded,omitempty"`
+	// Record is RecordOf the object's managedFields: the API server's own
+	// record of who last wrote it, and when (schema version 13). Replay
+	// matches a verdict's with it.
+	Record string `json:"record,omitempty"`
 }
 
 // Stamp is one condition of a stored status: its type, its status (True or
@@ -233,6 +242,36 @@ type Verdict struct {
 	// when the change it then sees is this one.
 	ObjectUID string `json:"objectUID,omitempty"`
 	Base      string `json:"base,omitempty"`
+	// Authenticated says the review came over a connection whose client
+	// certificate the webhook's client CA signed: the API server's. Record
+	// is RecordOf the managedFields of the object the review admits (none
+	// on DELETE): the API server sets them before it calls webhooks, and
+	// stores them with the object (schema version 12).
+	Authenticated bool   `json:"authenticated,omitempty"`
+	Record        string `json:"record,omitempty"`
+}
+
+// RecordOf is a short digest of an object's managedFields, each entry's
+// manager, operation, apiVersion, time and subresource (not the fields it
+// owns, whose encoding may differ between a review and the stored object):
+// the API server's own record of who wrote the object and when, which it
+// sets before it calls webhooks and stores unchanged. "" when there are
+// none.
+func RecordOf(entries []metav1.ManagedFieldsEntry) string {
+	if len(entries) == 0 {
+		return ""
+	}
+	lines := make([]string, 0, len(entries))
+	for _, e := range entries {
+		at := ""
+		if e.Time != nil {
+			at = e.Time.UTC().Format(time.RFC3339)
+		}
+		lines = append(lines, strings.Join([]string{e.Manager, string(e.Operation), e.APIVersion, at, e.Subresource}, "\x00"))
+	}
+	slices.Sort(lines)
+	sum := sha256.Sum256([]byte(strings.Join(lines, "\n")))
+	return hex.EncodeToString(sum[:12])
 }
 
 // Verdicted is the webhook's verdict on a write of node.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -126,8 +127,23 @@ func (m *Manager) newAQInformer(list func(context.Context, metav1.ListOptions) (
 		},
 	}
 	inf = cache.NewSharedIndexInformerWithOptions(listOnly{lw}, &v1beta1.AcceleratorQuota{}, cache.SharedIndexInformerOptions{})
-	_ = inf.SetTransform(dropManagedFields) // before Run: cannot fail
+	_ = inf.SetTransform(slimManagedFields) // before Run: cannot fail
 	return inf
+}
+
+// slimManagedFields keeps of an AcceleratorQuota's managedFields who wrote
+// it and when (each entry without the fields it owns, the large part):
+// its events carry them, digested, as the API server's own record of the
+// write (events.RecordOf), which replay's trail weighs.
+func slimManagedFields(obj any) (any, error) {
+	if o, err := meta.Accessor(obj); err == nil {
+		mf := o.GetManagedFields()
+		for i := range mf {
+			mf[i].FieldsV1 = nil
+		}
+		o.SetManagedFields(mf)
+	}
+	return obj, nil
 }
 
 // listOnly is a ListWatch that client-go never lists through a watch

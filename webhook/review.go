@@ -60,6 +60,10 @@ type Reviewer struct {
 	// Warn, when set, adds warnings to an admitted write (usageWarnings);
 	// it never changes a verdict.
 	Warn func(w Write) []string
+	// Authenticated: every review comes over a connection whose client
+	// certificate the webhook's client CA signed (the audit record says
+	// so).
+	Authenticated bool
 }
 
 // notReady is the refusal of a write that this replica cannot judge,
@@ -85,6 +89,9 @@ type Write struct {
 	Base      string
 	UID       types.UID
 	DryRun    bool
+	// Record is events.RecordOf the written object's managedFields (none
+	// on DELETE).
+	Record string
 }
 
 // Result is the answer to one HTTP request.
@@ -245,6 +252,7 @@ func (r *Reviewer) judge(ctx context.Context, req *admissionv1.AdmissionRequest)
 			return malformed("request.object: %v", err)
 		}
 		w.ObjectUID = obj.Metadata.UID
+		w.Record = events.RecordOf(obj.Metadata.ManagedFields)
 	}
 	if old != nil && obj != nil {
 		// A write that leaves alone what the rules read (labels,
@@ -287,7 +295,9 @@ func (r *Reviewer) judge(ctx context.Context, req *admissionv1.AdmissionRequest)
 	}
 	v = r.warned(v, w)
 	if r.OnVerdict != nil && !w.DryRun {
-		r.OnVerdict(ctx, w.Name, auditOf(req, w, v))
+		a := auditOf(req, w, v)
+		a.Authenticated = r.Authenticated
+		r.OnVerdict(ctx, w.Name, a)
 	}
 	switch {
 	case !v.Allowed:
@@ -387,6 +397,9 @@ type rawObject struct {
 		Generation      int64             `json:"generation"`
 		Labels          map[string]string `json:"labels"`
 		Annotations     map[string]string `json:"annotations"`
+		// ManagedFields are the API server's record of who wrote the
+		// object and when (events.RecordOf).
+		ManagedFields []metav1.ManagedFieldsEntry `json:"managedFields"`
 	} `json:"metadata"`
 	Spec stdjson.RawMessage `json:"spec"`
 }

@@ -98,6 +98,8 @@ func New(opts *Options, cfg *rest.Config, st StateReader, m *metrics.Metrics) (*
 		Waiting: make(chan struct{}, maxWaiting(opts.MaxInFlight))}
 	reviewer := &Reviewer{Judge: l.Judge, Synced: st.Synced, NotReady: st.NotReady, OnVerdict: st.OnVerdict, Planes: opts.ProjectionWriters,
 		MayRelease: mayRelease(kube), Warn: usageWarnings(st)}
+	callers := newCallers(&opts.CertOptions)
+	reviewer.Authenticated = callers.on()
 	return &Server{
 		opts:     opts,
 		reviewer: reviewer,
@@ -105,7 +107,7 @@ func New(opts *Options, cfg *rest.Config, st StateReader, m *metrics.Metrics) (*
 		metrics:  m,
 		ledger:   l,
 		inFlight: make(chan struct{}, opts.MaxInFlight),
-		callers:  newCallers(&opts.CertOptions),
+		callers:  callers,
 		large:    largeSlot(),
 		kube:     kube,
 	}, nil

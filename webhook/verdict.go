@@ -40,7 +40,7 @@ func auditOf(req *admissionv1.AdmissionRequest, w Write, v Verdict) *events.Verd
 	out := &events.Verdict{
 		UID: string(req.UID), User: req.UserInfo.Username, Operation: string(req.Operation),
 		Allowed: v.Allowed, Code: v.Code, Message: v.Message, Warnings: v.Warnings,
-		ObjectUID: w.ObjectUID, Base: w.Base,
+		ObjectUID: w.ObjectUID, Base: w.Base, Record: w.Record,
 	}
 	if len(req.UserInfo.Groups) > 0 {
 		out.Groups = append([]string(nil), req.UserInfo.Groups...)

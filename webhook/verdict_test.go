@@ -6,6 +6,7 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"ome.io/quota-manager/api/v1beta1/aqtest"
 	"ome.io/quota-manager/events"
@@ -62,5 +63,39 @@ func TestOnVerdict(t *testing.T) {
 	}
 	if ev := events.Verdicted(time.Now(), "team-alpha", raise); ev.Validate() != nil {
 		t.Error(ev.Validate())
+	}
+}
+
+// A verdict carries the record of the written object's managedFields (the
+// API server's, set before it calls webhooks), none on DELETE, and says
+// whether the reviews come from authenticated callers.
+func TestVerdictRecordAndAuthenticated(t *testing.T) {
+	at := metav1.NewTime(time.Date(2026, 10, 5, 9, 41, 12, 0, time.UTC))
+	mf := []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "ome.io/v1beta1", Time: &at,
+		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{}}`)}}}
+	alpha16 := aqtest.GuideTree()[1]
+	alpha12 := aqtest.Team("team-alpha", "ml-research").Budget(gpu, "a100", "12").Obj()
+	alpha12.ManagedFields = mf
+	for _, authenticated := range []bool{false, true} {
+		var records []*events.Verdict
+		r := guideReviewer()
+		r.Authenticated = authenticated
+		r.OnVerdict = func(_ context.Context, _ string, v *events.Verdict) { records = append(records, v) }
+		r.Review(context.Background(), reviewOf(t, admissionv1.Update, "team-alpha", alpha12, alpha16, false))
+		r.Review(context.Background(), reviewOf(t, admissionv1.Delete, "team-beta", nil, aqtest.GuideTree()[2], false))
+		if len(records) != 2 {
+			t.Fatalf("OnVerdict saw %d verdicts, want 2", len(records))
+		}
+		if want := events.RecordOf(mf); records[0].Record != want || want == "" {
+			t.Errorf("the update's record is %q, want %q", records[0].Record, want)
+		}
+		if records[1].Record != "" {
+			t.Errorf("the delete carries a record %q", records[1].Record)
+		}
+		for _, v := range records {
+			if v.Authenticated != authenticated {
+				t.Errorf("verdict %s: authenticated %v, want %v", v.Operation, v.Authenticated, authenticated)
+			}
+		}
 	}
 }

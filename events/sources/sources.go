@@ -234,9 +234,11 @@ func (h *Handlers) publish(ev events.Event) {
 // QuotaOf is the compact form of an AcceleratorQuota: name, generation,
 // spec, status.capacity, the stamps of status.conditions and a plane
 // team's hold record, deep-copied; whether it is being deleted (a
-// deletionTimestamp), and whether it carries the plane's copies finalizer.
+// deletionTimestamp), whether it carries the plane's copies finalizer,
+// and the record of its managedFields (events.RecordOf).
 func QuotaOf(aq *v1beta1.AcceleratorQuota) *events.Quota {
-	q := &events.Quota{Name: aq.Name, UID: string(aq.UID), Generation: aq.Generation, Deleting: aq.DeletionTimestamp != nil}
+	q := &events.Quota{Name: aq.Name, UID: string(aq.UID), Generation: aq.Generation, Deleting: aq.DeletionTimestamp != nil,
+		Record: events.RecordOf(aq.ManagedFields)}
 	aq.Spec.DeepCopyInto(&q.Spec)
 	for _, c := range aq.Status.Capacity {
 		q.Capacity = append(q.Capacity, *c.DeepCopy())
