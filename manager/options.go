@@ -182,7 +182,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.LeaseRetryPeriod, "leader-election-retry-period", o.LeaseRetryPeriod, "how often candidates try to acquire or renew")
 	fs.StringVar(&o.Identity, "leader-election-identity", o.Identity, "this replica's name in the Lease; empty means the hostname plus a random suffix, unique per process")
 	fs.StringVar(&o.EventLog, "event-log", o.EventLog, "folder of the recorded event log, for 'ome-quota-manager replay'; empty records nothing")
-	fs.Int64Var(&o.EventLogMaxBytes, "event-log-max-bytes", o.EventLogMaxBytes, "remove the oldest segments of the event log beyond this many bytes, of which an eighth holds the webhook's verdicts apart from the rest; negative keeps everything")
+	fs.Int64Var(&o.EventLogMaxBytes, "event-log-max-bytes", o.EventLogMaxBytes, "remove the oldest segments of the event log beyond this many bytes, of which an eighth holds the webhook's verdicts apart from the rest (a sixteenth for authenticated reviews, a sixteenth for the others); negative keeps everything")
 	fs.DurationVar(&o.EventLogMaxAge, "event-log-max-age", o.EventLogMaxAge, "remove segments of the event log last written longer ago than this; 0 keeps them")
 	fs.BoolVar(&o.EventLogPruneSiblings, "event-log-prune-siblings", o.EventLogPruneSiblings, "remove the event logs beside --event-log (the other folders of its parent) that no process holds and that were last written longer ago than --event-log-max-age: the folders of pods gone from a shared volume")
 	fs.StringVar(&o.MembersFrom, "members-from", o.MembersFrom, `management mode, required: where the member clusters are listed: "clusterprofiles" (the ClusterProfiles of --clusterprofile-namespace that --clusterprofile-selector picks, reached through --clusterprofile-provider-file) or "secrets" (the entries of --members-configmap, each naming a kubeconfig Secret)`)
@@ -402,7 +402,7 @@ func (o *Options) EventsConfig() events.Config {
 func (o *Options) StoreOptions() (store.Options, error) {
 	so := o.logOptions()
 	if so.MaxBytes > 0 {
-		so.MaxBytes -= verdictShare(so.MaxBytes)
+		so.MaxBytes -= 2 * verdictShare(so.MaxBytes)
 	}
 	if err := so.Check(); err != nil {
 		return so, err
@@ -411,16 +411,17 @@ func (o *Options) StoreOptions() (store.Options, error) {
 	return so, err
 }
 
-// VerdictStoreOptions are the bounds of the log of the webhook's verdicts
-// (store.VerdictsDir inside --event-log): an eighth of
-// --event-log-max-bytes, and the same age bound and sync policy.
+// VerdictStoreOptions are the bounds of each log of the webhook's
+// verdicts (store.VerdictsDir and store.AuthenticatedVerdictsDir inside
+// --event-log): a sixteenth of --event-log-max-bytes each, an eighth
+// together, and the same age bound and sync policy.
 func (o *Options) VerdictStoreOptions() (store.Options, error) {
 	so := o.logOptions()
 	if so.MaxBytes > 0 {
 		so.MaxBytes = verdictShare(so.MaxBytes)
 	}
 	if err := so.Check(); err != nil {
-		return so, fmt.Errorf("the log of the webhook's verdicts, an eighth of --event-log-max-bytes: %w; raise --event-log-max-bytes", err)
+		return so, fmt.Errorf("each log of the webhook's verdicts, a sixteenth of --event-log-max-bytes: %w; raise --event-log-max-bytes", err)
 	}
 	return so, nil
 }
@@ -430,5 +431,6 @@ func (o *Options) logOptions() store.Options {
 	return store.Options{MaxBytes: o.EventLogMaxBytes, MaxAge: o.EventLogMaxAge, Sync: store.SyncPolicy(o.EventLogSync)}
 }
 
-// verdictShare is the part of a log's byte bound kept for verdicts.
-func verdictShare(maxBytes int64) int64 { return maxBytes / 8 }
+// verdictShare is the part of a log's byte bound kept for each of the
+// two logs of verdicts (unauthenticated and authenticated).
+func verdictShare(maxBytes int64) int64 { return maxBytes / 16 }

@@ -36,7 +36,7 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		"hysteresis too high":  {[]string{"--mode=workload", "--capacity-hysteresis-percent=150"}, "--capacity-hysteresis-percent must be between 0 and 100"},
 		"negative depth":       {[]string{"--mode=workload", "--max-tree-depth=-1"}, "--max-tree-depth must be 0"},
 		"prune with no age":    {[]string{"--mode=workload", "--event-log=/tmp/x", "--event-log-prune-siblings"}, "--event-log-prune-siblings removes the logs beside --event-log last written longer ago than --event-log-max-age: it needs both set"},
-		"log too small":        {[]string{"--mode=workload", "--event-log=/tmp/x", "--event-log-max-bytes=16384"}, "--event-log: the log of the webhook's verdicts, an eighth of --event-log-max-bytes: the event log's size bound (2048 bytes) must be at least one segment (4096 bytes); raise --event-log-max-bytes"},
+		"log too small":        {[]string{"--mode=workload", "--event-log=/tmp/x", "--event-log-max-bytes=16384"}, "--event-log: each log of the webhook's verdicts, a sixteenth of --event-log-max-bytes: the event log's size bound (1024 bytes) must be at least one segment (4096 bytes); raise --event-log-max-bytes"},
 		"negative report":      {[]string{"--mode=workload", "--capacity-report-interval=-1s"}, "--capacity-report-interval must not be negative"},
 		"zero resync":          {[]string{"--mode=workload", "--resync-interval=0s"}, "--resync-interval must be positive"},
 		"cert dir, plain HTTP": {[]string{"--mode=workload", "--metrics-secure=false", "--metrics-cert-dir=/certs"}, "--metrics-cert-dir=/certs is set but --metrics-secure=false serves plain HTTP"},

@@ -62,7 +62,7 @@ type Manager struct {
 	rec *store.Recorder
 	// verdicts records the webhook's verdicts in a log of their own
 	// (store.VerdictsDir inside --event-log); nil when there is no log.
-	verdicts *verdictLog
+	verdicts *verdictLogs
 
 	mu      sync.Mutex // guards st and applied
 	st      *state.State

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -19,9 +20,12 @@ import (
 // decides no state, and anyone who reaches the webhook's port can have it
 // give any number (a flood of forged reviews, admitted or denied), so it
 // never enters the event stream, where it would wait beside the inputs
-// that do decide state: with an event log it is appended to the log of
+// that do decide state: with an event log it is appended to a log of
 // verdicts, whose own bound keeps such a flood from pushing the events
-// that decide state out of the main log; without one, it is not kept.
+// that decide state out of the main log; without one, it is not kept. A
+// verdict on an authenticated review (the API server's client
+// certificate) goes to a log of its own, so that a flood of
+// unauthenticated ones cannot turn it over either.
 func (m *Manager) OnVerdict(ctx context.Context, node string, v *events.Verdict) {
 	if m.verdicts == nil {
 		return
@@ -43,17 +47,49 @@ type verdictLog struct {
 	next uint64 // the next verdict's sequence number
 }
 
-func openVerdicts(o *Options, onError func(events.Event, error)) (*verdictLog, error) {
+// verdictLogs are the two logs of verdicts: on unauthenticated reviews
+// (store.VerdictsDir) and on authenticated ones
+// (store.AuthenticatedVerdictsDir), each with its half of the verdicts'
+// share of the bound (VerdictStoreOptions).
+type verdictLogs struct {
+	unauthenticated, authenticated *verdictLog
+}
+
+func openVerdicts(o *Options, onError func(events.Event, error)) (*verdictLogs, error) {
 	so, err := o.VerdictStoreOptions()
 	if err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(o.EventLog, store.VerdictsDir)
-	l, err := store.Open(dir, so)
-	if err != nil {
-		return nil, fmt.Errorf("the log of the webhook's verdicts %s: %w", dir, err)
+	var ls verdictLogs
+	for _, l := range []struct {
+		dir string
+		to  **verdictLog
+	}{{store.VerdictsDir, &ls.unauthenticated}, {store.AuthenticatedVerdictsDir, &ls.authenticated}} {
+		dir := filepath.Join(o.EventLog, l.dir)
+		sl, err := store.Open(dir, so)
+		if err != nil {
+			if ls.unauthenticated != nil {
+				_ = ls.unauthenticated.close()
+			}
+			return nil, fmt.Errorf("the log of the webhook's verdicts %s: %w", dir, err)
+		}
+		*l.to = &verdictLog{rec: store.NewRecorder(sl, 1024, onError), next: sl.NextSeq()}
 	}
-	return &verdictLog{rec: store.NewRecorder(l, 1024, onError), next: l.NextSeq()}, nil
+	return &ls, nil
+}
+
+// append queues ev in the log of its kind of verdict. It reports false
+// when the log is closed.
+func (ls *verdictLogs) append(ev events.Event) bool {
+	if ev.Verdict != nil && ev.Verdict.Authenticated {
+		return ls.authenticated.append(ev)
+	}
+	return ls.unauthenticated.append(ev)
+}
+
+// close closes both logs.
+func (ls *verdictLogs) close() error {
+	return errors.Join(ls.unauthenticated.close(), ls.authenticated.close())
 }
 
 // append numbers ev and queues it; it blocks only while the recorder's

@@ -35,8 +35,8 @@ func folderBytes(t *testing.T, dir string) int64 {
 
 // TestVerdictsKeepToTheirShare: forged verdicts, denied and admitted (a
 // caller that reaches the webhook's port can have it give any number),
-// flood the log of verdicts and stay within its eighth of
-// --event-log-max-bytes, newest kept; the main log's events, which decide
+// flood the log of unauthenticated verdicts and stay within its sixteenth
+// of --event-log-max-bytes, newest kept; the main log's events, which decide
 // state, are all still there, and no verdict enters the event stream.
 func TestVerdictsKeepToTheirShare(t *testing.T) {
 	o := DefaultOptions()
@@ -62,7 +62,7 @@ func TestVerdictsKeepToTheirShare(t *testing.T) {
 
 	spec := aqtest.Team("team-a", "root").Budget("nvidia.com/gpu", "a100", "8").Obj().Spec
 	ctx := context.Background()
-	const flood = 5000 // about 2 MiB encoded, 16 times the share
+	const flood = 5000 // about 2 MiB encoded, 32 times the share
 	for i := range flood {
 		m.OnVerdict(ctx, "team-a", &events.Verdict{UID: fmt.Sprintf("forged-%d", i), User: "mallory", Operation: "UPDATE",
 			Allowed: i%2 == 0, Code: 403 * int32(i%2), Message: strings.Repeat("x", 200), Old: &spec, New: &spec})
@@ -73,7 +73,7 @@ func TestVerdictsKeepToTheirShare(t *testing.T) {
 	dir := filepath.Join(o.EventLog, store.VerdictsDir)
 	// The store removes whole segments when it starts one, so a log is at
 	// most its bound plus the segment being written (a quarter of it).
-	require.LessOrEqual(t, folderBytes(t, dir), int64(1<<17+1<<15), "the verdicts outgrew their share")
+	require.LessOrEqual(t, folderBytes(t, dir), int64(1<<16+1<<14), "the verdicts outgrew their share")
 	var first, last uint64
 	var n int
 	_, err = store.Read(dir, 0, func(ev events.Event) error {
@@ -104,4 +104,55 @@ func TestVerdictsKeepToTheirShare(t *testing.T) {
 	bare := &Manager{metrics: metrics.New(), opts: DefaultOptions(), stream: events.NewStream(16, 1)}
 	bare.OnVerdict(ctx, "team-a", &events.Verdict{UID: "u", Allowed: true})
 	require.Zero(t, bare.stream.Len())
+}
+
+// TestAuthenticatedVerdictsOutlastAFlood: verdicts on authenticated
+// reviews, interleaved with a flood of unauthenticated ones many times
+// their log's share, are all kept, in order, in a log of their own; the
+// flood turns over only its own log.
+func TestAuthenticatedVerdictsOutlastAFlood(t *testing.T) {
+	o := DefaultOptions()
+	o.EventLog = t.TempDir()
+	o.EventLogMaxBytes = 1 << 20
+	o.EventLogSync = string(store.SyncNever)
+	o.Identity = "replica-a"
+	m := &Manager{metrics: metrics.New(), opts: o, stream: events.NewStream(16, 1)}
+	var err error
+	m.verdicts, err = openVerdicts(o, func(ev events.Event, err error) { t.Errorf("recording %v: %v", ev, err) })
+	require.NoError(t, err)
+
+	spec := aqtest.Team("team-a", "root").Budget("nvidia.com/gpu", "a100", "8").Obj().Spec
+	ctx := context.Background()
+	const flood, genuine = 5000, 50 // the flood: about 2 MiB encoded, 32 times its share
+	for i := range flood {
+		if i%(flood/genuine) == 0 {
+			m.OnVerdict(ctx, "team-a", &events.Verdict{UID: fmt.Sprintf("genuine-%d", i/(flood/genuine)), User: "alice", Operation: "UPDATE",
+				Allowed: true, Old: &spec, New: &spec, Authenticated: true, Record: "r"})
+		}
+		m.OnVerdict(ctx, "team-a", &events.Verdict{UID: fmt.Sprintf("forged-%d", i), User: "alice", Operation: "UPDATE",
+			Allowed: true, Message: strings.Repeat("x", 200), Old: &spec, New: &spec, Record: "r"})
+	}
+	require.NoError(t, m.verdicts.close())
+
+	var uids []string
+	rep, err := store.Read(filepath.Join(o.EventLog, store.AuthenticatedVerdictsDir), 0, func(ev events.Event) error {
+		require.True(t, ev.Verdict.Authenticated, "an unauthenticated verdict in the authenticated log: %s", ev.Verdict.UID)
+		uids = append(uids, ev.Verdict.UID)
+		return nil
+	})
+	require.NoError(t, err)
+	require.Empty(t, rep.Problems)
+	want := make([]string, genuine)
+	for i := range want {
+		want[i] = fmt.Sprintf("genuine-%d", i)
+	}
+	require.Equal(t, want, uids, "authenticated verdicts were lost")
+
+	rep, err = store.Read(filepath.Join(o.EventLog, store.VerdictsDir), 0, func(ev events.Event) error {
+		require.False(t, ev.Verdict.Authenticated, "an authenticated verdict in the unauthenticated log: %s", ev.Verdict.UID)
+		return nil
+	})
+	require.NoError(t, err)
+	require.Greater(t, rep.First, uint64(1), "nothing was removed: the flood did not fill its share")
+	require.Equal(t, uint64(flood), rep.Last, "the newest unauthenticated verdict is not kept")
 }

@@ -271,7 +271,9 @@ func writeTrail(w io.Writer, tr Trail) error {
 	}
 	if slices.ContainsFunc(tr.Steps, func(s TrailStep) bool { return s.Log > 0 }) {
 		others := "the N-th other log"
-		if slices.ContainsFunc(tr.Logs[1:], func(d string) bool { return filepath.Base(d) == store.VerdictsDir }) {
+		if slices.ContainsFunc(tr.Logs[1:], func(d string) bool {
+			return filepath.Base(d) == store.VerdictsDir || filepath.Base(d) == store.AuthenticatedVerdictsDir
+		}) {
 			others = "the N-th other log (those given after the first, then the logs of verdicts inside each)"
 		}
 		fmt.Fprintf(tw, "(SEQ N:M is event M of %s; verdicts of one admission request are counted once)\n", others)

@@ -304,12 +304,15 @@ func Run(dir string, o Options) (*Result, error) {
 	if o.AtSeq != 0 || !o.AtTime.IsZero() {
 		until = r.LastTime
 	}
-	// The other logs' verdicts, and every log's log of verdicts, which
-	// the manager keeps apart inside it (store.VerdictsDir).
+	// The other logs' verdicts, and every log's logs of verdicts, which
+	// the manager keeps apart inside it (store.VerdictsDir, and
+	// store.AuthenticatedVerdictsDir for authenticated reviews).
 	verdictLogs := slices.Clone(o.Others)
 	for _, d := range append([]string{dir}, o.Others...) {
-		if fi, err := os.Stat(filepath.Join(d, store.VerdictsDir)); err == nil && fi.IsDir() {
-			verdictLogs = append(verdictLogs, filepath.Join(d, store.VerdictsDir))
+		for _, sub := range []string{store.VerdictsDir, store.AuthenticatedVerdictsDir} {
+			if fi, err := os.Stat(filepath.Join(d, sub)); err == nil && fi.IsDir() {
+				verdictLogs = append(verdictLogs, filepath.Join(d, sub))
+			}
 		}
 	}
 	r.logs = append([]string{dir}, verdictLogs...)

@@ -64,9 +64,16 @@ func PruneSiblings(dir string, maxAge time.Duration, now time.Time) ([]string, e
 // state out of the main log.
 const VerdictsDir = "verdicts"
 
+// AuthenticatedVerdictsDir is the folder inside an event log, beside
+// VerdictsDir, that holds the verdicts on reviews whose caller proved to
+// be the API server (its client certificate): a log of their own with
+// bounds of their own, so that a flood of unauthenticated reviews, which
+// VerdictsDir holds, cannot turn them over.
+const AuthenticatedVerdictsDir = "verdicts-authenticated"
+
 // eventLogAge is the time of the newest file in path, when path is an
-// event log: a lock file and segments, and perhaps its log of verdicts
-// (VerdictsDir), nothing else.
+// event log: a lock file and segments, and perhaps its logs of verdicts
+// (VerdictsDir, AuthenticatedVerdictsDir), nothing else.
 func eventLogAge(path string) (time.Time, bool) {
 	ents, err := os.ReadDir(path)
 	if err != nil {
@@ -79,7 +86,7 @@ func eventLogAge(path string) (time.Time, bool) {
 		switch {
 		case name == lockName:
 			locked = true
-		case name == VerdictsDir && e.IsDir():
+		case (name == VerdictsDir || name == AuthenticatedVerdictsDir) && e.IsDir():
 			sub, ok := eventLogAge(filepath.Join(path, name))
 			if !ok {
 				return time.Time{}, false

@@ -31,8 +31,12 @@ func TestPruneSiblings(t *testing.T) {
 	// kept while the verdicts are recent.
 	gone2 := mk("pod-e", 1, 5, old)
 	mk(filepath.Join("pod-e", VerdictsDir), 1, 3, old)
+	mk(filepath.Join("pod-e", AuthenticatedVerdictsDir), 1, 3, old)
 	judging := mk("pod-f", 1, 5, old)
 	mk(filepath.Join("pod-f", VerdictsDir), 1, 3, now)
+	authenticated := mk("pod-g", 1, 5, old)
+	mk(filepath.Join("pod-g", VerdictsDir), 1, 3, old)
+	mk(filepath.Join("pod-g", AuthenticatedVerdictsDir), 1, 3, now)
 	other := filepath.Join(parent, "notes")
 	require.NoError(t, os.MkdirAll(other, 0o750))
 	require.NoError(t, os.WriteFile(filepath.Join(other, "LOCK"), nil, 0o600))
@@ -51,7 +55,7 @@ func TestPruneSiblings(t *testing.T) {
 	removed, err := PruneSiblings(self, 168*time.Hour, now)
 	require.NoError(t, err)
 	require.Equal(t, []string{gone, gone2}, removed)
-	for _, d := range []string{self, recent, live, other, judging} {
+	for _, d := range []string{self, recent, live, other, judging, authenticated} {
 		_, err := os.Stat(d)
 		require.NoError(t, err, "%s was removed", d)
 	}

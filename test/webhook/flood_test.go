@@ -253,7 +253,7 @@ func TestForgedFlood(t *testing.T) {
 // refused with "retry" until the forged reservations expire (30 s here),
 // and each is sent again until it is answered. Still: none is
 // over-admitted, the ledger never passes its byte bound, the verdicts
-// flood only their own eighth of the log (its oldest segments go, the
+// flood only their own sixteenth of the log (its oldest segments go, the
 // main log keeps its first event), and the trail names the forger as the
 // author of nothing.
 func TestForgedFloodWithoutClientCertificates(t *testing.T) {
