@@ -11,10 +11,13 @@ import (
 )
 
 // Authorship of a verdict in a trail (TrailStep.Authorship). A Verdict
-// event says who asked, as the review the webhook received says it: anyone
-// who can reach the webhook's port can send a review naming any user. So a
-// verdict names its user as the author of a change only when the log then
-// holds exactly the write it admitted.
+// event says who asked, as the review the webhook received says it: unless
+// the webhook requires client certificates, anyone who can reach its port
+// can send a review naming any user. So a verdict names its user as the
+// author of a change only when the log then holds exactly the write it
+// admitted, and a verdict that carries more weight (an authenticated one,
+// or one whose record is the stored object's) is not outweighed by one
+// that carries less.
 const (
 	// authorshipAuthor: admitted, and the write it admitted landed
 	// (TrailStep.Landed); no other verdict claims that write.
@@ -28,6 +31,10 @@ const (
 	// (TrailStep.Landed), but another admitted verdict claims the same
 	// write: it is the author's of neither.
 	authorshipContested = "contested"
+	// authorshipOutweighed: admitted, and the write it admitted landed
+	// (TrailStep.Landed), but so did a verdict of more weight (weigh) of
+	// another request, whose user is the author: the review may be forged.
+	authorshipOutweighed = "outweighed"
 	// authorshipUnverified: admitted, but the log cannot tell whether its
 	// write landed (TrailStep.Note says why): the verdict asserts no
 	// authorship.
@@ -70,8 +77,12 @@ type claim struct {
 //     version the log held before it is Base.
 //
 // A write that two admitted verdicts of different requests claim is the
-// author's of neither. Everything here is in the steps' order, so the
-// result is the same on every run.
+// author's of the one that weighs more (weigh): the API server's record
+// of the write, then its client certificate. When the heaviest claimants
+// are more than one request, it is the author's of none of them. A
+// claimant of less weight never makes the write's author not established:
+// it is outweighed. Everything here is in the steps' order, so the result
+// is the same on every run.
 func attribute(steps []TrailStep) {
 	var pending []claim
 	matched := map[int][]int{} // write step -> the verdict steps it matches
@@ -148,11 +159,18 @@ func attribute(steps []TrailStep) {
 	}
 	for _, w := range writes {
 		vs := matched[w]
-		// One request judged twice (a retry to the same replica) is one
-		// claimant.
+		// Only the heaviest claimants count; one request judged twice (a
+		// retry to the same replica) is one claimant.
+		top := 0
+		for _, j := range vs {
+			top = max(top, weigh(steps[j].verdict, steps[w].write))
+		}
 		type claimant struct{ uid, user string }
 		var by []claimant
 		for _, j := range vs {
+			if weigh(steps[j].verdict, steps[w].write) < top {
+				continue
+			}
 			if c := (claimant{steps[j].verdict.UID, steps[j].verdict.User}); !slices.Contains(by, c) {
 				by = append(by, c)
 			}
@@ -161,17 +179,45 @@ func attribute(steps []TrailStep) {
 		if len(by) > 1 {
 			authorship = authorshipContested
 		}
+		author := -1
 		for _, j := range vs {
-			steps[j].Authorship, steps[j].Landed = authorship, steps[w].Seq
-			if authorship == authorshipContested {
+			steps[j].Landed = steps[w].Seq
+			switch {
+			case weigh(steps[j].verdict, steps[w].write) < top:
+				steps[j].Authorship = authorshipOutweighed
+			case authorship == authorshipContested:
+				steps[j].Authorship = authorship
 				steps[w].ClaimedBy = append(steps[w].ClaimedBy, fmt.Sprintf("%s at %s", orNone(steps[j].User), stepSeq(steps[j])))
+			default:
+				steps[j].Authorship = authorship
+				if author < 0 {
+					author = j
+				}
 			}
 		}
-		if authorship == authorshipAuthor {
-			v := steps[vs[0]].verdict
+		if author >= 0 {
+			v := steps[author].verdict
 			steps[w].User, steps[w].Groups = v.User, v.Groups
 		}
 	}
+}
+
+// weigh is what an admitted verdict that matches write w weighs against
+// others that match it too. Most: its record is the stored object's
+// (events.RecordOf: the API server's own record of who wrote it and when,
+// which a forger would have to foretell to the second); then: it came
+// from an authenticated caller, the API server (events.Verdict's
+// Authenticated). A verdict of neither, as every verdict of a log before
+// schema version 13, weighs nothing.
+func weigh(v *VerdictEntry, w *SpecChange) int {
+	n := 0
+	if v.Record != "" && v.Record == w.Record {
+		n += 2
+	}
+	if v.Authenticated {
+		n++
+	}
+	return n
 }
 
 // sameSpec compares an admitted spec with a stored one by meaning (an

@@ -31,11 +31,15 @@ type review struct {
 	replica, reviewUID string
 	// noIdentity is a verdict of a build before ObjectUID and Base.
 	noIdentity bool
+	// authenticated: the review came with the API server's client
+	// certificate; record is the admitted object's events.RecordOf.
+	authenticated bool
+	record        string
 }
 
 func (r review) event() events.Event {
 	v := &events.Verdict{UID: r.reviewUID, User: r.user, Operation: r.op, Allowed: !r.denied,
-		Old: r.old, New: r.new, Replica: r.replica, ObjectUID: r.objectUID, Base: r.base}
+		Old: r.old, New: r.new, Replica: r.replica, ObjectUID: r.objectUID, Base: r.base, Authenticated: r.authenticated, Record: r.record}
 	if v.UID == "" {
 		v.UID = fmt.Sprintf("%s-%d", r.user, r.sec)
 	}
@@ -54,6 +58,11 @@ func (r review) event() events.Event {
 // alphaAt is team-alpha (uid alpha) stored at resourceVersion rv.
 func alphaAt(sec int, gen int64, spec *v1beta1.AcceleratorQuotaSpec, rv uint64) events.Event {
 	return stored(at(sec), &events.Quota{Name: "team-alpha", UID: "alpha", Generation: gen, Spec: *spec}, rv)
+}
+
+// alphaRecorded is alphaAt with the record of its managedFields.
+func alphaRecorded(sec int, gen int64, spec *v1beta1.AcceleratorQuotaSpec, rv uint64, record string) events.Event {
+	return stored(at(sec), &events.Quota{Name: "team-alpha", UID: "alpha", Generation: gen, Spec: *spec, Record: record}, rv)
 }
 
 // alphaGone is team-alpha deleted, the informer's last version rv.
@@ -224,6 +233,79 @@ func TestTrailAuthorship(t *testing.T) {
 			"9 2026-11-30T03:00:06Z AcceleratorQuota team-alpha written (generation 2) [nvidia.com/gpu@a100 nominal 16 -> 12] (claimed by eve at 7 and carol at 8: author not established)",
 		},
 		absent: []string{"landed as #9", "eve AcceleratorQuota", "carol AcceleratorQuota"},
+	}, {
+		name: "a forged UPDATE beside a genuine authenticated one",
+		evs: cat(created(),
+			[]events.Event{
+				review{sec: 5, user: "eve", op: "UPDATE", objectUID: "alpha", base: "20", old: alphaSpec("16"), new: alphaSpec("12"), record: "r1"}.event(),
+				review{sec: 6, user: "carol", op: "UPDATE", objectUID: "alpha", base: "20", old: alphaSpec("16"), new: alphaSpec("12"), authenticated: true, record: "r1"}.event(),
+				review{sec: 6, user: "mallory", op: "UPDATE", objectUID: "alpha", base: "20", old: alphaSpec("16"), new: alphaSpec("12")}.event(),
+				alphaRecorded(6, 2, alphaSpec("12"), 25, "r1"),
+			}),
+		verdicts: map[string]string{"5": "author", "7": "outweighed", "8": "author", "9": "outweighed"},
+		authors:  map[uint64]string{10: "carol"},
+		lines: []string{
+			"7 2026-11-30T03:00:05Z eve UPDATE claimed, outweighed (admitted by a; #10 is another request's, whose verdict weighs more",
+			"8 2026-11-30T03:00:06Z carol UPDATE admitted by a, landed as #10",
+			"10 2026-11-30T03:00:06Z carol AcceleratorQuota team-alpha written (generation 2)",
+		},
+		absent: []string{"author not established", "claimed by"},
+	}, {
+		name: "a forged DELETE beside a genuine authenticated one",
+		evs: cat(created(),
+			[]events.Event{
+				review{sec: 5, user: "carol", op: "DELETE", objectUID: "alpha", base: "20", old: alphaSpec("16"), authenticated: true}.event(),
+				review{sec: 6, user: "mallory", op: "DELETE", objectUID: "alpha", base: "20", old: alphaSpec("16")}.event(),
+				alphaGone(7, 20),
+			}),
+		verdicts: map[string]string{"5": "author", "7": "author", "8": "outweighed"},
+		authors:  map[uint64]string{9: "carol"},
+		absent:   []string{"author not established"},
+	}, {
+		name: "a forged UPDATE beside one whose record is the stored object's",
+		evs: cat(created(),
+			[]events.Event{
+				review{sec: 5, user: "bob", op: "UPDATE", objectUID: "alpha", base: "20", old: alphaSpec("16"), new: alphaSpec("12"), record: "r1"}.event(),
+				review{sec: 6, user: "mallory", op: "UPDATE", objectUID: "alpha", base: "20", old: alphaSpec("16"), new: alphaSpec("12"), record: "r0"}.event(),
+				review{sec: 6, user: "eve", op: "UPDATE", objectUID: "alpha", base: "20", old: alphaSpec("16"), new: alphaSpec("12")}.event(),
+				alphaRecorded(6, 2, alphaSpec("12"), 25, "r1"),
+			}),
+		verdicts: map[string]string{"5": "author", "7": "author", "8": "outweighed", "9": "outweighed"},
+		authors:  map[uint64]string{10: "bob"},
+		absent:   []string{"author not established"},
+	}, {
+		name: "an authenticated verdict whose record is not the stored object's, beside one whose record is",
+		evs: cat(created(),
+			[]events.Event{
+				review{sec: 5, user: "bob", op: "UPDATE", objectUID: "alpha", base: "20", old: alphaSpec("16"), new: alphaSpec("12"), record: "r1", replica: "b"}.event(),
+				review{sec: 6, user: "carol", op: "UPDATE", objectUID: "alpha", base: "20", old: alphaSpec("16"), new: alphaSpec("12"), authenticated: true, record: "r2"}.event(),
+				alphaRecorded(6, 2, alphaSpec("12"), 25, "r1"),
+			}),
+		verdicts: map[string]string{"5": "author", "7": "author", "8": "outweighed"},
+		authors:  map[uint64]string{9: "bob"},
+	}, {
+		name: "two authenticated verdicts of different requests claim the same change",
+		evs: cat(created(),
+			[]events.Event{
+				review{sec: 5, user: "bob", op: "UPDATE", objectUID: "alpha", base: "20", old: alphaSpec("16"), new: alphaSpec("12"), authenticated: true, record: "r1"}.event(),
+				review{sec: 6, user: "carol", op: "UPDATE", objectUID: "alpha", base: "20", old: alphaSpec("16"), new: alphaSpec("12"), authenticated: true, record: "r1"}.event(),
+				review{sec: 6, user: "mallory", op: "UPDATE", objectUID: "alpha", base: "20", old: alphaSpec("16"), new: alphaSpec("12"), record: "r1"}.event(),
+				alphaRecorded(6, 2, alphaSpec("12"), 25, "r1"),
+			}),
+		verdicts: map[string]string{"5": "author", "7": "contested", "8": "contested", "9": "outweighed"},
+		authors:  map[uint64]string{10: ""},
+		lines:    []string{"(claimed by bob at 7 and carol at 8: author not established)"},
+	}, {
+		name: "two unauthenticated verdicts, records not the stored object's",
+		evs: cat(created(),
+			[]events.Event{
+				review{sec: 5, user: "eve", op: "UPDATE", objectUID: "alpha", base: "20", old: alphaSpec("16"), new: alphaSpec("12"), record: "r2"}.event(),
+				review{sec: 6, user: "carol", op: "UPDATE", objectUID: "alpha", base: "20", old: alphaSpec("16"), new: alphaSpec("12"), record: "r3"}.event(),
+				alphaRecorded(6, 2, alphaSpec("12"), 25, "r1"),
+			}),
+		verdicts: map[string]string{"5": "author", "7": "contested", "8": "contested"},
+		authors:  map[uint64]string{9: ""},
+		lines:    []string{"(claimed by eve at 7 and carol at 8: author not established)"},
 	}, {
 		name: "one request judged twice is one claimant",
 		evs: cat(created(),

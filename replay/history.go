@@ -106,8 +106,10 @@ type TrailStep struct {
 	// Authorship is what the log makes of a verdict: "author" (its write
 	// landed: Landed), "claimed" (admitted, but no write of the log is its
 	// own), "contested" (its write landed, Landed, but another admitted
-	// verdict claims it too), "unverified" (the log cannot tell; Note says
-	// why) or "request" (denied: it changed nothing).
+	// verdict of the same weight claims it too), "outweighed" (its write
+	// landed, Landed, but a verdict of more weight claims it: see
+	// attribute), "unverified" (the log cannot tell; Note says why) or
+	// "request" (denied: it changed nothing).
 	Authorship string `json:"authorship,omitempty"`
 	Landed     uint64 `json:"landed,omitempty"`
 	Note       string `json:"note,omitempty"`
@@ -295,6 +297,8 @@ func verdictText(s TrailStep) string {
 		return fmt.Sprintf("%s admitted%s, landed as #%d", s.Operation, by, s.Landed)
 	case authorshipClaimed:
 		return fmt.Sprintf("%s claimed, never landed (admitted%s)", s.Operation, by)
+	case authorshipOutweighed:
+		return fmt.Sprintf("%s claimed, outweighed (admitted%s; #%d is another request's, whose verdict weighs more: authenticated, or the API server's record of the write)", s.Operation, by, s.Landed)
 	case authorshipContested:
 		return fmt.Sprintf("%s claimed, author not established (admitted%s; #%d is claimed by another verdict too)", s.Operation, by, s.Landed)
 	case authorshipUnverified:

@@ -128,6 +128,9 @@ type SpecChange struct {
 	Prev    uint64                        `json:"prev,omitempty"`
 	PrevUID string                        `json:"-"`
 	Spec    *v1beta1.AcceleratorQuotaSpec `json:"-"`
+	// Record is the stored object's events.RecordOf its managedFields
+	// (empty on a delete and in logs before schema version 13).
+	Record string `json:"-"`
 }
 
 // OutcomeEntry is one report of the leader's applier on a node: what its
@@ -269,7 +272,7 @@ func Run(dir string, o Options) (*Result, error) {
 			sc := SpecChange{Seq: ev.Seq, Time: ev.Time.UTC(), Node: ev.Key, Op: string(ev.Op), Event: causeOf(), Changes: changes, Listed: listing, Unruled: unruled,
 				Version: ev.Version, Prev: versions[ev.Key].version, PrevUID: versions[ev.Key].uid, Spec: spec}
 			if ev.Quota != nil {
-				sc.UID = ev.Quota.UID
+				sc.UID, sc.Record = ev.Quota.UID, ev.Quota.Record
 				versions[ev.Key] = objectVersion{ev.Quota.UID, ev.Version}
 			} else {
 				delete(versions, ev.Key)
