@@ -230,3 +230,38 @@ func TestListEndsAtItsVersion(t *testing.T) {
 		t.Errorf("after the first list: a held %v, progress %d; want true and 12", ok, st.Progress())
 	}
 }
+
+// The AcceleratorQuota informer's transform keeps who wrote an object and
+// when (its record travels in its events) and drops the fields each
+// manager owns, the large part; the record is the same either way.
+func TestSlimManagedFields(t *testing.T) {
+	at := metav1.NewTime(time.Date(2026, 10, 5, 9, 41, 12, 0, time.UTC))
+	aq := &v1beta1.AcceleratorQuota{ObjectMeta: metav1.ObjectMeta{Name: "a", ManagedFields: []metav1.ManagedFieldsEntry{
+		{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "ome.io/v1beta1", Time: &at,
+			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:budgets":{}}}`)}},
+		{Manager: "ome-quota-manager", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "ome.io/v1beta1", Time: &at, Subresource: "status",
+			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{}}`)}},
+	}}}
+	want := events.RecordOf(aq.ManagedFields)
+	out, err := slimManagedFields(aq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mf := out.(*v1beta1.AcceleratorQuota).ManagedFields
+	if len(mf) != 2 || mf[0].Manager != "kubectl" || mf[1].Subresource != "status" {
+		t.Fatalf("managedFields kept: %+v", mf)
+	}
+	for _, e := range mf {
+		if e.FieldsV1 != nil {
+			t.Errorf("%s's owned fields kept", e.Manager)
+		}
+	}
+	if got := sources.QuotaOf(out.(*v1beta1.AcceleratorQuota)).Record; got != want {
+		t.Errorf("record %q after the transform, want %q", got, want)
+	}
+	// Not an object (a tombstone): left as it is.
+	tomb := cache.DeletedFinalStateUnknown{Key: "a"}
+	if got, err := slimManagedFields(tomb); err != nil || got != any(tomb) {
+		t.Errorf("a tombstone became %v, %v", got, err)
+	}
+}

@@ -200,6 +200,16 @@ func TestQuotaHandler(t *testing.T) {
 	if !QuotaOf(held).Deleting || QuotaOf(aq).Deleting {
 		t.Errorf("deletionTimestamp not carried as deleting")
 	}
+	// Who wrote it and when travels as the record of its managedFields,
+	// whether the cache kept the fields they own or not.
+	written := aq.DeepCopy()
+	written.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "ome.io/v1beta1", Time: &since}}
+	if got, want := QuotaOf(written).Record, events.RecordOf(written.ManagedFields); got != want || got == "" {
+		t.Errorf("record %q, want %q", got, want)
+	}
+	if got := QuotaOf(aq).Record; got != "" && len(aq.ManagedFields) == 0 {
+		t.Errorf("no managedFields, but record %q", got)
+	}
 }
 
 func TestFlavorAndQueueHandlers(t *testing.T) {
