@@ -246,7 +246,7 @@ type Verdict struct {
 	// certificate the webhook's client CA signed: the API server's. Record
 	// is RecordOf the managedFields of the object the review admits (none
 	// on DELETE): the API server sets them before it calls webhooks, and
-	// stores them with the object (schema version 12).
+	// stores them with the object (schema version 13).
 	Authenticated bool   `json:"authenticated,omitempty"`
 	Record        string `json:"record,omitempty"`
 }

@@ -23,11 +23,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	quotaclient "ome.io/quota-manager/api/client"
 	"ome.io/quota-manager/api/v1beta1/aqtest"
+	"ome.io/quota-manager/events"
 	"ome.io/quota-manager/quotactl"
+	"ome.io/quota-manager/store"
 	"ome.io/quota-manager/test/chart"
 	"ome.io/quota-manager/test/localcluster"
 	"ome.io/quota-manager/webhook"
@@ -177,12 +180,17 @@ func withClientCert(t *testing.T, port int, file string) *poster {
 // TestClientCertificateRequired: with --webhook-client-ca, the API server,
 // which presents a certificate that CA signed, still gets its writes
 // judged, and a client without one cannot even finish the TLS handshake.
+// The verdicts on its writes are authenticated, kept in their own log,
+// and carry the record the stored object carries (the API server sets
+// managedFields before it calls the webhook), so the trail names their
+// user as the author of each write.
 func TestClientCertificateRequired(t *testing.T) {
 	ctx := context.Background()
 	ensureSecret(t)
 	port := freePort(t)
 	installConfig(t, port)
-	startReplica(t, "clientca", port, "--webhook-client-ca="+clusterCA())
+	logDir := t.TempDir()
+	r := startReplica(t, "clientca", port, "--webhook-client-ca="+clusterCA(), "--event-log="+logDir)
 	aqs, err := quotaclient.AcceleratorQuotas(cluster.Config)
 	require.NoError(t, err)
 	t.Cleanup(func() { deleteByPrefix(t, aqs, "clientca") })
@@ -190,6 +198,15 @@ func TestClientCertificateRequired(t *testing.T) {
 	require.NoError(t, err, "a write through the API server, which presents its certificate")
 	_, err = aqs.Create(ctx, aqtest.Team("clientca-big", "clientca").Budget(gpu, "a100", "8").Obj(), metav1.CreateOptions{})
 	require.ErrorContains(t, err, "is 4 but its children total 8", "the webhook did not judge the API server's write")
+	_, err = aqs.Patch(ctx, "clientca", types.MergePatchType,
+		[]byte(`{"spec":{"budgets":[{"resourceName":"nvidia.com/gpu","resourceFlavor":"a100","nominal":"6"}]}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	stored, err := aqs.Get(ctx, "clientca", metav1.GetOptions{})
+	require.NoError(t, err)
+	// The replica's log holds the update once its informer has seen it
+	// (the log is written at least once a second).
+	require.Eventually(t, func() bool { return logged(t, logDir, "clientca", stored.ResourceVersion) }, 20*time.Second, 200*time.Millisecond,
+		"the replica's log never held the update")
 
 	body := review("DELETE", "clientca", "mallory", "", aqJSON("clientca", "u", "1", `{"role":"Cohort","parentRef":{"name":"root"}}`))
 	_, _, err = newPoster(t, port).post(ctx, webhook.Path, body, 5*time.Second)
@@ -199,6 +216,58 @@ func TestClientCertificateRequired(t *testing.T) {
 	code, _, err := withClientCert(t, port, "apiserver-kubelet-client").post(ctx, webhook.Path, body, 5*time.Second)
 	require.NoError(t, err, "a client with the certificate")
 	require.Equal(t, http.StatusOK, code)
+
+	// The trail: stop the replica so that its logs are whole.
+	r.Stop()
+	_, err = os.Stat(filepath.Join(logDir, store.VerdictsDir))
+	require.NoError(t, err)
+	var records []string
+	_, err = store.Read(filepath.Join(logDir, store.AuthenticatedVerdictsDir), 0, func(ev events.Event) error {
+		require.True(t, ev.Verdict.Authenticated, "verdict %s", ev.Verdict.UID)
+		if ev.Key == "clientca" && ev.Verdict.Allowed && ev.Verdict.Operation != "DELETE" {
+			require.NotEmpty(t, ev.Verdict.Record, "the admitted %s carries no record", ev.Verdict.Operation)
+			records = append(records, ev.Verdict.Record)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Len(t, records, 2, "the verdicts on the create and the update")
+	_, err = store.Read(filepath.Join(logDir, store.VerdictsDir), 0, func(ev events.Event) error {
+		t.Errorf("an unauthenticated verdict with client certificates on: %+v", ev.Verdict)
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, events.RecordOf(stored.ManagedFields), records[1], "the update's verdict's record is not the stored object's")
+	var first events.Event
+	_, err = store.Read(logDir, 0, func(ev events.Event) error {
+		if ev.Kind == events.KindAcceleratorQuota && ev.Key == "clientca" && first.Quota == nil {
+			first = ev
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.NotNil(t, first.Quota)
+	require.Equal(t, first.Quota.Record, records[0], "the create's verdict's record is not the one the informer saw")
+	out, err := exec.Command(cluster.ManagerBin, "replay", logDir, "--node", "clientca", "--history").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	t.Logf("the trail:\n%s", out)
+	require.Equal(t, 2, strings.Count(string(out), ", landed as #"), "the trail does not name the author of both writes")
+	// A replica on the same port again, for the clean-up's deletes.
+	startReplica(t, "clientca-after", port)
+	deleteByPrefix(t, aqs, "clientca")
+}
+
+// logged reports whether the event log in dir holds node's version rv.
+func logged(t *testing.T, dir, node, rv string) bool {
+	found := false
+	_, err := store.Read(dir, 0, func(ev events.Event) error {
+		found = found || (ev.Kind == events.KindAcceleratorQuota && ev.Key == node && fmt.Sprint(ev.Version) == rv)
+		return nil
+	})
+	if err != nil {
+		t.Logf("reading the live log: %v", err)
+	}
+	return found
 }
 
 // TestClientAuthOnKubeadm follows docs/install.md's client certificate
