@@ -153,7 +153,7 @@ func DefaultOptions() *Options {
 
 // AddFlags registers the options on fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.Mode, "mode", o.Mode, `required: "workload" (turn this cluster's tree into Kueue objects) or "management" (split a fleet tree among the --member clusters and write each its copies)`)
+	fs.StringVar(&o.Mode, "mode", o.Mode, `required: "workload" (turn this cluster's tree into Kueue objects) or "management" (split a fleet tree among the member clusters that --members-from lists and write each its copies)`)
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "path to a kubeconfig; empty means in-cluster")
 	fs.StringSliceVar(&o.EnrolledNamespaces, "enrolled-namespaces", o.EnrolledNamespaces, "namespaces that get a LocalQueue per team; while empty nothing is written to Kueue")
 	fs.StringSliceVar(&o.CapacityResources, "capacity-resources", o.CapacityResources, "resources measured as accelerators")
