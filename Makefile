@@ -4,7 +4,7 @@ SHELL := /bin/bash
 GO ?= go
 PKGS := ./...
 
-.PHONY: all test demo demo-fleet tools generate lint fuzz bench image plugin plugin-krew perf
+.PHONY: all test unit demo demo-fleet tools generate lint fuzz bench image plugin plugin-krew perf
 
 all: lint test
 
@@ -17,8 +17,8 @@ tools:
 # -trimpath; hack/test.sh sets the same), so that one compile of each
 # package serves go vet, the tests, the manager binaries they start, the
 # plugin and the amd64 image.
-lint test: export CGO_ENABLED := 0
-lint test: export GOFLAGS := -trimpath $(GOFLAGS)
+lint test unit: export CGO_ENABLED := 0
+lint test unit: export GOFLAGS := -trimpath $(GOFLAGS)
 
 ## test: the tools, then lint (its compile finds the libraries it shares
 ## with the tools in the Go build cache, at the same versions), then unit,
@@ -27,6 +27,13 @@ test:
 	@$(MAKE) --no-print-directory tools
 	@$(MAKE) --no-print-directory lint
 	@hack/test.sh
+
+## unit: go vet, then the unit tests (every package outside test/, none of
+## which starts a control plane) with -short, which trims the longest
+## randomized comparisons. The warm time is in docs/performance.md.
+unit:
+	$(GO) vet $(PKGS)
+	$(GO) test -short -count=1 $$($(GO) list $(PKGS) | grep -v /test/)
 
 ## demo: the local control plane with Kueue and the guide's cluster; Ctrl-C stops it.
 demo: tools
