@@ -109,8 +109,8 @@ FUZZTIME ?= 10m
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzApply -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./state/
 
-## perf: the manager against a bare client on the local control plane, T21k
-## (about 10 minutes on 2 cores); QUICK=1 runs a small tree in about a minute.
+## perf: the manager against a bare client on the local control plane, T21k;
+## QUICK=1 runs a small tree. How long each takes: docs/performance.md.
 perf: tools
 	$(GO) run ./test/cmd/perf $(if $(QUICK),-quick)
 

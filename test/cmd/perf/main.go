@@ -4,7 +4,7 @@
 // ratios, all measured in the same run:
 //
 //	go run ./test/cmd/perf            # T21k: 51 Cohorts, 1,000 ClusterQueues, 20,000 LocalQueues, 250 then 10,000 Nodes
-//	go run ./test/cmd/perf -quick     # a small tree, in about a minute
+//	go run ./test/cmd/perf -quick     # a small tree (times: docs/performance.md)
 //	go run ./test/cmd/perf -rss       # only the RSS rows: T21k, 250 then 10,000 Nodes, a few minutes
 //
 // `make perf` runs the first, `make perf QUICK=1` the second; `make test`
@@ -171,7 +171,7 @@ type bench struct {
 }
 
 func run() error {
-	q := flag.Bool("quick", false, "a small tree, in about a minute")
+	q := flag.Bool("quick", false, "a small tree, the check make test runs (its time: docs/performance.md)")
 	cohorts := flag.Int("cohorts", 0, "Cohorts under root, instead of the tree's (20 teams each in the full tree)")
 	rssOnly := flag.Bool("rss", false, "only the RSS rows (manager against bare informers, at both Node counts): a few minutes, for working on memory")
 	only := flag.String("only", "", "only one pass: match (bare client, then the manager at matching limits, with CPU per object) or admin (default limits with the admin changes)")
