@@ -74,28 +74,59 @@ Examples:
 Flags:
 `
 
-// Main runs the replay command with args (after "replay") and returns its
-// exit code: 0 done, 1 the log could not be read, 2 bad usage.
-func Main(args []string, stdout, stderr io.Writer) int {
+// cliFlags are the values of the replay command's flags, once parsed.
+type cliFlags struct {
+	node      *string
+	history   *bool
+	why       *string
+	at        *string
+	showState *bool
+	objects   *bool
+	output    *string
+	depth     *int
+	hyst      *int
+	measured  *[]string
+	enrolled  *[]string
+	files     *[]string
+	deletes   *[]string
+}
+
+// FlagSet returns the replay command's flags, unparsed, with their
+// defaults and help, as Main defines them (the docs' tests read it).
+func FlagSet() *pflag.FlagSet {
+	fs, _ := newFlagSet(io.Discard)
+	return fs
+}
+
+func newFlagSet(stderr io.Writer) (*pflag.FlagSet, *cliFlags) {
 	fs := pflag.NewFlagSet("replay", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usage)
 		fs.PrintDefaults()
 	}
-	node := fs.String("node", "", "show one node's history")
-	history := fs.Bool("history", false, "with --node: the node's audit trail (verdicts, writes, what followed), merged across the folders given")
-	why := fs.String("why", "", "explain one node's state")
-	at := fs.String("at", "", "stop after this event: a sequence number, or an RFC 3339 time")
-	showState := fs.Bool("state", false, "print the state")
-	objects := fs.Bool("objects", false, "print the Kueue objects the projector would write")
-	output := fs.StringP("output", "o", "text", "text or json")
-	depth := fs.Int("max-tree-depth", 0, "what-if: replay with this --max-tree-depth")
-	hyst := fs.Int("capacity-hysteresis-percent", 0, "what-if: replay with this hysteresis")
-	measured := fs.StringSlice("capacity-resources", nil, "what-if: replay measuring these resources")
-	enrolled := fs.StringSlice("enrolled-namespaces", nil, "what-if: replay with these enrolled namespaces (changes --objects)")
-	files := fs.StringSliceP("filename", "f", nil, "what-if: files, folders or - of AcceleratorQuotas to lay over the tree at the end or at --at")
-	deletes := fs.StringSlice("delete", nil, "what-if: nodes to delete after the files")
+	f := &cliFlags{}
+	f.node = fs.String("node", "", "show one node's history")
+	f.history = fs.Bool("history", false, "with --node: the node's audit trail (verdicts, writes, what followed), merged across the folders given")
+	f.why = fs.String("why", "", "explain one node's state")
+	f.at = fs.String("at", "", "stop after this event: a sequence number, or an RFC 3339 time")
+	f.showState = fs.Bool("state", false, "print the state")
+	f.objects = fs.Bool("objects", false, "print the Kueue objects the projector would write")
+	f.output = fs.StringP("output", "o", "text", "text or json")
+	f.depth = fs.Int("max-tree-depth", 0, "what-if: replay with this --max-tree-depth")
+	f.hyst = fs.Int("capacity-hysteresis-percent", 0, "what-if: replay with this hysteresis")
+	f.measured = fs.StringSlice("capacity-resources", nil, "what-if: replay measuring these resources")
+	f.enrolled = fs.StringSlice("enrolled-namespaces", nil, "what-if: replay with these enrolled namespaces (changes --objects)")
+	f.files = fs.StringSliceP("filename", "f", nil, "what-if: files, folders or - of AcceleratorQuotas to lay over the tree at the end or at --at")
+	f.deletes = fs.StringSlice("delete", nil, "what-if: nodes to delete after the files")
+	return fs, f
+}
+
+// Main runs the replay command with args (after "replay") and returns its
+// exit code: 0 done, 1 the log could not be read, 2 bad usage.
+func Main(args []string, stdout, stderr io.Writer) int {
+	fs, f := newFlagSet(stderr)
+	node, history, why, at, showState, objects, output, depth, hyst, measured, enrolled, files, deletes := f.node, f.history, f.why, f.at, f.showState, f.objects, f.output, f.depth, f.hyst, f.measured, f.enrolled, f.files, f.deletes
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0
