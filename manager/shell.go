@@ -505,11 +505,15 @@ func (m *Manager) materialize(ctx context.Context, name string, how apply.Pass) 
 			}
 			st := projector.ProjectStatus(&n, in)
 			sres := m.applier.ApplyNodeStatus(ctx, name, st, projector.StatusVersion(&n, in), how)
-			if sres.Writes > 0 {
+			if sres.Writes > 0 && sres.RetryAt.IsZero() {
 				m.shell.statusWritten(name, time.Now())
 			}
 			res.Writes += sres.Writes
 			res.Errors = append(res.Errors, sres.Errors...)
+			// A conditional status write that met a version the state has
+			// not read yet is tried again soon: without this the node
+			// waited for an unrelated change, or the next tick.
+			res.RetryAt = earliest(res.RetryAt, sres.RetryAt)
 		}
 	}
 	m.shell.confirm(name, rev, objects, exists && res.Writes == 0 && len(res.Errors) == 0 && res.RetryAt.IsZero())
