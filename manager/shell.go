@@ -2,6 +2,8 @@ package manager
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"hash/fnv"
 	"io"
 	"slices"
@@ -43,8 +45,8 @@ type shell struct {
 	urgent, bulk workqueue.TypedRateLimitingInterface[string]
 
 	keyMu      sync.Mutex
-	working    map[string]*hold     // nodes a worker holds: the queues never work on one node at once
-	lastStatus map[string]time.Time // per node: when its status was last written
+	working    map[string]*hold       // nodes a worker holds: the queues never work on one node at once
+	lastStatus map[string]statusWrite // per node: its last status write
 	// confirmed holds, per node, what its last pass found in place; the
 	// tick skips a node that has not changed since (see resync).
 	confirmed map[string]confirmation
@@ -75,15 +77,30 @@ type confirmation struct {
 // cost; observedGeneration and Materialized lag the spec by at most this
 // long in such a burst, and not at all for a change made after a quiet
 // second.
+//
+// A management plane's hold record (status.holds) is not held back: a
+// raise on one member waits until the record that allows it has been
+// written and read back, so each step of a move would otherwise wait out
+// the second. The record changes only as the fleet's copies move, each
+// change once, so this adds writes only where an admin's burst moves a
+// team's shares.
 const statusCoalesce = time.Second
 
+// statusWrite is a node's last status write: when, and the hold record it
+// carried.
+type statusWrite struct {
+	at    time.Time
+	holds string
+}
+
 // statusHold says how long a node's status write must wait: zero when its
-// last status write is at least statusCoalesce old.
-func (sh *shell) statusHold(name string, now time.Time) time.Duration {
+// last status write is at least statusCoalesce old, or when the write
+// changes the node's hold record (holds, from holdsKey).
+func (sh *shell) statusHold(name string, now time.Time, holds string) time.Duration {
 	sh.keyMu.Lock()
 	defer sh.keyMu.Unlock()
 	if last, ok := sh.lastStatus[name]; ok {
-		if d := statusCoalesce - now.Sub(last); d > 0 {
+		if d := statusCoalesce - now.Sub(last.at); d > 0 && last.holds == holds {
 			return d
 		}
 		delete(sh.lastStatus, name)
@@ -91,11 +108,25 @@ func (sh *shell) statusHold(name string, now time.Time) time.Duration {
 	return 0
 }
 
-// statusWritten notes a status write of a node.
-func (sh *shell) statusWritten(name string, at time.Time) {
+// statusWritten notes a status write of a node, with the hold record it
+// carried.
+func (sh *shell) statusWritten(name string, at time.Time, holds string) {
 	sh.keyMu.Lock()
-	sh.lastStatus[name] = at
+	sh.lastStatus[name] = statusWrite{at: at, holds: holds}
 	sh.keyMu.Unlock()
+}
+
+// holdsKey is a status's hold record in a form two records compare in: ""
+// without one.
+func holdsKey(st *v1beta1.AcceleratorQuotaStatus) string {
+	if st == nil || st.Holds == nil {
+		return ""
+	}
+	b, err := json.Marshal(st.Holds)
+	if err != nil {
+		return fmt.Sprintf("%+v", *st.Holds)
+	}
+	return string(b)
 }
 
 // forgetStatus drops what the shell remembers of a deleted node's status
@@ -126,7 +157,7 @@ func newShell(m *Manager) *shell {
 		bulk: workqueue.NewTypedRateLimitingQueueWithConfig(rl(),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "bulk", MetricsProvider: qm}),
 		working:    map[string]*hold{},
-		lastStatus: map[string]time.Time{},
+		lastStatus: map[string]statusWrite{},
 		confirmed:  map[string]confirmation{},
 	}
 }
@@ -495,7 +526,9 @@ func (m *Manager) materialize(ctx context.Context, name string, how apply.Pass) 
 		m.mu.Lock()
 		n.Reported(m.st)
 		m.mu.Unlock()
-		if hold := m.shell.statusHold(name, time.Now()); hold > 0 {
+		st := projector.ProjectStatus(&n, in)
+		holds := holdsKey(st)
+		if hold := m.shell.statusHold(name, time.Now(), holds); hold > 0 {
 			// Written moments ago: the node comes back when the hold
 			// ends and writes the newest status then.
 			res.RetryAt = earliest(res.RetryAt, time.Now().Add(hold))
@@ -503,10 +536,9 @@ func (m *Manager) materialize(ctx context.Context, name string, how apply.Pass) 
 			if m.rec != nil && oseq > 0 {
 				m.rec.Wait(oseq)
 			}
-			st := projector.ProjectStatus(&n, in)
 			sres := m.applier.ApplyNodeStatus(ctx, name, st, projector.StatusVersion(&n, in), how)
 			if sres.Writes > 0 && sres.RetryAt.IsZero() {
-				m.shell.statusWritten(name, time.Now())
+				m.shell.statusWritten(name, time.Now(), holds)
 			}
 			res.Writes += sres.Writes
 			res.Errors = append(res.Errors, sres.Errors...)
