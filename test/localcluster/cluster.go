@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -54,6 +55,12 @@ type Options struct {
 	AQCRD *apiextensionsv1.CustomResourceDefinition
 	// Namespaces are created once the control plane is up (RunTests).
 	Namespaces []string
+	// Etcd, when set, is the client URL of an etcd already running (another
+	// cluster's, EtcdURL) that the new kube-apiserver stores in, under
+	// EtcdPrefix, in place of an etcd of its own: many API servers on one
+	// etcd cost less than as many etcds. Kueue cannot be started with it.
+	Etcd       *url.URL
+	EtcdPrefix string
 }
 
 // Cluster is a running control plane.
@@ -77,8 +84,11 @@ type Cluster struct {
 	// KueueConfigPath is the Configuration file Kueue runs with.
 	KueueConfigPath string
 
-	opts      Options
-	env       *envtest.Environment
+	opts Options
+	env  *envtest.Environment
+	// onEtcd is the kube-apiserver alone, on Options.Etcd; nil when env
+	// runs its own etcd and API server.
+	onEtcd    *envtest.ControlPlane
 	kueue     *exec.Cmd
 	kueueDone chan struct{}
 	stopped   bool
@@ -152,24 +162,24 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	// envtest reads it through os.MkdirTemp at start. It is the process's
 	// environment: control planes started at once take turns here.
 	tmpdirMu.Lock()
-	tmpdirHeld := true
-	release := func() {
-		if tmpdirHeld {
-			tmpdirHeld = false
-			tmpdirMu.Unlock()
-		}
-	}
-	defer release()
 	prevTmp, hadTmp := os.LookupEnv("TMPDIR")
-	if err := os.Setenv("TMPDIR", dir); err != nil {
-		return c, err
-	}
-	restoreTmp := func() {
+	tmpdirHeld := true
+	// release puts TMPDIR back and lets the next Start have it, once.
+	release := func() {
+		if !tmpdirHeld {
+			return
+		}
+		tmpdirHeld = false
 		if hadTmp {
 			_ = os.Setenv("TMPDIR", prevTmp)
 		} else {
 			_ = os.Unsetenv("TMPDIR")
 		}
+		tmpdirMu.Unlock()
+	}
+	defer release()
+	if err := os.Setenv("TMPDIR", dir); err != nil {
+		return c, err
 	}
 	api := c.env.ControlPlane.GetAPIServer()
 	for k, v := range opts.APIServerArgs {
@@ -186,19 +196,23 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 			LocalServingHost:   "127.0.0.1",
 		}
 	}
-	_, err = c.env.Start()
+	var user *envtest.AuthenticatedUser
+	if opts.Etcd != nil {
+		// Nothing below writes under TMPDIR: the API server's folder is
+		// named.
+		release()
+		user, err = c.startOnEtcd(wrapped)
+	} else if _, err = c.env.Start(); err == nil {
+		user, err = c.env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	}
 	if err == nil {
-		var user *envtest.AuthenticatedUser
-		if user, err = c.env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil); err == nil {
-			c.Config = rest.CopyConfig(user.Config())
-			var kc []byte
-			if kc, err = user.KubeConfig(); err == nil {
-				c.Kubeconfig = filepath.Join(dir, "kubeconfig")
-				err = os.WriteFile(c.Kubeconfig, kc, 0o600)
-			}
+		c.Config = rest.CopyConfig(user.Config())
+		var kc []byte
+		if kc, err = user.KubeConfig(); err == nil {
+			c.Kubeconfig = filepath.Join(dir, "kubeconfig")
+			err = os.WriteFile(c.Kubeconfig, kc, 0o600)
 		}
 	}
-	restoreTmp()
 	release()
 	if err != nil {
 		return c, fmt.Errorf("starting etcd and kube-apiserver: %w", err)
@@ -219,6 +233,45 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		}
 	}
 	return c, nil
+}
+
+// startOnEtcd starts kube-apiserver alone on Options.Etcd, under
+// Options.EtcdPrefix, then has envtest install the CRDs on it as on an
+// existing cluster.
+func (c *Cluster) startOnEtcd(wrapped string) (*envtest.AuthenticatedUser, error) {
+	if c.opts.Kueue || c.opts.EtcdPrefix == "" {
+		return nil, fmt.Errorf("a control plane on a shared etcd needs an etcd prefix of its own, and runs no Kueue")
+	}
+	api := &envtest.APIServer{Path: filepath.Join(wrapped, "kube-apiserver"), EtcdURL: c.opts.Etcd,
+		CertDir: filepath.Join(c.Dir, "apiserver"), StartTimeout: time.Minute, StopTimeout: time.Minute}
+	if err := os.MkdirAll(api.CertDir, 0o700); err != nil {
+		return nil, err
+	}
+	for k, v := range c.opts.APIServerArgs {
+		api.Configure().Set(k, v)
+	}
+	api.Configure().Set("etcd-prefix", c.opts.EtcdPrefix)
+	c.onEtcd = &envtest.ControlPlane{APIServer: api}
+	if err := api.Start(); err != nil {
+		return nil, err
+	}
+	admin, err := c.onEtcd.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return nil, err
+	}
+	existing := true
+	c.env.UseExistingCluster, c.env.Config = &existing, rest.CopyConfig(admin.Config())
+	c.env.Config.QPS, c.env.Config.Burst = 1000, 2000
+	_, err = c.env.Start()
+	return admin, err
+}
+
+// EtcdURL is the client URL of the cluster's etcd, for Options.Etcd.
+func (c *Cluster) EtcdURL() *url.URL {
+	if c.onEtcd != nil {
+		return c.opts.Etcd
+	}
+	return c.env.ControlPlane.Etcd.URL
 }
 
 // kueueWebhooks reads Kueue's webhook manifests and keeps the webhooks for
@@ -319,6 +372,11 @@ func (c *Cluster) Stop() error {
 	if c.env != nil {
 		if err := c.env.Stop(); err != nil {
 			errs = append(errs, fmt.Errorf("stopping kube-apiserver and etcd: %w", err))
+		}
+	}
+	if c.onEtcd != nil {
+		if err := c.onEtcd.Stop(); err != nil {
+			errs = append(errs, fmt.Errorf("stopping kube-apiserver: %w", err))
 		}
 	}
 	if err := os.RemoveAll(c.Dir); err != nil {
