@@ -4,7 +4,7 @@ SHELL := /bin/bash
 GO ?= go
 PKGS := ./...
 
-.PHONY: all test unit demo demo-fleet tools generate lint fuzz bench image plugin plugin-krew perf
+.PHONY: all test unit demo demo-fleet tools generate lint fuzz bench image plugin plugin-krew perf fleet-bench
 
 all: lint test
 
@@ -113,6 +113,11 @@ fuzz:
 ## QUICK=1 runs a small tree. How long each takes: docs/performance.md.
 perf: tools
 	$(GO) run ./test/cmd/perf $(if $(QUICK),-quick)
+
+## fleet-bench: a management plane with 20 live member API servers;
+## figures and how long it takes: docs/performance.md.
+fleet-bench: tools
+	$(GO) run ./test/cmd/fleetbench
 
 ## bench: the core's per-event benchmarks.
 bench:
