@@ -229,6 +229,11 @@ func (s *State) settleHolds() {
 // record or a copy names; never a gone one. Sorted.
 func (s *State) holdClusters(name string, h *nodeHold) []string {
 	f := s.fleet
+	if len(f.leaving) == 0 && f.plainNames() && (h == nil || recordWithin(h.record, f.clusters)) {
+		// The common case, without a set and a sort per team: the
+		// members, which f.names holds sorted. Callers only read it.
+		return f.names
+	}
 	set := map[string]bool{}
 	for _, c := range f.names {
 		set[c] = true
@@ -249,6 +254,27 @@ func (s *State) holdClusters(name string, h *nodeHold) []string {
 		}
 	}
 	return slices.Sorted(maps.Keys(set))
+}
+
+// plainNames reports whether no member is declared gone or released, so
+// that the members are the clusters every team's holds read.
+func (f *fleet) plainNames() bool {
+	for _, c := range f.names {
+		if f.gone[c] || f.released[c] {
+			return false
+		}
+	}
+	return true
+}
+
+// recordWithin reports whether every cluster a record names is a member.
+func recordWithin[V any](record map[string]V, members map[string]*cluster) bool {
+	for c := range record {
+		if members[c] == nil {
+			return false
+		}
+	}
+	return true
 }
 
 // clusterOf is a member, or a cluster that left holding copies; nil for
