@@ -55,6 +55,21 @@ func (c *Cluster) Processes() map[string]int {
 	return out
 }
 
+// RSS reads a process's resident set size, in bytes, from /proc.
+func RSS(pid int) (int64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(l, "VmRSS:") {
+			kb, err := strconv.ParseInt(strings.Fields(l)[1], 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS for %d", pid)
+}
+
 // CPUTime reads a process's user and system CPU time from /proc (USER_HZ,
 // 10 ms steps).
 func CPUTime(pid int) (time.Duration, error) {

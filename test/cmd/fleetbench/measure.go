@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -68,7 +66,7 @@ func (f *fleet) measure(ctx context.Context, n int) (*sizeResult, error) {
 
 	// Memory and idle CPU, once the fleet is in place.
 	time.Sleep(5 * time.Second)
-	if r.rss, err = rssOf(plane.Pid()); err != nil {
+	if r.rss, err = localcluster.RSS(plane.Pid()); err != nil {
 		return fail(err)
 	}
 	heap, err := plane.Metric(ctx, "go_memstats_heap_inuse_bytes")
@@ -168,20 +166,6 @@ func (f *fleet) even(n, grown, extra int) split {
 		}
 	}
 	return want
-}
-
-func rssOf(pid int) (int64, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, l := range strings.Split(string(data), "\n") {
-		if strings.HasPrefix(l, "VmRSS:") {
-			kb, err := strconv.ParseInt(strings.Fields(l)[1], 10, 64)
-			return kb << 10, err
-		}
-	}
-	return 0, fmt.Errorf("no VmRSS for %d", pid)
 }
 
 // median and the range of durations.

@@ -927,25 +927,11 @@ func (b *bench) cpuPerUpdate(ctx context.Context, m *localcluster.Manager, cohor
 	return best, nil
 }
 
-func rssOf(pid int) (int64, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, l := range strings.Split(string(data), "\n") {
-		if strings.HasPrefix(l, "VmRSS:") {
-			kb, err := strconv.ParseInt(strings.Fields(l)[1], 10, 64)
-			return kb << 10, err
-		}
-	}
-	return 0, fmt.Errorf("no VmRSS for %d", pid)
-}
-
 // rss reads the manager's RSS, and that of a bare process holding the same
 // informers (this binary's informer mode).
 func (b *bench) rss(ctx context.Context, m *localcluster.Manager) (mem memory, err error) {
 	time.Sleep(3 * time.Second)
-	if mem.rss, err = rssOf(m.Pid()); err != nil {
+	if mem.rss, err = localcluster.RSS(m.Pid()); err != nil {
 		return
 	}
 	heap, err := m.Metric(ctx, "go_memstats_heap_inuse_bytes")
@@ -972,7 +958,7 @@ func (b *bench) rss(ctx context.Context, m *localcluster.Manager) (mem memory, e
 		return mem, fmt.Errorf("bare informer: %w", err)
 	}
 	time.Sleep(3 * time.Second)
-	mem.bare, err = rssOf(cmd.Process.Pid)
+	mem.bare, err = localcluster.RSS(cmd.Process.Pid)
 	return
 }
 
