@@ -62,7 +62,7 @@ func promtool(t *testing.T, dir string, args ...string) string {
 
 func TestCheckRules(t *testing.T) {
 	out := promtool(t, ".", "check", "rules", "--lint=all", "--lint-fatal", RulesFile)
-	require.Contains(t, out, "SUCCESS: 15 rules found")
+	require.Contains(t, out, "SUCCESS: 16 rules found")
 }
 
 func TestRulesUnitTests(t *testing.T) {

@@ -40,7 +40,7 @@ func TestPrometheusRule(t *testing.T) {
 	groups, _, _ := unstructured.NestedSlice(pr.Object, "spec", "groups")
 	require.NotEmpty(t, groups)
 	rules, _, _ := unstructured.NestedSlice(groups[0].(map[string]any), "rules")
-	require.Len(t, rules, 15)
+	require.Len(t, rules, 16)
 }
 
 // Off by default; on, a ConfigMap labelled for Grafana's dashboard sidecar
