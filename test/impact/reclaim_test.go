@@ -321,6 +321,13 @@ func reclaimScenario(t *testing.T, seed uint64) scenario {
 
 	// The lenders' claims, one after another as the plan simulated them.
 	class := map[int32]string{0: "p0", 10: "p10", 20: "p20"}[prio]
+	// The Jobs the plan has preempted so far. A preempted Workload goes
+	// back to its queue, and the plan takes it as admitted again as soon
+	// as its quota frees; Kueue's own requeueing decides when it is. When
+	// the plan preempts such a Workload a second time, what Kueue holds
+	// then depends on that timing, so the comparison ends there.
+	preempted := map[string]bool{}
+claims:
 	for ci, c := range rep.Claims {
 		amount := resource.MustParse(c.Amount)
 		step := amount.Value()
@@ -342,6 +349,16 @@ func reclaimScenario(t *testing.T, seed uint64) scenario {
 				if w.Claim == k {
 					named = append(named, jobOfWorkload(ws, w.Name))
 				}
+			}
+			for _, j := range named {
+				if preempted[j] {
+					t.Logf("claim %d of %s: the plan preempts %s a second time, after taking it as admitted again; whether Kueue has admitted it again by now is its requeueing's timing: compared up to here", k, c.Team, j)
+					remove(t, job)
+					break claims
+				}
+			}
+			for _, j := range named {
+				preempted[j] = true
 			}
 			require.ElementsMatch(t, named, got, "claim %d of %s (%d of %s): the plan named %v, Kueue preempted %v", k, c.Team, piece, c.Amount, named, got)
 			sc.preempted += len(got)
