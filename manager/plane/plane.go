@@ -91,6 +91,10 @@ const (
 	// copyCoalesce is how long the copier waits after a pass before the
 	// next: a burst of events makes one pass.
 	copyCoalesce = 200 * time.Millisecond
+	// copyParallel bounds one member's copy writes in flight: a move of
+	// many teams costs about one round trip, and a member's API server
+	// sees no more at once than this.
+	copyParallel = 8
 	// copyRetry is how soon a pass that a member refused is tried again.
 	copyRetry = 5 * time.Second
 	// memberSettle is how long a burst of changes on a member settles
@@ -315,7 +319,7 @@ func (mb *planeMember) connect(o *manager.Options, base *rest.Config) error {
 		return fmt.Errorf("building a client for it: %w", err)
 	}
 	mb.source.Quotas, mb.source.Kueue = quotas, kq
-	mb.writer = &apply.CopyWriter{Origin: o.Origin, Quotas: quotas}
+	mb.writer = &apply.CopyWriter{Origin: o.Origin, Quotas: quotas, Parallel: copyParallel}
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sync"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,6 +26,10 @@ import (
 type CopyWriter struct {
 	Origin string
 	Quotas versioned.Interface
+	// Parallel bounds the writes in flight at once (at least one): the
+	// copies of one level of the tree go together, so that a move of many
+	// teams costs a member about one round trip, not one per team.
+	Parallel int
 }
 
 // CopyReport is how one pass left the member.
@@ -64,9 +69,19 @@ func (w *CopyWriter) Apply(ctx context.Context, want projector.MemberCopies, obj
 	}
 	wanted := make(map[string]bool, len(want.Copies))
 	blocked := map[string]bool{}
+	// What to write is decided first, from what the member holds; the
+	// writes then go level by level (a member refuses a node whose parent
+	// it does not hold), those of one level at once.
+	level := map[string]int{}
+	var writes []*v1beta1.AcceleratorQuota
 	for _, c := range want.Copies {
 		wanted[c.Name] = true
 		parent := c.Spec.ParentRef.Name
+		if d, ok := level[parent]; ok {
+			level[c.Name] = d + 1
+		} else {
+			level[c.Name] = 0
+		}
 		cur := have[c.Name]
 		switch {
 		case blocked[parent]:
@@ -96,12 +111,39 @@ func (w *CopyWriter) Apply(ctx context.Context, want projector.MemberCopies, obj
 			rep.Unchanged++
 			continue
 		}
-		body, err := json.Marshal(c)
-		if err == nil {
-			force := true
-			_, err = aqs.Patch(ctx, c.Name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: FieldManager, Force: &force})
+		writes = append(writes, c)
+	}
+	errs := make([]error, len(writes))
+	parallel := w.Parallel
+	if parallel < 1 {
+		parallel = 1
+	}
+	for lo := 0; lo < len(writes); {
+		hi := lo + 1
+		for hi < len(writes) && level[writes[hi].Name] == level[writes[lo].Name] {
+			hi++
 		}
-		switch {
+		var wg sync.WaitGroup
+		slots := make(chan struct{}, parallel)
+		for i := lo; i < hi; i++ {
+			wg.Add(1)
+			slots <- struct{}{}
+			go func(i int) {
+				defer func() { <-slots; wg.Done() }()
+				c := writes[i]
+				body, err := json.Marshal(c)
+				if err == nil {
+					force := true
+					_, err = aqs.Patch(ctx, c.Name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: FieldManager, Force: &force})
+				}
+				errs[i] = err
+			}(i)
+		}
+		wg.Wait()
+		lo = hi
+	}
+	for i, c := range writes {
+		switch err := errs[i]; {
 		case err == nil:
 			rep.Written = append(rep.Written, c.Name)
 		case c.ResourceVersion != "" && (apierrors.IsConflict(err) || apierrors.IsNotFound(err)):

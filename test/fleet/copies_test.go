@@ -64,7 +64,7 @@ func TestCopyWriter(t *testing.T) {
 			_ = aqs.Delete(context.Background(), n, metav1.DeleteOptions{})
 		}
 	})
-	w := &apply.CopyWriter{Origin: "plane-1", Quotas: versioned.NewForConfigOrDie(member.Config)}
+	w := &apply.CopyWriter{Origin: "plane-1", Quotas: versioned.NewForConfigOrDie(member.Config), Parallel: 4}
 	tree := []*v1beta1.AcceleratorQuota{
 		aqtest.Cohort("ml", "root").Budget("nvidia.com/gpu", "a100", "8").Obj(),
 		aqtest.Team("team-a", "ml").Budget("nvidia.com/gpu", "a100", "4").Obj(),
