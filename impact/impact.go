@@ -145,6 +145,14 @@ type Claim struct {
 	// Preempts are the Workloads evicted for it, claim by claim, each
 	// claim's in the order Kueue considers its candidates.
 	Preempts []Workload `json:"preempts,omitempty"`
+	// Unsure, when set, says why the simulation stops at this claim's
+	// Workload number StoppedAt: it would preempt a Workload that an
+	// earlier one preempted and that was taken as admitted again. When
+	// Kueue admits a preempted Workload again is its requeueing's timing,
+	// which the report does not know; Admitted and Preempts cover the
+	// Workloads before StoppedAt, and no later claim is listed.
+	Unsure    string `json:"unsure,omitempty"`
+	StoppedAt int    `json:"stoppedAt,omitempty"`
 }
 
 // Spared is a borrowing Workload that no claim preempts.
@@ -354,6 +362,10 @@ func Compute(in Input) (*Report, error) {
 			c.Preempts[i].ReclaimedBefore = reclaimedBefore[key]
 		}
 		rep.Claims = append(rep.Claims, c)
+	}
+	if afterRun.stopped || beforeRun.stopped {
+		rep.Limits = append(rep.Limits, "the lenders' claims are simulated up to one that would preempt a Workload a second time (its note says which): when Kueue admits a preempted Workload again is its own timing, so later reclaims are not listed, nor the borrowing Workloads no claim preempts")
+		borrowing = nil
 	}
 	reasons := newSpareReasons(afterSim, afterRun.claims)
 	for _, w := range borrowing {
@@ -611,13 +623,20 @@ type runResult struct {
 	pending []kueuesim.Event
 	events  []kueuesim.Event
 	claims  []Claim
+	// stopped: the claims stopped at a second preemption (Claim.Unsure).
+	stopped bool
 }
 
 // run lets Kueue admit the pending Workloads, then brings each lender's
 // claims, one lender and pair after another in name order: every
 // ClusterQueue using less than its nominal quota of a touched pair claims
 // the rest, as one Workload or as Workloads of opts.Size, each submitted
-// once the previous one settled.
+// once the previous one settled. A preempted Workload goes back to its
+// queue and the simulation admits it again as soon as room frees; Kueue
+// does so once its eviction is done and it is requeued, at a time of its
+// own. Up to a claim that would preempt such a Workload again, that
+// timing changes nothing the report names; from there on it may, so the
+// claims stop there (Claim.Unsure).
 func run(sim *kueuesim.Sim, objs kueuesim.Objects, touched []kueuesim.FR, opts ClaimOptions) (*runResult, error) {
 	res := &runResult{}
 	evs, err := sim.Run()
@@ -625,6 +644,13 @@ func run(sim *kueuesim.Sim, objs kueuesim.Objects, touched []kueuesim.FR, opts C
 		return nil, err
 	}
 	res.pending, res.events = evs, append(res.events, evs...)
+	// The Workloads preempted so far, and by what.
+	preemptedBy := map[*kueuesim.Workload]string{}
+	for _, e := range evs {
+		if e.Kind == kueuesim.Preempted {
+			preemptedBy[e.W] = "the admission of " + e.By.Key()
+		}
+	}
 	for _, cq := range objs.ClusterQueues {
 		q := sim.Queue(cq.Name)
 		if q == nil || q.Inactive != "" {
@@ -655,12 +681,22 @@ func run(sim *kueuesim.Sim, objs kueuesim.Objects, touched []kueuesim.FR, opts C
 				if err != nil {
 					return nil, err
 				}
+				for _, e := range evs {
+					if by, again := preemptedBy[e.W]; again && e.Kind == kueuesim.Preempted {
+						c.Unsure = fmt.Sprintf("claim %d would preempt %s again, which %s preempted; the simulation took it as admitted again once room freed, and when Kueue does so depends on its requeueing, so what this claim and later ones reclaim is not simulated", n, e.W.Key(), by)
+						c.StoppedAt, res.stopped = n, true
+						c.Admitted = quantity(fr.Resource, got)
+						res.claims = append(res.claims, c)
+						return res, nil
+					}
+				}
 				res.events = append(res.events, evs...)
 				for _, e := range evs {
 					if e.Kind == kueuesim.Preempted && e.By == w {
 						p := workloadOf(e.W)
 						p.Reason, p.Claim = e.Reason, n
 						c.Preempts = append(c.Preempts, p)
+						preemptedBy[e.W] = fmt.Sprintf("claim %d of %s", n, cq.Name)
 					}
 				}
 				if w.Admitted {

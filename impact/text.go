@@ -116,7 +116,7 @@ func WriteText(w io.Writer, r *Report, st Style) error {
 	var claims []Claim
 	for _, c := range r.Claims {
 		// A claim that fits in idle quota moves nothing.
-		if len(c.Preempts) > 0 || c.Waits != "" {
+		if len(c.Preempts) > 0 || c.Waits != "" || c.Unsure != "" {
 			claims = append(claims, c)
 		}
 	}
@@ -136,6 +136,9 @@ func WriteText(w io.Writer, r *Report, st Style) error {
 			}
 			if c.Waits != "" {
 				fmt.Fprintf(&b, "    %s\n", st.warn(c.Waits))
+			}
+			if c.Unsure != "" {
+				fmt.Fprintf(&b, "    %s\n", st.warn(c.Unsure))
 			}
 		}
 	}
