@@ -2,9 +2,6 @@ package projector
 
 import (
 	"encoding/json"
-	"flag"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -16,9 +13,8 @@ import (
 	"ome.io/quota-manager/api/v1beta1/aqtest"
 	"ome.io/quota-manager/events"
 	"ome.io/quota-manager/state"
+	"ome.io/quota-manager/test/testutil/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
 func node(aq *v1beta1.AcceleratorQuota, ready bool) Node {
 	n := Node{Name: aq.Name, Generation: 1, Role: aq.Spec.Role, Budgets: aq.Spec.Budgets, Ready: ready}
@@ -52,24 +48,8 @@ func guideInput() Input {
 	return in
 }
 
-// golden compares v, as indented JSON, with testdata/name.json.
-func golden(t *testing.T, name string, v any) {
-	t.Helper()
-	got, err := json.MarshalIndent(v, "", "  ")
-	require.NoError(t, err)
-	path := filepath.Join("testdata", name+".json")
-	if *update {
-		require.NoError(t, os.WriteFile(path, append(got, '\n'), 0o644))
-	}
-	want, err := os.ReadFile(path)
-	require.NoError(t, err, "run go test ./projector -update to create it")
-	if d := cmp.Diff(string(want), string(got)+"\n"); d != "" {
-		t.Errorf("%s differs from the golden file (-want +got); if the change is intended, run go test ./projector -update:\n%s", path, d)
-	}
-}
-
 func TestGuideTreeProjection(t *testing.T) {
-	golden(t, "guide-tree", Project(guideInput()))
+	golden.CheckJSON(t, "guide-tree.json", Project(guideInput()))
 }
 
 func TestProjectionIsDeterministic(t *testing.T) {
@@ -116,7 +96,7 @@ func TestFrozenNodesAreHeld(t *testing.T) {
 	require.Len(t, out.Cohorts, 1, "only root's Cohort is desired")
 	require.Empty(t, out.ClusterQueues)
 	require.Empty(t, out.LocalQueues)
-	golden(t, "frozen-statuses", out.Statuses)
+	golden.CheckJSON(t, "frozen-statuses.json", out.Statuses)
 }
 
 func TestTeamWithSeveralBudgets(t *testing.T) {
@@ -130,7 +110,7 @@ func TestTeamWithSeveralBudgets(t *testing.T) {
 		CoverResources:     map[string]resource.Quantity{"cpu": resource.MustParse("1M"), "rdma/hca_shared_devices_a": resource.MustParse("1M")},
 	}
 	out := Project(in)
-	golden(t, "several-budgets", out.ClusterQueues)
+	golden.CheckJSON(t, "several-budgets.json", out.ClusterQueues)
 	require.Len(t, out.LocalQueues, 2)
 	require.Equal(t, "team-a", *out.LocalQueues[0].Namespace)
 	require.Equal(t, "nvidia.com/gpu@a100=8,nvidia.com/gpu@h100=4,google.com/tpu@v5e=16", out.Statuses["team-mixed"].Summary.Nominal)
@@ -154,9 +134,7 @@ func TestMaterializedReasons(t *testing.T) {
 			n := Node{Name: "x", Role: v1beta1.RoleClusterQueue, Ready: tc.ready, Generation: 3, Outcome: tc.outcome}
 			got := materialized(&n)
 			tc.want.Type, tc.want.ObservedGeneration = v1beta1.ConditionMaterialized, 3
-			if d := cmp.Diff(tc.want, got); d != "" {
-				t.Error(d)
-			}
+			require.Empty(t, cmp.Diff(tc.want, got))
 		})
 	}
 }

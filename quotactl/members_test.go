@@ -2,9 +2,6 @@ package quotactl
 
 import (
 	"bytes"
-	"flag"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,23 +13,8 @@ import (
 	"k8s.io/cli-runtime/pkg/printers"
 
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
+	"ome.io/quota-manager/test/testutil/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
-
-// goldenFile compares got with testdata/name, or rewrites it with -update.
-func goldenFile(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		require.NoError(t, os.MkdirAll("testdata", 0o755))
-		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
-		return
-	}
-	want, err := os.ReadFile(path)
-	require.NoError(t, err, "run the test with -update to write %s", path)
-	require.Equal(t, string(want), got, "testdata/%s", name)
-}
 
 var membersNow = time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 
@@ -70,13 +52,13 @@ var fleetMembers = []v1beta1.MemberStatus{
 func TestMembersTable(t *testing.T) {
 	var out bytes.Buffer
 	require.NoError(t, printMembers(&out, fleetMembers, membersNow, palette(false)))
-	goldenFile(t, "members.txt", out.String())
+	golden.Check(t, "members.txt", out.String())
 
 	// -o yaml is the versioned report.
 	out.Reset()
 	rep := &MembersReport{TypeMeta: typeMeta("MembersReport"), Members: fleetMembers[:1]}
 	require.NoError(t, (&printers.YAMLPrinter{}).PrintObj(rep, &out))
-	goldenFile(t, "members.yaml", out.String())
+	golden.Check(t, "members.yaml", out.String())
 }
 
 // forget reads root's status.members and spec.goneClusters: it refuses a
@@ -116,9 +98,7 @@ func TestPlanForget(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, c.want != nil, plan.write, "writes")
 			if c.want != nil {
-				if diff := cmp.Diff(c.want, plan.gone, cmpopts.EquateEmpty()); diff != "" {
-					t.Errorf("goneClusters (-want +got):\n%s", diff)
-				}
+				require.Empty(t, cmp.Diff(c.want, plan.gone, cmpopts.EquateEmpty()), "goneClusters (-want +got)")
 			}
 			if c.say != "" {
 				require.Equal(t, c.say, plan.say)

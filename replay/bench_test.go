@@ -47,7 +47,7 @@ func benchLog(b *testing.B, dir string, n int) {
 			add(events.QueueUpserted(at, &events.Queue{Name: fmt.Sprintf("team-%d", i%50), Managed: true, Usage: []events.Usage{{
 				Resource: "nvidia.com/gpu", Flavor: "a100", Admitted: resource.MustParse(fmt.Sprint(i % 8))}}}))
 		default:
-			node := gpuNode(fmt.Sprintf("gpu-node-%d", i%1000))
+			node := eightGPUNode(fmt.Sprintf("gpu-node-%d", i%1000))
 			node.Ready = i%7 != 0
 			add(events.NodeUpserted(at, node))
 		}

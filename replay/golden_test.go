@@ -1,19 +1,13 @@
 package replay
 
 import (
-	"bytes"
-	"flag"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-)
 
-// update rewrites the golden files from the replay of testdata/guide:
-//
-//	go test ./replay -run TestGolden -update
-var update = flag.Bool("update", false, "rewrite the golden files of TestGolden")
+	"ome.io/quota-manager/test/testutil/golden"
+)
 
 // guideLogDir is a log recorded by the end-to-end TestAuditTrail (test/e2e),
 // with the webhook on, as it wrote it: the guide's tree applied,
@@ -97,22 +91,8 @@ func TestGolden(t *testing.T) {
 					t.Errorf("replay %v does not say %q:\n%s", v.args, m, got)
 				}
 			}
-			path := filepath.Join("testdata", "golden", v.golden)
-			if *update {
-				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v: run with -update to write it", err)
-			}
-			if !bytes.Equal(want, []byte(got)) {
-				t.Errorf("replay %v differs from %s (go test ./replay -run TestGolden -update rewrites it):\n%s", v.args, path, got)
+			if d := golden.Diff(t, filepath.Join("golden", v.golden), got); d != "" {
+				t.Errorf("replay %v: %s", v.args, d)
 			}
 		})
 	}

@@ -64,7 +64,7 @@ func twoReplicas(t *testing.T) (string, string) {
 	a = append(a, events.ConfigChanged(t0, events.DefaultConfig()),
 		events.FlavorUpserted(t0, &events.Flavor{Name: "a100", NodeLabels: map[string]string{"gpu.product": "a100"}}))
 	for _, n := range []string{"gpu-node-1", "gpu-node-2", "gpu-node-3", "gpu-node-4"} {
-		a = append(a, events.NodeUpserted(t0, gpuNode(n)))
+		a = append(a, events.NodeUpserted(t0, eightGPUNode(n)))
 	}
 	a = append(a, events.Synced(at(1)))
 	for _, aq := range []*v1beta1.AcceleratorQuota{aqtest.Root().Obj(), aqtest.Cohort("ml-research", "root").Budget("nvidia.com/gpu", "a100", "24").Obj()} {

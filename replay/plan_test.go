@@ -27,7 +27,7 @@ func usageLog(t *testing.T) string {
 	add(events.ConfigChanged(t0, cfg))
 	add(events.FlavorUpserted(t0, &events.Flavor{Name: "a100", NodeLabels: map[string]string{"gpu.product": "a100"}}))
 	for i := 1; i <= 4; i++ {
-		add(events.NodeUpserted(t0, gpuNode("gpu-node-"+string(rune('0'+i)))))
+		add(events.NodeUpserted(t0, eightGPUNode("gpu-node-"+string(rune('0'+i)))))
 	}
 	add(events.Synced(t0.Add(time.Second)))
 	add(events.Tick(t0.Add(time.Second)))

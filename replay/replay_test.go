@@ -20,7 +20,8 @@ func quota(aq *v1beta1.AcceleratorQuota) *events.Quota {
 	return &events.Quota{Name: aq.Name, Generation: 1, Spec: aq.Spec}
 }
 
-func gpuNode(name string) *events.Node {
+// eightGPUNode is the event of a Ready node of 8 A100 GPUs.
+func eightGPUNode(name string) *events.Node {
 	q := map[string]resource.Quantity{"nvidia.com/gpu": resource.MustParse("8")}
 	return &events.Node{Name: name, Labels: map[string]string{"gpu.product": "a100"}, Capacity: q, Allocatable: q, Ready: true}
 }
@@ -36,7 +37,7 @@ func guideLog(t *testing.T) string {
 	add(events.ConfigChanged(t0, cfg))
 	add(events.FlavorUpserted(t0, &events.Flavor{Name: "a100", NodeLabels: map[string]string{"gpu.product": "a100"}}))
 	for i := 1; i <= 4; i++ {
-		add(events.NodeUpserted(t0, gpuNode(fmt.Sprintf("gpu-node-%d", i))))
+		add(events.NodeUpserted(t0, eightGPUNode(fmt.Sprintf("gpu-node-%d", i))))
 	}
 	add(events.Synced(t0.Add(time.Second)))
 	add(events.Tick(t0.Add(time.Second)))

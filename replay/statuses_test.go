@@ -20,7 +20,7 @@ func TestStateShowsMaterializedFromOutcomes(t *testing.T) {
 		cfg.EnrolledNamespaces = []string{"ml"}
 		evs := []events.Event{events.ConfigChanged(t0, cfg),
 			events.FlavorUpserted(t0, &events.Flavor{Name: "a100", NodeLabels: map[string]string{"gpu.product": "a100"}}),
-			events.NodeUpserted(t0, gpuNode("gpu-node-1")), events.Synced(t0)}
+			events.NodeUpserted(t0, eightGPUNode("gpu-node-1")), events.Synced(t0)}
 		team := quota(aqtest.Team("team-x", "root").Budget("nvidia.com/gpu", "a100", "4").Obj())
 		team.Generation = 2
 		evs = append(evs, events.QuotaUpserted(t0, quota(aqtest.Root().Obj())), events.QuotaUpserted(t0, team))

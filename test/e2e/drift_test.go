@@ -39,7 +39,7 @@ func TestDriftRepairIsExplained(t *testing.T) {
 	_, err := aqs.Create(ctx, team, metav1.CreateOptions{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = aqs.Delete(context.Background(), team.Name, metav1.DeleteOptions{}) })
-	waitMaterialized(t, team.Name)
+	testutil.WaitMaterialized(t, cluster, team.Name)
 
 	_, err = kq.ClusterQueues().Patch(ctx, team.Name, types.JSONPatchType,
 		[]byte(`[{"op":"replace","path":"/spec/resourceGroups/0/flavors/0/resources/0/nominalQuota","value":"7"}]`), metav1.PatchOptions{})

@@ -33,17 +33,6 @@ var (
 	normalize  = testutil.Normalize
 )
 
-func kubectl(t *testing.T, args ...string) string {
-	t.Helper()
-	return testutil.Kubectl(t, cluster, args...)
-}
-
-// kubectlEquals waits until a kubectl command prints exactly want.
-func kubectlEquals(t *testing.T, timeout time.Duration, want string, args ...string) {
-	t.Helper()
-	testutil.KubectlEquals(t, cluster, timeout, want, args...)
-}
-
 // managedVersions maps every managed Kueue object, and every node but root,
 // to its resourceVersion.
 func managedVersions(t *testing.T) map[string]string {
@@ -100,7 +89,7 @@ func TestGuide(t *testing.T) {
 	m1 := startManager(t, "m1", "--event-log="+eventLog)
 
 	t.Run("root is created", func(t *testing.T) {
-		kubectlEquals(t, 30*time.Second, "NAME ROLE PARENT\nroot Cohort <none>",
+		testutil.KubectlEquals(t, cluster, 30*time.Second, "NAME ROLE PARENT\nroot Cohort <none>",
 			"get", "aq", "-o", "custom-columns=NAME:.metadata.name,ROLE:.spec.role,PARENT:.spec.parentRef.name")
 		root, err := aqs.Get(ctx, "root", metav1.GetOptions{})
 		require.NoError(t, err)
@@ -108,17 +97,17 @@ func TestGuide(t *testing.T) {
 	})
 
 	t.Run("capacity on root", func(t *testing.T) {
-		kubectlEquals(t, 30*time.Second, "google.com/tpu a100 0 0\nnvidia.com/gpu a100 32 32", "get", "aq", "root", "-o", capacityJSONPath)
-		first := kubectl(t, "get", "aq", "root", "-o", observedJSONPath)
+		testutil.KubectlEquals(t, cluster, 30*time.Second, "google.com/tpu a100 0 0\nnvidia.com/gpu a100 32 32", "get", "aq", "root", "-o", capacityJSONPath)
+		first := testutil.Kubectl(t, cluster, "get", "aq", "root", "-o", observedJSONPath)
 		// The report interval is 3s: the stamps are rewritten although the
 		// numbers stand.
 		eventually(t, 15*time.Second, func() string {
-			if now := kubectl(t, "get", "aq", "root", "-o", observedJSONPath); now == first {
+			if now := testutil.Kubectl(t, cluster, "get", "aq", "root", "-o", observedJSONPath); now == first {
 				return "observedAt not refreshed: " + now
 			}
 			return ""
 		})
-		for _, line := range strings.Split(strings.TrimSpace(kubectl(t, "get", "aq", "root", "-o", observedJSONPath)), "\n") {
+		for _, line := range strings.Split(strings.TrimSpace(testutil.Kubectl(t, cluster, "get", "aq", "root", "-o", observedJSONPath)), "\n") {
 			f := strings.Fields(line)
 			require.Len(t, f, 3, line)
 			at, err := time.Parse(time.RFC3339, f[2])
@@ -128,20 +117,20 @@ func TestGuide(t *testing.T) {
 	})
 
 	t.Run("the guide's tree is Ready and Materialized", func(t *testing.T) {
-		out := kubectl(t, "apply", "-f", "../../config/samples/quota-tree.yaml")
+		out := testutil.Kubectl(t, cluster, "apply", "-f", "../../config/samples/quota-tree.yaml")
 		require.Equal(t, normalize(`acceleratorquota.ome.io/ml-research created
 acceleratorquota.ome.io/team-alpha created
 acceleratorquota.ome.io/team-beta created`), normalize(out))
-		kubectlEquals(t, 30*time.Second, `NAME ROLE PARENT READY MATERIALIZED
+		testutil.KubectlEquals(t, cluster, 30*time.Second, `NAME ROLE PARENT READY MATERIALIZED
 ml-research Cohort root True True
 root Cohort <none> True True
 team-alpha ClusterQueue ml-research True True
 team-beta ClusterQueue ml-research True True`, "get", "aq", "-o", treeColumns)
-		kubectlEquals(t, 10*time.Second, "NAME COHORT\nteam-alpha ml-research\nteam-beta ml-research",
+		testutil.KubectlEquals(t, cluster, 10*time.Second, "NAME COHORT\nteam-alpha ml-research\nteam-beta ml-research",
 			"get", "clusterqueues.kueue.x-k8s.io", "-l", "ome.io/quota-managed-by=ome-quota-manager", "-o", "custom-columns=NAME:.metadata.name,COHORT:.spec.cohortName")
-		kubectlEquals(t, 10*time.Second, "NAME CLUSTERQUEUE\nteam-alpha team-alpha\nteam-beta team-beta",
+		testutil.KubectlEquals(t, cluster, 10*time.Second, "NAME CLUSTERQUEUE\nteam-alpha team-alpha\nteam-beta team-beta",
 			"get", "localqueues.kueue.x-k8s.io", "-n", "ml-serving", "-l", "ome.io/quota-managed-by=ome-quota-manager", "-o", "custom-columns=NAME:.metadata.name,CLUSTERQUEUE:.spec.clusterQueue")
-		kubectlEquals(t, 10*time.Second, `Ready=True Admitted: node is a valid member of the quota tree
+		testutil.KubectlEquals(t, cluster, 10*time.Second, `Ready=True Admitted: node is a valid member of the quota tree
 Degraded=False Admitted: no invariant violated
 Materialized=True Admitted: enforcement objects match this node's budget`,
 			"get", "aq", "team-beta", "-o", `jsonpath={range .status.conditions[*]}{.type}{"="}{.status}{" "}{.reason}{": "}{.message}{"\n"}{end}`)
@@ -183,7 +172,7 @@ Materialized=True Admitted: enforcement objects match this node's budget`,
 		require.Equal(t, 12, admittedIn(t, "ml-serving"))
 		// kubectl get aq team-beta shows the admitted GPUs next to the share.
 		eventually(t, 30*time.Second, func() string {
-			out := kubectl(t, "get", "aq", "team-beta")
+			out := testutil.Kubectl(t, cluster, "get", "aq", "team-beta")
 			lines := strings.Split(strings.TrimSpace(out), "\n")
 			if len(lines) != 2 {
 				return out
@@ -231,12 +220,12 @@ Materialized=True Admitted: enforcement objects match this node's budget`,
 			_, err := aqs.Create(ctx, o, metav1.CreateOptions{})
 			require.NoError(t, err)
 		}
-		waitMaterialized(t, "big", "big-team")
+		testutil.WaitMaterialized(t, cluster, "big", "big-team")
 		before := managedVersions(t)
 		require.Contains(t, before, "ClusterQueue/big-team")
 
 		require.NoError(t, cluster.Kube.CoreV1().Nodes().Delete(ctx, "gpu-node-4", metav1.DeleteOptions{}))
-		kubectlEquals(t, 30*time.Second, "google.com/tpu a100 0 0\nnvidia.com/gpu a100 24 24", "get", "aq", "root", "-o", capacityJSONPath)
+		testutil.KubectlEquals(t, cluster, 30*time.Second, "google.com/tpu a100 0 0\nnvidia.com/gpu a100 24 24", "get", "aq", "root", "-o", capacityJSONPath)
 		eventually(t, 30*time.Second, func() string {
 			big, err := aqs.Get(ctx, "big", metav1.GetOptions{})
 			if err != nil {
@@ -342,7 +331,7 @@ Materialized=True Admitted: enforcement objects match this node's budget`,
 		// A change while both run: written once, by the leader.
 		_, err := aqs.Create(ctx, aqtest.Team("team-delta", "root").Budget("nvidia.com/gpu", "a100", "1").Obj(), metav1.CreateOptions{})
 		require.NoError(t, err)
-		waitMaterialized(t, "team-delta")
+		testutil.WaitMaterialized(t, cluster, "team-delta")
 		require.Equal(t, 0.0, m2.metric(ctx, "ome_quota_backend_writes_total"), "the follower wrote")
 
 		killed := time.Now()
@@ -361,7 +350,7 @@ Materialized=True Admitted: enforcement objects match this node's budget`,
 		})
 		took := time.Since(killed)
 		t.Logf("handover after SIGKILL took %s (lease duration %s)", took.Round(time.Millisecond), leaseDuration)
-		waitMaterialized(t, "team-epsilon", "team-delta")
+		testutil.WaitMaterialized(t, cluster, "team-epsilon", "team-delta")
 		// Nothing duplicated: one ClusterQueue and one LocalQueue per team.
 		v := managedKueueVersions(t)
 		for _, team := range []string{"team-alpha", "team-beta", "team-delta", "team-epsilon"} {
@@ -440,22 +429,6 @@ Materialized=True Admitted: enforcement objects match this node's budget`,
 				require.Len(t, lqs.Items, 3, "ml-serving keeps a LocalQueue per team (alpha, beta, epsilon)")
 			})
 		})
-	})
-}
-
-func waitMaterialized(t *testing.T, names ...string) {
-	t.Helper()
-	eventually(t, 30*time.Second, func() string {
-		for _, n := range names {
-			aq, err := aqs.Get(context.Background(), n, metav1.GetOptions{})
-			if err != nil {
-				return err.Error()
-			}
-			if c := condition(aq, "Materialized"); c == nil || c.Status != metav1.ConditionTrue {
-				return fmt.Sprintf("%s: Materialized %+v; Ready %+v", n, c, condition(aq, "Ready"))
-			}
-		}
-		return ""
 	})
 }
 

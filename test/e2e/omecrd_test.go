@@ -21,6 +21,7 @@ import (
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/api/v1beta1/aqtest"
 	"ome.io/quota-manager/quotactl"
+	"ome.io/quota-manager/test/testutil"
 )
 
 // TestOMECRD runs on OME's own AcceleratorQuota CRD (OME_E2E_CRD=ome): an
@@ -59,7 +60,7 @@ func TestOMECRD(t *testing.T) {
 
 	// The caches sync with the unreadable object present.
 	m := startManager(t, "ome-crd")
-	waitMaterialized(t, "ome-team")
+	testutil.WaitMaterialized(t, cluster, "ome-team")
 	undecodable := func(name string) float64 {
 		return m.metric(ctx, "ome_quota_undecodable_objects", fmt.Sprintf(`name=%q`, name))
 	}
@@ -124,7 +125,7 @@ func TestOMECRD(t *testing.T) {
 		// tree since; the unreadable team is still there, as it was.
 		_, err = aqs.Create(ctx, aqtest.Team("ome-other", "root").Budget("nvidia.com/gpu", "a100", "1").Obj(), metav1.CreateOptions{})
 		require.NoError(t, err)
-		waitMaterialized(t, "ome-other")
+		testutil.WaitMaterialized(t, cluster, "ome-other")
 		cq, err := cluster.Kueue.KueueV1beta2().ClusterQueues().Get(ctx, "ome-team", metav1.GetOptions{})
 		require.NoError(t, err)
 		require.Equal(t, "1", cq.Spec.ResourceGroups[0].Flavors[0].Resources[0].NominalQuota.String())
@@ -135,7 +136,7 @@ func TestOMECRD(t *testing.T) {
 			_, err := res.Patch(ctx, n, types.MergePatchType, []byte(`{"spec":{"priorityTier":null}}`), metav1.PatchOptions{})
 			require.NoError(t, err)
 		}
-		waitMaterialized(t, "ome-tiered")
+		testutil.WaitMaterialized(t, cluster, "ome-tiered")
 		eventually(t, 30*time.Second, func() string {
 			cq, err := cluster.Kueue.KueueV1beta2().ClusterQueues().Get(ctx, "ome-team", metav1.GetOptions{})
 			if err != nil {

@@ -14,6 +14,7 @@ import (
 	"ome.io/quota-manager/api/v1beta1/aqtest"
 	"ome.io/quota-manager/events"
 	"ome.io/quota-manager/store"
+	"ome.io/quota-manager/test/testutil"
 )
 
 // TestConfirmingSendsNoOutcome: the applier's outcome on a node goes
@@ -31,7 +32,7 @@ func TestConfirmingSendsNoOutcome(t *testing.T) {
 	_, err := aqs.Create(ctx, team, metav1.CreateOptions{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = aqs.Delete(context.Background(), team.Name, metav1.DeleteOptions{}) })
-	waitMaterialized(t, team.Name)
+	testutil.WaitMaterialized(t, cluster, team.Name)
 
 	ticks := func() float64 { return m.metric(ctx, "ome_quota_events_total", `kind="Tick"`) }
 	confirmed := func() float64 { return m.metric(ctx, "ome_quota_backend_applied_total", `kind="ClusterQueue"`) }

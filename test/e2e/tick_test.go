@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"ome.io/quota-manager/api/v1beta1/aqtest"
+	"ome.io/quota-manager/test/testutil"
 )
 
 // TestTickComparesWhatChanged: the periodic full comparison skips a node
@@ -28,7 +29,7 @@ func TestTickComparesWhatChanged(t *testing.T) {
 	_, err := aqs.Create(ctx, team, metav1.CreateOptions{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = aqs.Delete(context.Background(), team.Name, metav1.DeleteOptions{}) })
-	waitMaterialized(t, team.Name)
+	testutil.WaitMaterialized(t, cluster, team.Name)
 
 	looked := func(m *managerProc, result string) float64 {
 		return m.metric(ctx, "ome_quota_full_comparison_nodes_total", `result="`+result+`"`)
@@ -64,7 +65,7 @@ func TestTickComparesWhatChanged(t *testing.T) {
 	// A resync interval of 3s: what has not changed for that long is
 	// compared again, and found in place.
 	m = startManager(t, "tick-resync", "--capacity-report-interval=1s", "--resync-interval=3s")
-	waitMaterialized(t, team.Name)
+	testutil.WaitMaterialized(t, cluster, team.Name)
 	paced0 := looked(m, "paced")
 	eventually(t, 30*time.Second, func() string {
 		if p := looked(m, "paced") - paced0; p < 3 {

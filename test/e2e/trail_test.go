@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"ome.io/quota-manager/test/localcluster"
+	"ome.io/quota-manager/test/testutil"
 	"ome.io/quota-manager/webhook"
 )
 
@@ -53,11 +54,11 @@ func TestAuditTrail(t *testing.T) {
 
 	dir := filepath.Join(t.TempDir(), "events")
 	m := startManager(t, "trail", append([]string{"--webhook=true", "--event-log=" + dir}, localcluster.WebhookFlags(port)...)...)
-	user := strings.TrimSpace(kubectl(t, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"))
+	user := strings.TrimSpace(testutil.Kubectl(t, cluster, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"))
 	require.NotEmpty(t, user)
 
-	kubectlEquals(t, 30*time.Second, "google.com/tpu a100 0 0\nnvidia.com/gpu a100 32 32", "get", "aq", "root", "-o", capacityJSONPath)
-	kubectl(t, "apply", "-f", "../../config/samples/quota-tree.yaml")
+	testutil.KubectlEquals(t, cluster, 30*time.Second, "google.com/tpu a100 0 0\nnvidia.com/gpu a100 32 32", "get", "aq", "root", "-o", capacityJSONPath)
+	testutil.Kubectl(t, cluster, "apply", "-f", "../../config/samples/quota-tree.yaml")
 	setAlpha := func(n string) (string, error) {
 		_, stderr, err := cluster.KubectlOutput(ctx, "patch", "aq", "team-alpha", "--type=json",
 			"-p", `[{"op":"replace","path":"/spec/budgets/0/nominal","value":"`+n+`"}]`)
@@ -78,12 +79,12 @@ func TestAuditTrail(t *testing.T) {
 		"  budgets:\n    - resourceName: nvidia.com/gpu\n      resourceFlavor: a100\n      nominal: \"20\"\n"
 	bigFile := filepath.Join(t.TempDir(), "big.yaml")
 	require.NoError(t, os.WriteFile(bigFile, []byte(big), 0o600))
-	kubectl(t, "apply", "-f", bigFile)
-	waitMaterialized(t, "big", "big-team")
+	testutil.Kubectl(t, cluster, "apply", "-f", bigFile)
+	testutil.WaitMaterialized(t, cluster, "big", "big-team")
 	require.NoError(t, cluster.Kube.CoreV1().Nodes().Delete(ctx, "gpu-node-4", metav1.DeleteOptions{}))
 	readyReasons := func(want string) func() string {
 		return func() string {
-			got := strings.TrimSpace(kubectl(t, "get", "aq", "big", "big-team", "-o", `jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].reason}{" "}{end}`))
+			got := strings.TrimSpace(testutil.Kubectl(t, cluster, "get", "aq", "big", "big-team", "-o", `jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].reason}{" "}{end}`))
 			if got != want {
 				return fmt.Sprintf("Ready reasons of big and big-team: %q, want %q", got, want)
 			}
@@ -92,9 +93,9 @@ func TestAuditTrail(t *testing.T) {
 	}
 	eventually(t, 30*time.Second, readyReasons("CapacityExceeded Frozen"))
 	// Repaired: big lowered to the new mark.
-	kubectl(t, "patch", "aq", "big", "--type=json", "-p", `[{"op":"replace","path":"/spec/budgets/0/nominal","value":"24"}]`)
+	testutil.Kubectl(t, cluster, "patch", "aq", "big", "--type=json", "-p", `[{"op":"replace","path":"/spec/budgets/0/nominal","value":"24"}]`)
 	eventually(t, 30*time.Second, readyReasons("Admitted Admitted"))
-	waitMaterialized(t, "big", "big-team")
+	testutil.WaitMaterialized(t, cluster, "big", "big-team")
 	// The guide's way out of a wedged webhook: turn it off. A write then
 	// lands unjudged, and the audit trail says so.
 	deleteWebhookConfig()
@@ -102,20 +103,20 @@ func TestAuditTrail(t *testing.T) {
 	// leaves the webhook's verdict count alone.
 	eventually(t, 30*time.Second, func() string {
 		before := m.metric(ctx, "ome_quota_webhook_verdicts_total")
-		kubectl(t, "patch", "aq", "team-beta", "--dry-run=server", "--type=json", "-p", `[{"op":"replace","path":"/spec/budgets/0/nominal","value":"7"}]`)
+		testutil.Kubectl(t, cluster, "patch", "aq", "team-beta", "--dry-run=server", "--type=json", "-p", `[{"op":"replace","path":"/spec/budgets/0/nominal","value":"7"}]`)
 		if m.metric(ctx, "ome_quota_webhook_verdicts_total") != before {
 			return "the API server still calls the webhook"
 		}
 		return ""
 	})
-	kubectl(t, "patch", "aq", "team-beta", "--type=json", "-p", `[{"op":"replace","path":"/spec/budgets/0/nominal","value":"6"}]`)
+	testutil.Kubectl(t, cluster, "patch", "aq", "team-beta", "--type=json", "-p", `[{"op":"replace","path":"/spec/budgets/0/nominal","value":"6"}]`)
 	eventually(t, 30*time.Second, func() string {
 		if !strings.Contains(replayCmd(t, dir, "--node", "team-beta", "--history"), "nominal 8 -> 6") {
 			return "the write of team-beta is not in the log yet"
 		}
 		return ""
 	})
-	waitMaterialized(t, "team-beta")
+	testutil.WaitMaterialized(t, cluster, "team-beta")
 	// Every status caught up with the state before the stop (a status
 	// follows a usage change of its ClusterQueue within a second), so that
 	// the last statuses written are those of the log's end: the very

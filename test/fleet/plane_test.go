@@ -3,7 +3,6 @@ package fleet
 import (
 	"bytes"
 	"context"
-	"flag"
 	"fmt"
 	"net/url"
 	"os"
@@ -34,6 +33,7 @@ import (
 	"ome.io/quota-manager/quotactl"
 	"ome.io/quota-manager/test/localcluster"
 	"ome.io/quota-manager/test/testutil"
+	"ome.io/quota-manager/test/testutil/golden"
 )
 
 // TestPlaneProjectsShares runs a management plane on a control plane of
@@ -197,7 +197,7 @@ func TestPlaneProjectsShares(t *testing.T) {
 		if code := quotactl.Run([]string{"quota", "tree", "--kubeconfig", hub.Kubeconfig}, genericiooptions.IOStreams{In: &bytes.Buffer{}, Out: &out, ErrOut: &errOut}); code != 0 {
 			return fmt.Sprintf("kubectl ome quota tree exited %d: %s", code, errOut.String())
 		}
-		return golden(t, "plane-tree.txt", regexp.MustCompile(`measured \d+[smhd] ago`).ReplaceAllString(out.String(), "measured <age> ago"))
+		return golden.Diff(t, "plane-tree.txt", regexp.MustCompile(`measured \d+[smhd] ago`).ReplaceAllString(out.String(), "measured <age> ago"))
 	})
 	// status on the plane shows each member's copy: east's is in place in
 	// Kueue, west (no manager there) holds the copy and nothing more.
@@ -206,7 +206,7 @@ func TestPlaneProjectsShares(t *testing.T) {
 		if code := quotactl.Run([]string{"quota", "status", "fleet-a", "--kubeconfig", hub.Kubeconfig}, genericiooptions.IOStreams{In: &bytes.Buffer{}, Out: &out, ErrOut: &errOut}); code != 0 {
 			return fmt.Sprintf("kubectl ome quota status exited %d: %s", code, errOut.String())
 		}
-		return golden(t, "plane-status-fleet-a.txt", out.String())
+		return golden.Diff(t, "plane-status-fleet-a.txt", out.String())
 	})
 
 	// Kueue on east admits fleet-a's workloads up to its share there, 6
@@ -561,28 +561,6 @@ func sum(a, b string) string {
 
 func sameSpec(a, b *v1beta1.AcceleratorQuota) bool {
 	return apiequality.Semantic.DeepEqual(a.Spec, b.Spec) && a.Labels[v1beta1.OriginLabel] == b.Labels[v1beta1.OriginLabel]
-}
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
-
-// golden is "" when got is testdata/name (with -update, it rewrites it),
-// else the difference.
-func golden(t *testing.T, name, got string) string {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(want) != got {
-		return fmt.Sprintf("testdata/%s:\n%s\nprinted:\n%s", name, want, got)
-	}
-	return ""
 }
 
 // planeStatus renders what a plane's node reports per member: a team's

@@ -56,7 +56,7 @@ func vwcExists(ctx context.Context, t *testing.T) bool {
 func allAccepted(t *testing.T, w *workdir) {
 	t.Helper()
 	manifest := w.helm(t, "helm get manifest ome-quota-manager -n ome")
-	out := mustKubectl(t, manifest, "get", "-f", "-", "-o", "name")
+	out := testutil.MustKubectl(t, cluster, manifest, "get", "-f", "-", "-o", "name")
 	kinds := regexp.MustCompile(`(?m)^kind: (\w+)`).FindAllString(manifest, -1)
 	require.Len(t, strings.Split(strings.TrimSpace(out), "\n"), len(kinds), "every object of the manifest exists:\n%s", out)
 }
@@ -230,11 +230,11 @@ func TestGuideHelmCommands(t *testing.T) {
 			}
 			return ""
 		})
-		mustKubectl(t, "", "patch", "aq", "root", "--type=merge", "-p", `{"metadata":{"finalizers":null}}`)
-		mustKubectl(t, "", "delete", "aq", "root")
-		mustKubectl(t, "", "delete", "cohorts.kueue.x-k8s.io", "root")
-		mustKubectl(t, "", "delete", "secret", "-n", ns, secret)
-		mustKubectl(t, "", "delete", "resourceflavors.kueue.x-k8s.io", "a100")
+		testutil.MustKubectl(t, cluster, "", "patch", "aq", "root", "--type=merge", "-p", `{"metadata":{"finalizers":null}}`)
+		testutil.MustKubectl(t, cluster, "", "delete", "aq", "root")
+		testutil.MustKubectl(t, cluster, "", "delete", "cohorts.kueue.x-k8s.io", "root")
+		testutil.MustKubectl(t, cluster, "", "delete", "secret", "-n", ns, secret)
+		testutil.MustKubectl(t, cluster, "", "delete", "resourceflavors.kueue.x-k8s.io", "a100")
 		testutil.Eventually(t, 30*time.Second, func() string {
 			if got := leftovers(ctx, t); len(got) > 0 {
 				return fmt.Sprintf("left after the guide's clean-up: %v", got)
@@ -381,13 +381,13 @@ func runReplicas(ctx context.Context, t *testing.T, w *workdir) {
 
 	t.Run("the guide's tree goes Ready and Materialized", func(t *testing.T) {
 		testutil.Eventually(t, time.Minute, func() string {
-			out, _, _ := kubectl(t, "", "get", "aq", "root", "-o", `jsonpath={range .status.capacity[*]}{.resourceName}{" "}{.resourceFlavor}{" "}{.allocatable}{" "}{.highWaterMark}{"\n"}{end}`)
+			out, _, _ := testutil.RunKubectl(t, cluster, "", "get", "aq", "root", "-o", `jsonpath={range .status.capacity[*]}{.resourceName}{" "}{.resourceFlavor}{" "}{.allocatable}{" "}{.highWaterMark}{"\n"}{end}`)
 			if !strings.Contains(out, "nvidia.com/gpu a100 32 32") {
 				return "root's capacity: " + out
 			}
 			return ""
 		})
-		out := mustKubectl(t, readSample(t, "quota-tree.yaml"), "apply", "-f", "-")
+		out := testutil.MustKubectl(t, cluster, readSample(t, "quota-tree.yaml"), "apply", "-f", "-")
 		require.Equal(t, "acceleratorquota.ome.io/ml-research created\nacceleratorquota.ome.io/team-alpha created\nacceleratorquota.ome.io/team-beta created", strings.TrimSpace(out))
 		want := testutil.Normalize(`
 NAME          ROLE           PARENT        READY   MATERIALIZED
@@ -396,20 +396,20 @@ root          Cohort         <none>        True    True
 team-alpha    ClusterQueue   ml-research   True    True
 team-beta     ClusterQueue   ml-research   True    True`)
 		testutil.Eventually(t, time.Minute, func() string {
-			out, _, _ := kubectl(t, "", "get", "aq", "-o", `custom-columns=NAME:.metadata.name,ROLE:.spec.role,PARENT:.spec.parentRef.name,READY:.status.conditions[?(@.type=="Ready")].status,MATERIALIZED:.status.conditions[?(@.type=="Materialized")].status`)
+			out, _, _ := testutil.RunKubectl(t, cluster, "", "get", "aq", "-o", `custom-columns=NAME:.metadata.name,ROLE:.spec.role,PARENT:.spec.parentRef.name,READY:.status.conditions[?(@.type=="Ready")].status,MATERIALIZED:.status.conditions[?(@.type=="Materialized")].status`)
 			if got := testutil.Normalize(out); got != want {
 				return "the tree:\n" + got
 			}
 			return ""
 		})
-		out = mustKubectl(t, "", "get", "localqueues.kueue.x-k8s.io", "-n", "ml-serving", "-l", "ome.io/quota-managed-by=ome-quota-manager",
+		out = testutil.MustKubectl(t, cluster, "", "get", "localqueues.kueue.x-k8s.io", "-n", "ml-serving", "-l", "ome.io/quota-managed-by=ome-quota-manager",
 			"-o", "custom-columns=NAME:.metadata.name,CLUSTERQUEUE:.spec.clusterQueue")
 		require.Equal(t, "NAME CLUSTERQUEUE\nteam-alpha team-alpha\nteam-beta team-beta", testutil.Normalize(out))
 	})
 
 	t.Run("the webhook denies team-alpha at 20", func(t *testing.T) {
 		alpha20 := strings.Replace(readSample(t, "quota-tree.yaml"), `nominal: "16"`, `nominal: "20"`, 1)
-		_, stderr, err := kubectl(t, alpha20, "apply", "-f", "-")
+		_, stderr, err := testutil.RunKubectl(t, cluster, alpha20, "apply", "-f", "-")
 		require.Error(t, err)
 		require.True(t, strings.HasSuffix(strings.TrimSpace(stderr), denialEnd), stderr)
 	})
@@ -432,10 +432,10 @@ team-beta     ClusterQueue   ml-research   True    True`)
 	})
 
 	t.Run("the first judged write creates the AdmissionLedger the chart's CRD serves", func(t *testing.T) {
-		crd := mustKubectl(t, "", "get", "crd", "admissionledgers.ome.io", "-o", `jsonpath={.metadata.annotations.meta\.helm\.sh/release-name}`)
+		crd := testutil.MustKubectl(t, cluster, "", "get", "crd", "admissionledgers.ome.io", "-o", `jsonpath={.metadata.annotations.meta\.helm\.sh/release-name}`)
 		require.Equal(t, "ome-quota-manager", crd, "the release owns the ledger's CRD")
 		testutil.Eventually(t, time.Minute, func() string {
-			if _, _, err := kubectl(t, "", "get", "admissionledgers", "ome-quota-manager"); err != nil {
+			if _, _, err := testutil.RunKubectl(t, cluster, "", "get", "admissionledgers", "ome-quota-manager"); err != nil {
 				return "no AdmissionLedger ome-quota-manager yet"
 			}
 			return ""
@@ -443,7 +443,7 @@ team-beta     ClusterQueue   ml-research   True    True`)
 	})
 
 	t.Run("admission answers a server dry run", func(t *testing.T) {
-		out := mustKubectl(t, readSample(t, "quota-tree.yaml"), "apply", "-f", "-", "--dry-run=server")
+		out := testutil.MustKubectl(t, cluster, readSample(t, "quota-tree.yaml"), "apply", "-f", "-", "--dry-run=server")
 		require.Equal(t, "acceleratorquota.ome.io/ml-research unchanged (server dry run)\n"+
 			"acceleratorquota.ome.io/team-alpha unchanged (server dry run)\n"+
 			"acceleratorquota.ome.io/team-beta unchanged (server dry run)", strings.TrimSpace(out))
@@ -507,7 +507,7 @@ team-beta     ClusterQueue   ml-research   True    True`)
 		for _, tc := range tests {
 			args := append([]string{"auth", "can-i"}, tc.args...)
 			args = append(args, "--as="+saUser, "--as-group=system:serviceaccounts", "--as-group=system:serviceaccounts:"+ns)
-			out, _, _ := kubectl(t, "", args...)
+			out, _, _ := testutil.RunKubectl(t, cluster, "", args...)
 			require.Equal(t, tc.want, strings.TrimSpace(out), "kubectl auth can-i %s", strings.Join(tc.args, " "))
 		}
 		// The ledger's informer lists and watches it by name, which RBAC
@@ -524,13 +524,13 @@ team-beta     ClusterQueue   ml-research   True    True`)
 	// The guide's clean-up, while the quota manager runs: the teams, then
 	// the Cohort; their Kueue objects are swept, the Cohort root stays.
 	t.Run("the guide's clean-up: the teams, then the Cohort", func(t *testing.T) {
-		out := mustKubectl(t, "", "delete", "aq", "team-alpha", "team-beta")
+		out := testutil.MustKubectl(t, cluster, "", "delete", "aq", "team-alpha", "team-beta")
 		require.Contains(t, out, `acceleratorquota.ome.io "team-alpha" deleted`)
-		require.Contains(t, mustKubectl(t, "", "delete", "aq", "ml-research"), `acceleratorquota.ome.io "ml-research" deleted`)
+		require.Contains(t, testutil.MustKubectl(t, cluster, "", "delete", "aq", "ml-research"), `acceleratorquota.ome.io "ml-research" deleted`)
 		testutil.Eventually(t, 30*time.Second, func() string {
 			var left []string
 			for _, kind := range []string{"cohorts.kueue.x-k8s.io", "clusterqueues.kueue.x-k8s.io", "localqueues.kueue.x-k8s.io"} {
-				out, _, err := kubectl(t, "", "get", kind, "-A", "-l", "ome.io/quota-managed-by=ome-quota-manager", "-o", "name")
+				out, _, err := testutil.RunKubectl(t, cluster, "", "get", kind, "-A", "-l", "ome.io/quota-managed-by=ome-quota-manager", "-o", "name")
 				if err != nil {
 					return err.Error()
 				}
@@ -605,25 +605,25 @@ func readSample(t *testing.T, name string) string {
 // chart's aggregated ClusterRole); the guide's accelerator-quota-admin edits
 // the tree but not its status.
 func usersAndRoles(ctx context.Context, t *testing.T) {
-	mustKubectl(t, "", "create", "clusterrolebinding", "alice-view", "--clusterrole=view", "--user=alice")
-	_, stderr, err := kubectl(t, "", "--as=alice", "get", "aq")
+	testutil.MustKubectl(t, cluster, "", "create", "clusterrolebinding", "alice-view", "--clusterrole=view", "--user=alice")
+	_, stderr, err := testutil.RunKubectl(t, cluster, "", "--as=alice", "get", "aq")
 	require.Error(t, err, "before aggregation, view grants nothing on AcceleratorQuotas")
 	require.Contains(t, stderr, "forbidden")
 	aggregate(ctx, t)
-	out := mustKubectl(t, "", "--as=alice", "get", "aq", "-o", "name")
+	out := testutil.MustKubectl(t, cluster, "", "--as=alice", "get", "aq", "-o", "name")
 	require.Contains(t, out, "acceleratorquota.ome.io/team-beta")
 	beta6 := strings.Replace(readSample(t, "quota-tree.yaml"), `nominal: "8"`, `nominal: "6"`, 1)
-	_, stderr, err = kubectl(t, beta6, "--as=alice", "apply", "-f", "-")
+	_, stderr, err = testutil.RunKubectl(t, cluster, beta6, "--as=alice", "apply", "-f", "-")
 	require.Error(t, err, "view reads, it does not write")
 	require.Contains(t, stderr, `User "alice" cannot patch resource "acceleratorquotas"`)
 
-	out = mustKubectl(t, guideAdminRole, "apply", "-f", "-")
+	out = testutil.MustKubectl(t, cluster, guideAdminRole, "apply", "-f", "-")
 	require.Equal(t, "clusterrole.rbac.authorization.k8s.io/accelerator-quota-admin created\n"+
 		"clusterrolebinding.rbac.authorization.k8s.io/accelerator-quota-admin created", strings.TrimSpace(out))
 	bob := []string{"--as=bob", "--as-group=quota-admins"}
-	out = mustKubectl(t, beta6, append(bob, "apply", "-f", "-")...)
+	out = testutil.MustKubectl(t, cluster, beta6, append(bob, "apply", "-f", "-")...)
 	require.Contains(t, out, "acceleratorquota.ome.io/team-beta configured")
-	out = mustKubectl(t, readSample(t, "quota-tree.yaml"), append(bob, "apply", "-f", "-")...)
+	out = testutil.MustKubectl(t, cluster, readSample(t, "quota-tree.yaml"), append(bob, "apply", "-f", "-")...)
 	require.Contains(t, out, "acceleratorquota.ome.io/team-beta configured")
 	// kubectl patch --subresource=status reads the status first, which bob
 	// may not either; send the patch itself as bob.
@@ -735,7 +735,7 @@ func TestManagementModeInstall(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		if !slices.Contains(before, kept) {
-			_, _, _ = kubectl(t, "", "delete", "secret", "-n", ns, secret, "--ignore-not-found")
+			_, _, _ = testutil.RunKubectl(t, cluster, "", "delete", "secret", "-n", ns, secret, "--ignore-not-found")
 		}
 	})
 	refused := func(t *testing.T, line, want string) {
@@ -758,7 +758,7 @@ func TestManagementModeInstall(t *testing.T) {
 	as := func(args ...string) string {
 		args = append([]string{"auth", "can-i"}, args...)
 		args = append(args, "--as="+saUser, "--as-group=system:serviceaccounts", "--as-group=system:serviceaccounts:"+ns)
-		out, _, _ := kubectl(t, "", args...)
+		out, _, _ := testutil.RunKubectl(t, cluster, "", args...)
 		return strings.TrimSpace(out)
 	}
 
@@ -878,7 +878,7 @@ func installClusterProfileCRD(t *testing.T) {
 	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/cluster-inventory-api").Output()
 	require.NoError(t, err)
 	crd := filepath.Join(strings.TrimSpace(string(out)), "config", "crd", "bases", "multicluster.x-k8s.io_clusterprofiles.yaml")
-	mustKubectl(t, "", "apply", "--server-side", "-f", crd)
-	mustKubectl(t, "", "wait", "--for=condition=Established", "crd/clusterprofiles.multicluster.x-k8s.io", "--timeout=60s")
-	t.Cleanup(func() { _, _, _ = kubectl(t, "", "delete", "-f", crd, "--ignore-not-found") })
+	testutil.MustKubectl(t, cluster, "", "apply", "--server-side", "-f", crd)
+	testutil.MustKubectl(t, cluster, "", "wait", "--for=condition=Established", "crd/clusterprofiles.multicluster.x-k8s.io", "--timeout=60s")
+	t.Cleanup(func() { _, _, _ = testutil.RunKubectl(t, cluster, "", "delete", "-f", crd, "--ignore-not-found") })
 }

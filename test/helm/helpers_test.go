@@ -81,18 +81,6 @@ func (w *workdir) run(t *testing.T, line string) (string, error) {
 	return string(out), err
 }
 
-func kubectl(t *testing.T, stdin string, args ...string) (string, string, error) {
-	t.Helper()
-	return cluster.KubectlInput(context.Background(), stdin, args...)
-}
-
-func mustKubectl(t *testing.T, stdin string, args ...string) string {
-	t.Helper()
-	out, stderr, err := kubectl(t, stdin, args...)
-	require.NoError(t, err, "kubectl %s: %s", strings.Join(args, " "), stderr)
-	return out
-}
-
 // aggregate does what kube-controller-manager's ClusterRole aggregation
 // controller does (there is no controller manager here): it fills view,
 // edit and admin with the rules of the ClusterRoles their aggregation rule

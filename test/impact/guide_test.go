@@ -14,6 +14,7 @@ import (
 	"ome.io/quota-manager/impact"
 	"ome.io/quota-manager/test/localcluster"
 	"ome.io/quota-manager/test/testutil"
+	"ome.io/quota-manager/test/testutil/golden"
 )
 
 // guideChange is the guide's tree with team-beta lowered to 4 (still
@@ -90,19 +91,6 @@ func workloadJobs(ws map[string]wl, list []impact.Workload) []string {
 	return out
 }
 
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		require.NoError(t, os.MkdirAll("testdata", 0o755))
-		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
-		return
-	}
-	want, err := os.ReadFile(path)
-	require.NoError(t, err, "run the test with -update to write %s", path)
-	require.Equal(t, string(want), got, "testdata/%s", name)
-}
-
 // TestPlanOnTheGuide walks the guide's tree: team-beta holds 12 GPUs in
 // six Jobs of 2 (the last two at priority 10) while team-alpha idles. The
 // plan of moving 4 GPUs from beta to alpha names the two Jobs above
@@ -155,7 +143,7 @@ func TestPlanOnTheGuide(t *testing.T) {
 
 	text := plan(t, true, "-f", change)
 	require.Equal(t, 3, text.code)
-	golden(t, "plan-guide.txt", normalize(text.out))
+	golden.Check(t, "plan-guide.txt", normalize(text.out))
 	t.Logf("kubectl ome quota plan -f change.yaml printed:\n%s", text.out)
 
 	out, errOut, err := apply(t, guideChange)

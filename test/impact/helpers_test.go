@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"maps"
 	"os"
@@ -35,8 +34,6 @@ import (
 )
 
 const ns = "ml-serving"
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 // classes are the WorkloadPriorityClasses the Jobs name, by name.
 var classes = map[string]int32{"p0": 0, "p10": 10, "p20": 20}

@@ -3,7 +3,6 @@ package plugin
 import (
 	"bytes"
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -21,9 +20,8 @@ import (
 	"ome.io/quota-manager/quotactl"
 	"ome.io/quota-manager/test/localcluster"
 	"ome.io/quota-manager/test/testutil"
+	"ome.io/quota-manager/test/testutil/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 const (
 	guideTree = "../../config/samples/quota-tree.yaml"
@@ -67,30 +65,17 @@ func normalizeTimes(s string) string {
 	return yamlAgeRE.ReplaceAllString(s, "age: <age>")
 }
 
-// golden compares got with testdata/name, or rewrites it with -update.
-func golden(t *testing.T, name, got string) {
+// check compares got, its times normalized, with testdata/name.
+func check(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	got = normalizeTimes(got)
-	if *update {
-		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
-		return
-	}
-	want, err := os.ReadFile(path)
-	require.NoError(t, err, "run the test with -update to write %s", path)
-	require.Equal(t, string(want), got, "testdata/%s", name)
-}
-
-func kubectlEquals(t *testing.T, timeout time.Duration, want string, args ...string) {
-	t.Helper()
-	testutil.KubectlEquals(t, cluster, timeout, want, args...)
+	golden.Check(t, name, normalizeTimes(got))
 }
 
 // markIs waits until root's high-water mark of nvidia.com/gpu on h100 is
 // want.
 func markIs(t *testing.T, want string) {
 	t.Helper()
-	kubectlEquals(t, 30*time.Second, want, "get", "aq", "root", "-o",
+	testutil.KubectlEquals(t, cluster, 30*time.Second, want, "get", "aq", "root", "-o",
 		`jsonpath={range .status.capacity[?(@.resourceFlavor=="h100")]}{.resourceName}={.highWaterMark}{"\n"}{end}`)
 }
 
@@ -115,11 +100,11 @@ func writeFile(t *testing.T, name, content string) string {
 func TestPlugin(t *testing.T) {
 	ctx := context.Background()
 	startManager(t)
-	kubectlEquals(t, 30*time.Second, "google.com/tpu a100 0 0\nnvidia.com/gpu a100 32 32", "get", "aq", "root", "-o",
+	testutil.KubectlEquals(t, cluster, 30*time.Second, "google.com/tpu a100 0 0\nnvidia.com/gpu a100 32 32", "get", "aq", "root", "-o",
 		`jsonpath={range .status.capacity[*]}{.resourceName}{" "}{.resourceFlavor}{" "}{.allocatable}{" "}{.highWaterMark}{"\n"}{end}`)
 	_, err := cluster.Kubectl(ctx, "apply", "-f", guideTree)
 	require.NoError(t, err)
-	kubectlEquals(t, 30*time.Second, `NAME READY MATERIALIZED
+	testutil.KubectlEquals(t, cluster, 30*time.Second, `NAME READY MATERIALIZED
 ml-research True True
 root True True
 team-alpha True True
@@ -139,7 +124,7 @@ team-beta True True`, "get", "aq", "-o", treeCols)
 			r := ome(append([]string{"quota", "tree"}, c.args...)...)
 			require.Equal(t, 0, r.code, r.errOut)
 			require.Empty(t, r.errOut)
-			golden(t, c.file, r.out)
+			check(t, c.file, r.out)
 		}
 	})
 
@@ -152,7 +137,7 @@ team-beta True True`, "get", "aq", "-o", treeCols)
 		cmd.Env = append(os.Environ(), "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"))
 		got, err := cmd.Output()
 		require.NoError(t, err)
-		golden(t, "tree.txt", string(got))
+		check(t, "tree.txt", string(got))
 	})
 
 	t.Run("status team-beta shows the guide's conditions and matching objects", func(t *testing.T) {
@@ -164,7 +149,7 @@ team-beta True True`, "get", "aq", "-o", treeCols)
 `)
 		require.Contains(t, r.out, "ClusterQueue team-beta: Matches\n")
 		require.Contains(t, r.out, "LocalQueue ml-serving/team-beta: Matches\n")
-		golden(t, "status-team-beta.txt", r.out)
+		check(t, "status-team-beta.txt", r.out)
 		y := ome("quota", "status", "team-beta", "-o", "yaml")
 		require.Equal(t, 0, y.code, y.errOut)
 		require.Contains(t, y.out, "apiVersion: kubectl-ome.ome.io/v1alpha1\n")
@@ -233,7 +218,7 @@ team-beta True True`, "get", "aq", "-o", treeCols)
 		require.Contains(t, r.out, "ml-research would be CapacityExceeded: budget nvidia.com/gpu on a100 is 24 but the high-water mark on root is 16")
 		require.Contains(t, r.out, "team-alpha would be Frozen: ancestor ml-research is CapacityExceeded")
 		require.Contains(t, r.out, "team-beta would be Frozen: ancestor ml-research is CapacityExceeded")
-		golden(t, "without-two-nodes.txt", r.out)
+		check(t, "without-two-nodes.txt", r.out)
 	})
 
 	t.Run("validate --without-nodes one A100 node lowers the mark to 24 with nothing over", func(t *testing.T) {
@@ -288,16 +273,16 @@ spec:
 `)
 		_, err = cluster.Kubectl(ctx, "apply", "-f", tree)
 		require.NoError(t, err)
-		kubectlEquals(t, 30*time.Second, "True True", "get", "aq", "big-team", "-o",
+		testutil.KubectlEquals(t, cluster, 30*time.Second, "True True", "get", "aq", "big-team", "-o",
 			`jsonpath={.status.conditions[?(@.type=="Ready")].status} {.status.conditions[?(@.type=="Materialized")].status}`)
 		require.NoError(t, cluster.Kube.CoreV1().Nodes().Delete(ctx, "big-node-4", metav1.DeleteOptions{}))
-		kubectlEquals(t, 30*time.Second, "Frozen", "get", "aq", "big-team", "-o",
+		testutil.KubectlEquals(t, cluster, 30*time.Second, "Frozen", "get", "aq", "big-team", "-o",
 			`jsonpath={.status.conditions[?(@.type=="Ready")].reason}`)
 		markIs(t, "google.com/tpu=0\nnvidia.com/gpu=24")
 
 		r := ome("quota", "tree", "big")
 		require.Equal(t, 0, r.code, r.errOut)
-		golden(t, "tree-frozen.txt", r.out)
+		check(t, "tree-frozen.txt", r.out)
 		require.Contains(t, r.out, "big  Cohort  NotReady (CapacityExceeded)")
 		require.Contains(t, r.out, "big-team  ClusterQueue  NotReady (Frozen by big, CapacityExceeded)")
 		j := ome("quota", "tree", "big", "-o", "json")
@@ -305,7 +290,7 @@ spec:
 
 		s := ome("quota", "status", "big-team")
 		require.Equal(t, 0, s.code, s.errOut)
-		golden(t, "status-frozen.txt", s.out)
+		check(t, "status-frozen.txt", s.out)
 		require.Contains(t, s.out, "Caused by:\n  big-team Frozen: ancestor big is CapacityExceeded")
 		require.Contains(t, s.out, "    big CapacityExceeded: budget nvidia.com/gpu on h100 is 28 but the high-water mark on root is 24")
 		require.Contains(t, s.out, "ClusterQueue big-team: Held")

@@ -61,8 +61,8 @@ func TestPlanCountsPods(t *testing.T) {
 	testutil.StartManager(t, cluster, cluster.ManagerBin, "pods-plan", "--enrolled-namespaces="+ns, "--webhook=false", "--leader-elect=false")
 	tree := filepath.Join(t.TempDir(), "tree.yaml")
 	require.NoError(t, os.WriteFile(tree, []byte(fmt.Sprintf(podsPlanTree, "6")), 0o600))
-	kubectl(t, "apply", "-f", tree)
-	waitMaterialized(t, "pods-plan-group", "pods-plan-team")
+	testutil.Kubectl(t, cluster, "apply", "-f", tree)
+	testutil.WaitMaterialized(t, cluster, "pods-plan-group", "pods-plan-team")
 
 	// Five Pods, each admitted in a second of its own.
 	for i := range 5 {

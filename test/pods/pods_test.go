@@ -25,11 +25,6 @@ const kueueGate = "kueue.x-k8s.io/admission"
 
 const ns = "ml-serving"
 
-func kubectl(t *testing.T, args ...string) string {
-	t.Helper()
-	return testutil.Kubectl(t, cluster, args...)
-}
-
 // gpuPod is a Pod of one container asking for one GPU, charged to queue.
 func gpuPod(name, queue string) *corev1.Pod {
 	gpu := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
@@ -124,26 +119,6 @@ func budget(t *testing.T, node, admitted, borrowed string) {
 	})
 }
 
-func waitMaterialized(t *testing.T, names ...string) {
-	t.Helper()
-	testutil.Eventually(t, 30*time.Second, func() string {
-		for _, n := range names {
-			aq, err := cluster.AQs.Get(context.Background(), n, metav1.GetOptions{})
-			if err != nil {
-				return err.Error()
-			}
-			ok := false
-			for _, c := range aq.Status.Conditions {
-				ok = ok || c.Type == "Materialized" && c.Status == metav1.ConditionTrue
-			}
-			if !ok {
-				return n + " is not Materialized"
-			}
-		}
-		return ""
-	})
-}
-
 // finishPods ends the Pods of prefix as a kubelet would when their
 // servers exit (phase Succeeded: there is no kubelet here), waits until
 // Kueue has finished their Workloads and team's budget shows nothing
@@ -191,8 +166,8 @@ func TestPodsThroughKueue(t *testing.T) {
 	testutil.GuideCluster(t, cluster)
 	testutil.StartManager(t, cluster, cluster.ManagerBin, "m",
 		"--enrolled-namespaces="+ns, "--capacity-report-interval=3s", "--webhook=false", "--leader-elect=false")
-	kubectl(t, "apply", "-f", "../../config/samples/quota-tree.yaml")
-	waitMaterialized(t, "ml-research", "team-alpha", "team-beta")
+	testutil.Kubectl(t, cluster, "apply", "-f", "../../config/samples/quota-tree.yaml")
+	testutil.WaitMaterialized(t, cluster, "ml-research", "team-alpha", "team-beta")
 
 	t.Run("team-beta's Pods: admitted up to nominal plus borrowing, the rest gated", func(t *testing.T) {
 		// team-beta: nominal 8, borrowingLimit 4; team-alpha (16) is idle.
@@ -200,7 +175,7 @@ func TestPodsThroughKueue(t *testing.T) {
 		admitted(t, "beta", 12)
 		budget(t, "team-beta", "12", "4")
 		testutil.Eventually(t, 30*time.Second, func() string {
-			out := kubectl(t, "get", "aq", "team-beta", "-o", "custom-columns=NOMINAL:.status.summary.nominal,ADMITTED:.status.summary.admitted")
+			out := testutil.Kubectl(t, cluster, "get", "aq", "team-beta", "-o", "custom-columns=NOMINAL:.status.summary.nominal,ADMITTED:.status.summary.admitted")
 			if strings.Join(strings.Fields(out), " ") != "NOMINAL ADMITTED 8 12" {
 				return "kubectl get aq team-beta printed:\n" + out
 			}
@@ -217,7 +192,7 @@ func TestPodsThroughKueue(t *testing.T) {
 		require.NoError(t, err)
 		_, err = cluster.AQs.Create(ctx, aqtest.Team("team-gamma", "ml-platform").Budget("nvidia.com/gpu", "a100", "4").Borrow("8").Obj(), metav1.CreateOptions{})
 		require.NoError(t, err)
-		waitMaterialized(t, "ml-platform", "team-gamma")
+		testutil.WaitMaterialized(t, cluster, "ml-platform", "team-gamma")
 		cq, err := cluster.Kueue.KueueV1beta2().ClusterQueues().Get(ctx, "team-gamma", metav1.GetOptions{})
 		require.NoError(t, err)
 		require.Equal(t, kueuev1beta2.CohortReference("ml-platform"), cq.Spec.CohortName)

@@ -13,6 +13,7 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"ome.io/quota-manager/test/localcluster"
@@ -50,6 +51,42 @@ func Kubectl(t testing.TB, c *localcluster.Cluster, args ...string) string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// RunKubectl runs a kubectl command against the cluster with stdin (""
+// for none) and returns both outputs and its error: a failure is the
+// caller's to judge.
+func RunKubectl(t testing.TB, c *localcluster.Cluster, stdin string, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	return c.KubectlInput(context.Background(), stdin, args...)
+}
+
+// MustKubectl runs a kubectl command with stdin and returns its output,
+// or fails the test with what it printed.
+func MustKubectl(t testing.TB, c *localcluster.Cluster, stdin string, args ...string) string {
+	t.Helper()
+	out, errOut, err := RunKubectl(t, c, stdin, args...)
+	if err != nil {
+		t.Fatalf("kubectl %s failed: %v\n%s%s", strings.Join(args, " "), err, out, errOut)
+	}
+	return out
+}
+
+// WaitMaterialized waits until each named node reports Materialized True.
+func WaitMaterialized(t testing.TB, c *localcluster.Cluster, names ...string) {
+	t.Helper()
+	Eventually(t, 30*time.Second, func() string {
+		for _, n := range names {
+			aq, err := c.AQs.Get(context.Background(), n, metav1.GetOptions{})
+			if err != nil {
+				return err.Error()
+			}
+			if m := meta.FindStatusCondition(aq.Status.Conditions, "Materialized"); m == nil || m.Status != metav1.ConditionTrue {
+				return fmt.Sprintf("%s: Materialized %+v; Ready %+v", n, m, meta.FindStatusCondition(aq.Status.Conditions, "Ready"))
+			}
+		}
+		return ""
+	})
 }
 
 // KubectlEquals waits until a kubectl command prints exactly want, up to

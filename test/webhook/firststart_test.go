@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"ome.io/quota-manager/test/testutil"
 )
 
 // TestFirstStartCreatesRoot is a first install: root does not exist, and
@@ -17,9 +18,9 @@ import (
 // manager's plain root through; every other write still fails closed.
 func TestFirstStartCreatesRoot(t *testing.T) {
 	deleteConfig(t)
-	if _, _, exists := kubectl(t, "", "get", "aq", "root"); exists {
-		mustKubectl(t, "", "patch", "aq", "root", "--type=merge", "-p", `{"metadata":{"finalizers":null}}`)
-		mustKubectl(t, "", "delete", "aq", "root", "--wait")
+	if _, _, err := testutil.RunKubectl(t, cluster, "", "get", "aq", "root"); err == nil {
+		testutil.MustKubectl(t, cluster, "", "patch", "aq", "root", "--type=merge", "-p", `{"metadata":{"finalizers":null}}`)
+		testutil.MustKubectl(t, cluster, "", "delete", "aq", "root", "--wait")
 	}
 	if _, err := cluster.Kube.CoreV1().Secrets(ns).Get(t.Context(), secretName, metav1.GetOptions{}); apierrors.IsNotFound(err) {
 		createEmptySecret(t)
@@ -28,8 +29,8 @@ func TestFirstStartCreatesRoot(t *testing.T) {
 
 	// Root with a budget is not the manager's: it is judged, and fails.
 	root := "apiVersion: ome.io/v1beta1\nkind: AcceleratorQuota\nmetadata:\n  name: root\nspec:\n  role: Cohort\n"
-	_, errOut, ok := kubectl(t, root+"  budgets:\n    - resourceName: nvidia.com/gpu\n      resourceFlavor: a100\n      nominal: \"32\"\n", "create", "-f", "-")
-	require.False(t, ok)
+	_, errOut, err := testutil.RunKubectl(t, cluster, root+"  budgets:\n    - resourceName: nvidia.com/gpu\n      resourceFlavor: a100\n      nominal: \"32\"\n", "create", "-f", "-")
+	require.Error(t, err)
 	require.Contains(t, errOut, `failed calling webhook "acceleratorquota.ome-quota-manager.validator"`)
 
 	r := startReplica(t, "first-start", freePort(t))
@@ -40,8 +41,8 @@ func TestFirstStartCreatesRoot(t *testing.T) {
 		}
 		return ""
 	})
-	require.Equal(t, "ome.io/accelerator-quota", mustKubectl(t, "", "get", "aq", "root", "-o", "jsonpath={.metadata.finalizers[0]}"))
-	_, errOut, ok = kubectl(t, "apiVersion: ome.io/v1beta1\nkind: AcceleratorQuota\nmetadata:\n  name: team-first\nspec:\n  role: Cohort\n  parentRef:\n    name: root\n", "create", "-f", "-")
-	require.False(t, ok)
+	require.Equal(t, "ome.io/accelerator-quota", testutil.MustKubectl(t, cluster, "", "get", "aq", "root", "-o", "jsonpath={.metadata.finalizers[0]}"))
+	_, errOut, err = testutil.RunKubectl(t, cluster, "apiVersion: ome.io/v1beta1\nkind: AcceleratorQuota\nmetadata:\n  name: team-first\nspec:\n  role: Cohort\n  parentRef:\n    name: root\n", "create", "-f", "-")
+	require.Error(t, err)
 	require.Contains(t, errOut, `failed calling webhook "acceleratorquota.ome-quota-manager.validator"`)
 }

@@ -12,6 +12,7 @@ import (
 
 	quotaclient "ome.io/quota-manager/api/client"
 	"ome.io/quota-manager/api/v1beta1/aqtest"
+	"ome.io/quota-manager/test/testutil"
 )
 
 // TestGuide follows the guide with the webhook on: Step 2 (a team before its
@@ -33,14 +34,14 @@ func TestGuide(t *testing.T) {
 
 	// Write the tree once root lists the flavor.
 	eventually(t, 30*time.Second, func() string {
-		out, _, _ := kubectl(t, "", "get", "aq", "root", "-o", capacityJSONPath)
+		out, _, _ := testutil.RunKubectl(t, cluster, "", "get", "aq", "root", "-o", capacityJSONPath)
 		if !strings.Contains(out, "nvidia.com/gpu a100 32 32") {
 			return "root's capacity: " + out
 		}
 		return ""
 	})
 	for _, n := range []string{"team-beta", "team-alpha", "ml-research"} {
-		mustKubectl(t, "", "delete", "aq", n, "--ignore-not-found")
+		testutil.MustKubectl(t, cluster, "", "delete", "aq", n, "--ignore-not-found")
 	}
 
 	t.Run("a team before its parent", func(t *testing.T) {
@@ -51,7 +52,7 @@ func TestGuide(t *testing.T) {
 	})
 
 	t.Run("apply the tree", func(t *testing.T) {
-		out := mustKubectl(t, guideTree(t), "apply", "-f", "-")
+		out := testutil.MustKubectl(t, cluster, guideTree(t), "apply", "-f", "-")
 		require.Equal(t, "acceleratorquota.ome.io/ml-research created\nacceleratorquota.ome.io/team-alpha created\nacceleratorquota.ome.io/team-beta created",
 			strings.TrimSpace(out))
 	})
@@ -64,19 +65,19 @@ func TestGuide(t *testing.T) {
 	})
 
 	t.Run("dry run", func(t *testing.T) {
-		out := mustKubectl(t, guideTree(t), "apply", "-f", "-", "--dry-run=server")
+		out := testutil.MustKubectl(t, cluster, guideTree(t), "apply", "-f", "-", "--dry-run=server")
 		require.Equal(t, "acceleratorquota.ome.io/ml-research unchanged (server dry run)\n"+
 			"acceleratorquota.ome.io/team-alpha unchanged (server dry run)\n"+
 			"acceleratorquota.ome.io/team-beta unchanged (server dry run)", strings.TrimSpace(out))
 
 		// A change is judged, reported, and not written.
-		before := mustKubectl(t, "", "get", "aq", "team-beta", "-o", "jsonpath={.metadata.resourceVersion}")
+		before := testutil.MustKubectl(t, cluster, "", "get", "aq", "team-beta", "-o", "jsonpath={.metadata.resourceVersion}")
 		verdicts := r.metric(t, "ome_quota_webhook_verdicts_total", `operation="UPDATE"`)
 		beta6 := strings.Replace(guideTree(t), `nominal: "8"`, `nominal: "6"`, 1)
-		out = mustKubectl(t, beta6, "apply", "-f", "-", "--dry-run=server")
+		out = testutil.MustKubectl(t, cluster, beta6, "apply", "-f", "-", "--dry-run=server")
 		require.Contains(t, out, "acceleratorquota.ome.io/team-beta configured (server dry run)")
 		require.Equal(t, "8", nominal(t, "team-beta"))
-		require.Equal(t, before, mustKubectl(t, "", "get", "aq", "team-beta", "-o", "jsonpath={.metadata.resourceVersion}"))
+		require.Equal(t, before, testutil.MustKubectl(t, cluster, "", "get", "aq", "team-beta", "-o", "jsonpath={.metadata.resourceVersion}"))
 		require.Greater(t, r.metric(t, "ome_quota_webhook_verdicts_total", `operation="UPDATE"`), verdicts, "the webhook judged the dry run")
 
 		// The webhook runs on a dry run, so a bad change fails the same way.
@@ -91,8 +92,10 @@ func TestGuide(t *testing.T) {
 			fmt.Fprintf(&chain, "apiVersion: ome.io/v1beta1\nkind: AcceleratorQuota\nmetadata:\n  name: depth-%d\nspec:\n  role: Cohort\n  parentRef:\n    name: %s\n---\n", i, parent)
 			parent = fmt.Sprintf("depth-%d", i)
 		}
-		mustKubectl(t, chain.String(), "apply", "-f", "-")
-		t.Cleanup(func() { mustKubectl(t, "", "delete", "aq", "depth-5", "depth-4", "depth-3", "depth-2", "depth-1") })
+		testutil.MustKubectl(t, cluster, chain.String(), "apply", "-f", "-")
+		t.Cleanup(func() {
+			testutil.MustKubectl(t, cluster, "", "delete", "aq", "depth-5", "depth-4", "depth-3", "depth-2", "depth-1")
+		})
 		deep := "apiVersion: ome.io/v1beta1\nkind: AcceleratorQuota\nmetadata:\n  name: depth-6\nspec:\n  role: Cohort\n  parentRef:\n    name: depth-5\n"
 		require.Equal(t, "depth-6: node is 6 levels below the root, exceeding the configured maximum of 5", denied(t, deep, "apply", "-f", "-"))
 	})
@@ -111,14 +114,14 @@ func TestGuide(t *testing.T) {
 	t.Run("a budget above capacity", func(t *testing.T) {
 		big := "apiVersion: ome.io/v1beta1\nkind: AcceleratorQuota\nmetadata:\n  name: team-big\nspec:\n  role: ClusterQueue\n  parentRef:\n    name: root\n" +
 			"  budgets:\n    - resourceName: nvidia.com/gpu\n      resourceFlavor: a100\n      nominal: \"40\"\n"
-		out, errOut, ok := kubectl(t, big, "apply", "-f", "-")
-		require.True(t, ok, errOut)
-		t.Cleanup(func() { mustKubectl(t, "", "delete", "aq", "team-big") })
+		out, errOut, err := testutil.RunKubectl(t, cluster, big, "apply", "-f", "-")
+		require.NoError(t, err, errOut)
+		t.Cleanup(func() { testutil.MustKubectl(t, cluster, "", "delete", "aq", "team-big") })
 		require.Equal(t, "acceleratorquota.ome.io/team-big created", strings.TrimSpace(out))
 		require.Equal(t, "Warning: team-big: budget nvidia.com/gpu on a100 is 40 but the high-water mark on root is 32: lower the budget, or add capacity. "+
 			"Admitted anyway: the node reports CapacityExceeded, and stays frozen, until it fits", strings.TrimSpace(errOut))
 		eventually(t, 20*time.Second, func() string {
-			out, _, _ := kubectl(t, "", "get", "aq", "team-big", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].reason}`)
+			out, _, _ := testutil.RunKubectl(t, cluster, "", "get", "aq", "team-big", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].reason}`)
 			if out != "CapacityExceeded" {
 				return "team-big's Ready reason: " + out
 			}
@@ -134,8 +137,8 @@ func TestGuide(t *testing.T) {
 		fine := "apiVersion: ome.io/v1beta1\nkind: AcceleratorQuota\nmetadata:\n  name: team-fine\nspec:\n  role: ClusterQueue\n  parentRef:\n    name: ml-research\n" +
 			"  budgets:\n    - resourceName: nvidia.com/gpu\n      resourceFlavor: a100\n      nominal: \"1e-999999999\"\n"
 		start := time.Now()
-		_, stderr, ok := kubectl(t, fine, "apply", "-f", "-")
-		require.False(t, ok, "an unreadable amount was stored")
+		_, stderr, err := testutil.RunKubectl(t, cluster, fine, "apply", "-f", "-")
+		require.Error(t, err, "an unreadable amount was stored")
 		require.Contains(t, stderr, `spec.budgets[0].nominal: Invalid value: "1e-999999999"`)
 		require.Less(t, time.Since(start), 5*time.Second)
 	})
@@ -170,5 +173,5 @@ func TestGuide(t *testing.T) {
 
 func nominal(t *testing.T, name string) string {
 	t.Helper()
-	return mustKubectl(t, "", "get", "aq", name, "-o", "jsonpath={.spec.budgets[0].nominal}")
+	return testutil.MustKubectl(t, cluster, "", "get", "aq", name, "-o", "jsonpath={.spec.budgets[0].nominal}")
 }

@@ -61,29 +61,12 @@ var (
 	normalize  = testutil.Normalize
 )
 
-// kubectl runs kubectl and returns both outputs and whether it succeeded.
-func kubectl(t *testing.T, stdin string, args ...string) (stdout, stderr string, ok bool) {
-	t.Helper()
-	out, errOut, err := cluster.KubectlInput(context.Background(), stdin, args...)
-	return out, errOut, err == nil
-}
-
-// mustKubectl runs kubectl and fails the test when it fails.
-func mustKubectl(t *testing.T, stdin string, args ...string) string {
-	t.Helper()
-	out, errOut, ok := kubectl(t, stdin, args...)
-	if !ok {
-		t.Fatalf("kubectl %s failed:\n%s%s", strings.Join(args, " "), out, errOut)
-	}
-	return out
-}
-
 // denied runs a kubectl command that must fail with the webhook's denial,
 // and returns what follows "denied the request: " on its last line.
 func denied(t *testing.T, stdin string, args ...string) string {
 	t.Helper()
-	out, errOut, ok := kubectl(t, stdin, args...)
-	if ok {
+	out, errOut, err := testutil.RunKubectl(t, cluster, stdin, args...)
+	if err == nil {
 		t.Fatalf("kubectl %s succeeded, want a denial:\n%s%s", strings.Join(args, " "), out, errOut)
 	}
 	last := strings.TrimSpace(errOut)
@@ -106,7 +89,7 @@ func guideTree(t *testing.T) string {
 // ensureGuideTree applies the guide's tree, whatever is there already.
 func ensureGuideTree(t *testing.T) {
 	t.Helper()
-	mustKubectl(t, guideTree(t), "apply", "-f", "-")
+	testutil.MustKubectl(t, cluster, guideTree(t), "apply", "-f", "-")
 }
 
 // resetSecret deletes the webhook's Secret and creates it again empty, as

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"ome.io/quota-manager/test/localcluster"
+	"ome.io/quota-manager/test/testutil"
 )
 
 // TestOnlyLabelledObjectsAreWritten: the manager only ever writes objects
@@ -27,7 +28,7 @@ func TestOnlyLabelledObjectsAreWritten(t *testing.T) {
 		if namespaced {
 			args = append(args, "-n", ns)
 		}
-		mustKubectl(t, "", args...)
+		testutil.MustKubectl(t, cluster, "", args...)
 	}
 	unlabel("secret", secretName, true)
 	unlabel("validatingwebhookconfiguration", configName, false)
@@ -54,12 +55,12 @@ func TestOnlyLabelledObjectsAreWritten(t *testing.T) {
 	waitNotReady("Secret ome/" + secretName + " lacks the label ome.io/quota-managed-by=ome-quota-manager")
 	require.Empty(t, getSecret(t).Data, "an unlabelled Secret was written")
 
-	mustKubectl(t, "", "label", "secret", "-n", ns, secretName, "ome.io/quota-managed-by=ome-quota-manager")
+	testutil.MustKubectl(t, cluster, "", "label", "secret", "-n", ns, secretName, "ome.io/quota-managed-by=ome-quota-manager")
 	waitNotReady("ValidatingWebhookConfiguration " + configName + " lacks the label")
 	require.NotEmpty(t, getSecret(t).Data["tls.crt"], "the labelled Secret was not filled")
 	require.Empty(t, caBundle(t), "an unlabelled ValidatingWebhookConfiguration was written")
 
-	mustKubectl(t, "", "label", "validatingwebhookconfiguration", configName, "ome.io/quota-managed-by=ome-quota-manager")
+	testutil.MustKubectl(t, cluster, "", "label", "validatingwebhookconfiguration", configName, "ome.io/quota-managed-by=ome-quota-manager")
 	eventually(t, 30*time.Second, func() string {
 		if code, body := r.readyz(t); code != http.StatusOK {
 			return "readyz: " + body

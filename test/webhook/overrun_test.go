@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"ome.io/quota-manager/test/testutil"
 )
 
 // overrunTree is a Cohort of 10 GPUs whose two teams total 12.
@@ -27,7 +28,7 @@ func overrunTree(a, b string) string {
 func TestOverrunWrittenWhileWebhookOff(t *testing.T) {
 	deleteConfig(t)
 	off := startReplica(t, "overrun-off", 0)
-	out := mustKubectl(t, overrunTree("6", "6"), "apply", "-f", "-")
+	out := testutil.MustKubectl(t, cluster, overrunTree("6", "6"), "apply", "-f", "-")
 	require.Contains(t, out, "acceleratorquota.ome.io/overrun-b created")
 	off.Stop()
 
@@ -37,10 +38,12 @@ func TestOverrunWrittenWhileWebhookOff(t *testing.T) {
 	port := freePort(t)
 	installConfig(t, port)
 	startReplica(t, "overrun-on", port)
-	t.Cleanup(func() { mustKubectl(t, "", "delete", "aq", "overrun-a", "overrun-b", "overrun", "--ignore-not-found") })
+	t.Cleanup(func() {
+		testutil.MustKubectl(t, cluster, "", "delete", "aq", "overrun-a", "overrun-b", "overrun", "--ignore-not-found")
+	})
 
 	// 12 -> 11: still over 10, but less.
-	out = mustKubectl(t, overrunTree("5", "6"), "apply", "-f", "-")
+	out = testutil.MustKubectl(t, cluster, overrunTree("5", "6"), "apply", "-f", "-")
 	require.Contains(t, out, "acceleratorquota.ome.io/overrun-a configured")
 	// 11 -> 12: more.
 	require.Equal(t, "overrun: budget nvidia.com/gpu on a100 is 10 but its children total 12",
@@ -49,7 +52,7 @@ func TestOverrunWrittenWhileWebhookOff(t *testing.T) {
 	require.Equal(t, "overrun: budget nvidia.com/gpu on a100 is 9 but its children total 11",
 		denied(t, "", "patch", "aq", "overrun", "--type=json", "-p", `[{"op":"replace","path":"/spec/budgets/0/nominal","value":"9"}]`))
 	// A write that leaves the spec alone is not held up by the overrun.
-	require.Contains(t, mustKubectl(t, "", "label", "aq", "overrun-b", "example.com/touched=yes"), "labeled")
+	require.Contains(t, testutil.MustKubectl(t, cluster, "", "label", "aq", "overrun-b", "example.com/touched=yes"), "labeled")
 	// Deleting a team shrinks the overrun.
-	require.Contains(t, mustKubectl(t, "", "delete", "aq", "overrun-b"), "deleted")
+	require.Contains(t, testutil.MustKubectl(t, cluster, "", "delete", "aq", "overrun-b"), "deleted")
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"ome.io/quota-manager/test/testutil"
 )
 
 // TestTwoReplicasWedgeAndRecovery starts two replicas at once on the empty
@@ -72,21 +73,21 @@ func TestTwoReplicasWedgeAndRecovery(t *testing.T) {
 			if args[0] == "create" {
 				stdin = "apiVersion: ome.io/v1beta1\nkind: AcceleratorQuota\nmetadata:\n  name: team-wedged\nspec:\n  role: Cohort\n  parentRef:\n    name: root\n"
 			}
-			out, errOut, ok := kubectl(t, stdin, args...)
-			require.False(t, ok, "kubectl %s passed during the wedge: %s", strings.Join(args, " "), out)
+			out, errOut, err := testutil.RunKubectl(t, cluster, stdin, args...)
+			require.Error(t, err, "kubectl %s passed during the wedge: %s", strings.Join(args, " "), out)
 			require.Contains(t, errOut, `failed calling webhook "acceleratorquota.ome-quota-manager.validator"`, "kubectl %s", strings.Join(args, " "))
 		}
 		// A label leaves the spec alone, so the API server admits it
 		// without calling the webhook, wedged or not.
-		require.Contains(t, mustKubectl(t, "", "label", "aq", "team-beta", "example.com/wedged=yes"), "labeled")
+		require.Contains(t, testutil.MustKubectl(t, cluster, "", "label", "aq", "team-beta", "example.com/wedged=yes"), "labeled")
 		// The guide's check that admission answers does not see the wedge:
 		// kubectl sends nothing for an unchanged object, so it prints
 		// "unchanged (server dry run)" without calling the webhook. A dry
 		// run that creates a node does call it.
-		out := mustKubectl(t, guideTree(t), "apply", "-f", "-", "--dry-run=server")
+		out := testutil.MustKubectl(t, cluster, guideTree(t), "apply", "-f", "-", "--dry-run=server")
 		require.Contains(t, out, "acceleratorquota.ome.io/team-beta unchanged (server dry run)")
-		_, errOut, ok := kubectl(t, probeNode, "create", "-f", "-", "--dry-run=server")
-		require.False(t, ok)
+		_, errOut, err := testutil.RunKubectl(t, cluster, probeNode, "create", "-f", "-", "--dry-run=server")
+		require.Error(t, err)
 		require.Contains(t, errOut, `failed calling webhook "acceleratorquota.ome-quota-manager.validator"`)
 	})
 
@@ -97,7 +98,7 @@ func TestTwoReplicasWedgeAndRecovery(t *testing.T) {
 		a.Stop()
 		b.Stop()
 		off := startReplica(t, "recovery-off", 0)
-		out := mustKubectl(t, "", "label", "aq", "team-beta", "example.com/recovered=yes")
+		out := testutil.MustKubectl(t, cluster, "", "label", "aq", "team-beta", "example.com/recovered=yes")
 		require.Contains(t, out, "labeled")
 
 		// Enabled again: the chart recreates the Secret empty and the
@@ -116,18 +117,18 @@ func TestTwoReplicasWedgeAndRecovery(t *testing.T) {
 
 		// The guide's check that admission answers.
 		v0 := r.metric(t, "ome_quota_webhook_verdicts_total")
-		out = mustKubectl(t, guideTree(t), "apply", "-f", "-", "--dry-run=server")
+		out = testutil.MustKubectl(t, cluster, guideTree(t), "apply", "-f", "-", "--dry-run=server")
 		require.Equal(t, "acceleratorquota.ome.io/ml-research unchanged (server dry run)\n"+
 			"acceleratorquota.ome.io/team-alpha unchanged (server dry run)\n"+
 			"acceleratorquota.ome.io/team-beta unchanged (server dry run)", strings.TrimSpace(out))
 		require.Equal(t, v0, r.metric(t, "ome_quota_webhook_verdicts_total"), "kubectl sent an unchanged object")
 		// A dry run that creates a node reaches the webhook.
 		require.Equal(t, "acceleratorquota.ome.io/admission-probe created (server dry run)",
-			strings.TrimSpace(mustKubectl(t, probeNode, "create", "-f", "-", "--dry-run=server")))
+			strings.TrimSpace(testutil.MustKubectl(t, cluster, probeNode, "create", "-f", "-", "--dry-run=server")))
 		require.Equal(t, v0+1, r.metric(t, "ome_quota_webhook_verdicts_total"))
 		// A label does not: its spec is unchanged, so the API server
 		// admits it without a call.
-		require.Contains(t, mustKubectl(t, "", "label", "aq", "team-beta", "example.com/recovered-"), "unlabeled")
+		require.Contains(t, testutil.MustKubectl(t, cluster, "", "label", "aq", "team-beta", "example.com/recovered-"), "unlabeled")
 		require.Equal(t, v0+1, r.metric(t, "ome_quota_webhook_verdicts_total"), "a label-only write called the webhook")
 		// And it judges: a bad write is denied.
 		require.Equal(t, "ml-research: budget nvidia.com/gpu on a100 is 24 but its children total 28",
