@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/stretchr/testify/require"
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -762,7 +761,9 @@ func TestReviewRefusesWhatTheLedgerCannotHold(t *testing.T) {
 		obj, old := raised.DeepCopy(), team.DeepCopy()
 		obj.UID, old.UID, obj.ResourceVersion, old.ResourceVersion = "u-x", "u-x", "7", "7"
 		var rev admissionv1.AdmissionReview
-		require.NoError(t, json.Unmarshal(reviewOf(t, op, "team-x", nil, nil, false), &rev))
+		if err := json.Unmarshal(reviewOf(t, op, "team-x", nil, nil, false), &rev); err != nil {
+			t.Fatal(err)
+		}
 		edit(rev.Request, obj, old)
 		if op != admissionv1.Delete {
 			rev.Request.Object.Raw, _ = json.Marshal(obj)
@@ -771,7 +772,9 @@ func TestReviewRefusesWhatTheLedgerCannotHold(t *testing.T) {
 			rev.Request.OldObject.Raw, _ = json.Marshal(old)
 		}
 		b, err := json.Marshal(rev)
-		require.NoError(t, err)
+		if err != nil {
+			t.Fatal(err)
+		}
 		return b
 	}
 	long := strings.Repeat("9", 65)

@@ -216,9 +216,7 @@ func TestGuideValues(t *testing.T) {
 			d := deployment(t, r)
 			c := d.Spec.Template.Spec.Containers[0]
 			require.Equal(t, []string{"/ome-quota-manager"}, c.Command)
-			if diff := cmp.Diff(tc.args, c.Args); diff != "" {
-				t.Fatalf("args (-want +got):\n%s", diff)
-			}
+			require.Empty(t, cmp.Diff(tc.args, c.Args), "args (-want +got)")
 			require.Equal(t, "registry.example.com/ome/ome-quota-manager:dev", c.Image)
 			o, w := flags(t, c.Args)
 			if tc.check != nil {
@@ -336,9 +334,7 @@ func TestInstallObjects(t *testing.T) {
 	require.NoError(t, err)
 	var want admissionregistrationv1.ValidatingWebhookConfiguration
 	require.NoError(t, yaml.UnmarshalStrict(data, &want))
-	if diff := cmp.Diff(want.Webhooks, got.Webhooks); diff != "" {
-		t.Fatalf("the chart's webhook differs from config/webhook's (-config +chart):\n%s", diff)
-	}
+	require.Empty(t, cmp.Diff(want.Webhooks, got.Webhooks), "the chart's webhook differs from config/webhook's (-config +chart)")
 	require.Equal(t, "ome-quota-manager", got.Labels["ome.io/quota-managed-by"])
 
 	require.Contains(t, r.Notes, "this release does not install the AcceleratorQuota CRD")
@@ -540,9 +536,7 @@ func TestOptionalObjects(t *testing.T) {
 	require.NoError(t, err)
 	var want map[string]any
 	require.NoError(t, yaml.Unmarshal(data, &want))
-	if diff := cmp.Diff(want, got.Object); diff != "" {
-		t.Fatalf("the chart's CRD is not config/crd's: run make generate (-config +chart):\n%s", diff)
-	}
+	require.Empty(t, cmp.Diff(want, got.Object), "the chart's CRD is not config/crd's: run make generate (-config +chart)")
 
 	pull := render(t, install, "imagePullSecrets[0].name=regcred", "quotaManager.image.pullPolicy=Always",
 		"quotaManager.priorityClassName=system-cluster-critical", "quotaManager.nodeSelector.pool=system",

@@ -105,9 +105,7 @@ quotaManager:
         secretName: east-kubeconfig
 `)
 	require.Equal(t, map[string]string{"east": "east-kubeconfig"}, convert[corev1.ConfigMap](t, one.Get("ConfigMap", "ome-quota-manager-members")).Data)
-	if diff := cmp.Diff(d.Spec.Template, deployment(t, one).Spec.Template); diff != "" {
-		t.Fatalf("dropping a cluster changes the pods' template (-two +one):\n%s", diff)
-	}
+	require.Empty(t, cmp.Diff(d.Spec.Template, deployment(t, one).Spec.Template), "dropping a cluster changes the pods' template (-two +one)")
 	require.Equal(t, []string{
 		"coordination.k8s.io leases: create",
 		"coordination.k8s.io leases/ome-quota-manager: get,update",

@@ -45,9 +45,7 @@ func TestLedgerCRD(t *testing.T) {
 		r := render(t, install, set...)
 		got := r.Get("CustomResourceDefinition", "admissionledgers.ome.io")
 		require.NotNil(t, got, "the ledger's CRD with %s", set)
-		if diff := cmp.Diff(want, got.Object); diff != "" {
-			t.Fatalf("the chart's AdmissionLedger CRD is not config/crd's: run make generate (-config +chart):\n%s", diff)
-		}
+		require.Empty(t, cmp.Diff(want, got.Object), "the chart's AdmissionLedger CRD is not config/crd's: run make generate (-config +chart)")
 		aq := r.Get("CustomResourceDefinition", "acceleratorquotas.ome.io")
 		require.Equal(t, set[0] == "quotaManager.crd.install=true", aq != nil, "the AcceleratorQuota CRD with %s", set)
 	}

@@ -33,9 +33,7 @@ func TestGuideTreeRoundTrip(t *testing.T) {
 	for _, aq := range want {
 		got, err := aqs.Get(ctx, aq.Name, metav1.GetOptions{})
 		require.NoError(t, err)
-		if d := cmp.Diff(aq.Spec, got.Spec, cmp.Comparer(func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })); d != "" {
-			t.Errorf("%s: spec read back differs (-wrote +read):\n%s", aq.Name, d)
-		}
+		require.Empty(t, cmp.Diff(aq.Spec, got.Spec, cmp.Comparer(func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })), "%s: spec read back differs (-wrote +read)", aq.Name)
 	}
 	beta, err := aqs.Get(ctx, "team-beta", metav1.GetOptions{})
 	require.NoError(t, err)
