@@ -1,6 +1,9 @@
 // Package quotafile reads AcceleratorQuotas from files, folders and
 // standard input, as kubectl apply -f takes them, naming the file and
-// line of every document, and of every error.
+// line of every document, and of every error. It splits the YAML stream
+// itself: apimachinery's YAML reader and cli-runtime's builder return the
+// documents without the line each starts on, which every message here
+// names.
 package quotafile
 
 import (

@@ -21,4 +21,10 @@
 // ValidatingWebhookConfiguration. Server (server.go, servingtls.go) serves
 // HTTPS on --webhook-port, only at Path, within bounds on connections,
 // bodies and reviews in flight, and reports readiness for /readyz.
+//
+// The certificates are kept here rather than by
+// open-policy-agent/cert-controller, which Kueue uses: it runs inside a
+// controller-runtime Manager and its cache, and the product uses client-go
+// alone. Certs retries a failed pass after a delay that doubles up to
+// 30 s, in three lines that client-go's wait.Backoff would not shorten.
 package webhook

@@ -1,6 +1,9 @@
 // Command ome-quota-manager divides a cluster's accelerators among teams as
 // a tree of AcceleratorQuota budgets and enforces it through Kueue. This
 // file is wiring only: flags, logs, signals; the work is in package manager.
+// Its two subcommands, replay and record, are picked by the first
+// argument, and each parses a pflag set of its own, as the manager does;
+// cobra, which kubectl-ome uses, would add a layer and remove no code.
 package main
 
 import (

@@ -11,4 +11,11 @@
 // the node's status from the state. It never updates or deletes an object
 // without the ome.io/quota-managed-by label, and never touches the objects
 // of a held (not Ready) node.
+//
+// A write refused for good backs off per object and per desired content
+// (a changed object is sent at once), on the applier's clock, and its
+// error and delay go into Materialized's message. client-go's
+// flowcontrol.Backoff keys by string alone, restarts after twice its
+// longest delay, and keeps no error, so the map it would replace stays,
+// with the ten lines that double the delay.
 package apply
