@@ -727,11 +727,12 @@ func TestManagementModeInstall(t *testing.T) {
 	// later, and must then go.
 	gone := func(t *testing.T) {
 		t.Helper()
-		left := added()
-		for deadline := time.Now().Add(time.Minute); len(left) > 0 && time.Now().Before(deadline); left = added() {
-			time.Sleep(200 * time.Millisecond)
-		}
-		require.Empty(t, left, "left after helm uninstall")
+		testutil.Eventually(t, time.Minute, func() string {
+			if left := added(); len(left) > 0 {
+				return fmt.Sprintf("left after helm uninstall: %v", left)
+			}
+			return ""
+		})
 	}
 	t.Cleanup(func() {
 		if !slices.Contains(before, kept) {

@@ -12,6 +12,7 @@ import (
 
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/test/localcluster"
+	"ome.io/quota-manager/test/testutil"
 )
 
 var (
@@ -81,12 +82,12 @@ func run(m *testing.M) int {
 			return err
 		}
 		// The manager creates root: the tests' trees hang from it.
-		for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
-			if _, err := c.AQs.Get(ctx, v1beta1.RootName, metav1.GetOptions{}); err == nil {
-				return nil
-			} else if time.Now().After(deadline) {
-				return fmt.Errorf("the manager did not create root: %w", err)
-			}
+		if err := testutil.Poll(time.Minute, 200*time.Millisecond, func() error {
+			_, err := c.AQs.Get(ctx, v1beta1.RootName, metav1.GetOptions{})
+			return err
+		}); err != nil {
+			return fmt.Errorf("the manager did not create root: %w", err)
 		}
+		return nil
 	})
 }

@@ -15,6 +15,7 @@ import (
 	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"ome.io/quota-manager/test/localcluster"
+	"ome.io/quota-manager/test/testutil"
 )
 
 // handCQ is a ClusterQueue written by hand, as the manager will write them.
@@ -62,17 +63,12 @@ func gpuWorkload(ns, name, queue string, gpus int64) *kueuev1beta2.Workload {
 // retry retries a create until Kueue's webhooks answer it.
 func retry(ctx context.Context, t *testing.T, what string, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := f()
-		if err == nil || apierrors.IsAlreadyExists(err) {
-			return
+	testutil.Eventually(t, 30*time.Second, func() string {
+		if err := f(); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Sprintf("%s: %v", what, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return ""
+	})
 }
 
 func admitted(w *kueuev1beta2.Workload) bool {
@@ -188,15 +184,10 @@ func countAdmitted(ctx context.Context, t *testing.T, ns string) int {
 
 func waitAdmitted(ctx context.Context, t *testing.T, ns string, want int) {
 	t.Helper()
-	var got int
-	ok := false
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
-		if got = countAdmitted(ctx, t, ns); got == want {
-			ok = true
-			break
+	testutil.Eventually(t, 60*time.Second, func() string {
+		if got := countAdmitted(ctx, t, ns); got != want {
+			return fmt.Sprintf("want %d admitted workloads in %s, got %d", want, ns, got)
 		}
-	}
-	if !ok {
-		t.Fatalf("want %d admitted workloads in %s, got %d", want, ns, got)
-	}
+		return ""
+	})
 }

@@ -32,6 +32,20 @@ func Eventually(t testing.TB, timeout time.Duration, f func() string) {
 	t.Fatalf("after %s: %s", timeout, last)
 }
 
+// Poll is Eventually for code that has no test to fail (a TestMain, a
+// helper that returns an error): it calls f every interval until f
+// returns nil, and returns f's last error once timeout has passed.
+func Poll(timeout, interval time.Duration, f func() error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(interval)
+	}
+}
+
 // Normalize trims a kubectl table and collapses runs of spaces, as column
 // widths vary with the content.
 func Normalize(s string) string {

@@ -34,6 +34,7 @@ import (
 	"ome.io/quota-manager/store"
 	"ome.io/quota-manager/test/chart"
 	"ome.io/quota-manager/test/localcluster"
+	"ome.io/quota-manager/test/testutil"
 	"ome.io/quota-manager/webhook"
 )
 
@@ -152,19 +153,24 @@ func publishClusterCA(ctx context.Context, c *localcluster.Cluster) error {
 		return err
 	}
 	cms := c.Kube.CoreV1().ConfigMaps("kube-system")
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Second) {
+	err = testutil.Poll(time.Minute, time.Second, func() error {
 		cm, err := cms.Get(ctx, "extension-apiserver-authentication", metav1.GetOptions{})
-		if err == nil {
-			if bytes.Contains([]byte(cm.Data["client-ca-file"]), bytes.TrimSpace(ca)) {
-				return nil
-			}
-			cm.Data["client-ca-file"] = strings.TrimRight(cm.Data["client-ca-file"], "\n") + "\n" + string(ca)
-			_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
+		if err != nil {
+			return err
 		}
-		if err != nil && time.Now().After(deadline) {
-			return fmt.Errorf("publishing the cluster CA in kube-system/extension-apiserver-authentication: %w", err)
+		if bytes.Contains([]byte(cm.Data["client-ca-file"]), bytes.TrimSpace(ca)) {
+			return nil
 		}
+		cm.Data["client-ca-file"] = strings.TrimRight(cm.Data["client-ca-file"], "\n") + "\n" + string(ca)
+		if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
+		return fmt.Errorf("written, not yet read back")
+	})
+	if err != nil {
+		return fmt.Errorf("publishing the cluster CA in kube-system/extension-apiserver-authentication: %w", err)
 	}
+	return nil
 }
 
 // withClientCert is a poster that presents the certificate of file (under

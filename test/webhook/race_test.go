@@ -28,6 +28,7 @@ import (
 	"ome.io/quota-manager/api/v1beta1/aqtest"
 	"ome.io/quota-manager/events"
 	"ome.io/quota-manager/state"
+	"ome.io/quota-manager/test/testutil"
 )
 
 // balancer stands for the webhook's Service in front of two replicas: it
@@ -353,7 +354,7 @@ func storedViolations(t *testing.T, aqs aqtyped.AcceleratorQuotaInterface, prefi
 // tried again each second, for up to twice that bound.
 func deleteByPrefix(t *testing.T, aqs aqtyped.AcceleratorQuotaInterface, prefix string) {
 	ctx := context.Background()
-	for deadline := time.Now().Add(150 * time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
+	testutil.Eventually(t, 150*time.Second, func() string {
 		l, err := aqs.List(ctx, metav1.ListOptions{})
 		require.NoError(t, err)
 		list := l.Items
@@ -368,7 +369,7 @@ func deleteByPrefix(t *testing.T, aqs aqtyped.AcceleratorQuotaInterface, prefix 
 			}
 		}
 		if len(mine) == 0 {
-			return
+			return ""
 		}
 		for _, n := range mine {
 			if !parents[n] {
@@ -377,8 +378,8 @@ func deleteByPrefix(t *testing.T, aqs aqtyped.AcceleratorQuotaInterface, prefix 
 				}
 			}
 		}
-	}
-	t.Errorf("nodes with prefix %s are left", prefix)
+		return fmt.Sprintf("nodes with prefix %s are left: %v", prefix, mine)
+	})
 }
 
 // retried runs w until it gets an answer other than the webhook's "retry"
