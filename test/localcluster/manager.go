@@ -1,17 +1,16 @@
 package localcluster
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
+
+	"ome.io/quota-manager/test/testutil/promtext"
 )
 
 // BuildManager builds cmd/ome-quota-manager into dir and returns its path.
@@ -195,8 +194,8 @@ func (m *Manager) Kill() {
 // Tail returns the last n lines of the log.
 func (m *Manager) Tail(n int) string { return tail(m.Log, n) }
 
-// Metric sums every series of a metric family whose text contains all of
-// match (as name="value").
+// Metric sums the series of a metric family whose labels include every
+// one of match (as name="value").
 func (m *Manager) Metric(ctx context.Context, family string, match ...string) (float64, error) {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/metrics", m.MetricsPort), nil)
 	resp, err := http.DefaultClient.Do(req)
@@ -204,25 +203,11 @@ func (m *Manager) Metric(ctx context.Context, family string, match ...string) (f
 		return 0, fmt.Errorf("scraping %s: %w", m.Name, err)
 	}
 	defer resp.Body.Close()
-	var sum float64
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-lines:
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, family+"{") && !strings.HasPrefix(line, family+" ") {
-			continue
-		}
-		for _, want := range match {
-			if !strings.Contains(line, want) {
-				continue lines
-			}
-		}
-		if v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64); err == nil {
-			sum += v
-		}
+	f, err := promtext.Parse(resp.Body)
+	if err != nil {
+		return 0, fmt.Errorf("scraping %s: %w", m.Name, err)
 	}
-	return sum, sc.Err()
+	return f.Sum(family, match...), nil
 }
 
 // Pid is the process id, for reading its CPU time and memory from /proc.

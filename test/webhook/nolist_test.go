@@ -1,12 +1,8 @@
 package webhook
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -15,6 +11,7 @@ import (
 
 	quotaclient "ome.io/quota-manager/api/client"
 	"ome.io/quota-manager/api/v1beta1/aqtest"
+	"ome.io/quota-manager/test/testutil/promtext"
 )
 
 // apiserverCount sums the kube-apiserver's apiserver_request_total series
@@ -23,26 +20,9 @@ func apiserverCount(t *testing.T, match ...string) float64 {
 	t.Helper()
 	raw, err := cluster.Kube.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
 	require.NoError(t, err)
-	var sum float64
-	sc := bufio.NewScanner(bytes.NewReader(raw))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-lines:
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "apiserver_request_total{") {
-			continue
-		}
-		for _, m := range match {
-			if !strings.Contains(line, m) {
-				continue lines
-			}
-		}
-		v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
-		require.NoError(t, err)
-		sum += v
-	}
-	require.NoError(t, sc.Err())
-	return sum
+	f, err := promtext.ParseString(string(raw))
+	require.NoError(t, err)
+	return f.Sum("apiserver_request_total", match...)
 }
 
 // TestReviewsListNothing: 500 budget updates judged by the webhook send no

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"ome.io/quota-manager/test/testutil/promtext"
 )
 
 // The webhook's "judged" and "reviewed" lines, as klog's text format
@@ -77,7 +79,11 @@ apiserver_admission_webhook_admission_duration_seconds_bucket{name="w",operation
 apiserver_admission_webhook_admission_duration_seconds_sum{name="w",operation="UPDATE",rejected="false",type="validating"} 0.5
 apiserver_admission_webhook_admission_duration_seconds_count{name="w",operation="UPDATE",rejected="false",type="validating"} 198
 `
-	h := buckets(text, apiserverWebhook, `name="w"`, webhookUpdates)
+	f, err := promtext.ParseString(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := buckets(f, apiserverWebhook, `name="w"`, webhookUpdates)
 	if h.count() != 200 || h.within(0.005) != 182 {
 		t.Fatalf("buckets %v", h)
 	}
@@ -89,7 +95,7 @@ apiserver_admission_webhook_admission_duration_seconds_count{name="w",operation=
 	if est, _, _, _ := h.quantile(0.5); math.Abs(est-0.005*100/182) > 1e-9 {
 		t.Errorf("p50 %v", est)
 	}
-	if sum, count := histogram(text, apiserverWebhook, `name="w"`, webhookUpdates); sum != 0.5 || count != 198 {
+	if sum, count := histogram(f, apiserverWebhook, `name="w"`, webhookUpdates); sum != 0.5 || count != 198 {
 		t.Errorf("sum %v count %v", sum, count)
 	}
 	if _, _, _, ok := (hist{}).quantile(0.99); ok {

@@ -3,16 +3,15 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"maps"
 	"math"
 	"net/http"
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 
 	"ome.io/quota-manager/test/localcluster"
+	"ome.io/quota-manager/test/testutil/promtext"
 	"ome.io/quota-manager/webhook"
 )
 
@@ -33,32 +32,9 @@ type hist map[float64]float64
 
 // buckets sums the cumulative buckets of a histogram, by upper bound, over
 // the series whose labels include every one of match.
-func buckets(text, family string, match ...string) hist {
-	h := hist{}
-lines:
-	for _, line := range strings.Split(text, "\n") {
-		if !strings.HasPrefix(line, family+"_bucket{") {
-			continue
-		}
-		for _, m := range match {
-			if !strings.Contains(line, m) {
-				continue lines
-			}
-		}
-		i := strings.Index(line, `le="`)
-		if i < 0 {
-			continue
-		}
-		rest := line[i+len(`le="`):]
-		le, err := strconv.ParseFloat(rest[:strings.IndexByte(rest, '"')], 64) // "+Inf" parses as +Inf
-		if err != nil {
-			continue
-		}
-		if v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64); err == nil {
-			h[le] += v
-		}
-	}
-	return h
+func buckets(f promtext.Families, family string, match ...string) hist {
+	_, _, b := f.Histogram(family, match...)
+	return hist(b)
 }
 
 func (h hist) sub(o hist) hist {
@@ -107,29 +83,11 @@ func (h hist) quantile(q float64) (est, lo, hi float64, ok bool) {
 	return prev, prev, math.Inf(1), true
 }
 
-// histogram sums the _sum and _count series of a histogram whose labels
-// include every one of match.
-func histogram(text, family string, match ...string) (sum, count float64) {
-	return value(text, family+"_sum", match...), value(text, family+"_count", match...)
-}
-
-// value sums the series of family whose labels include every one of match.
-func value(text, family string, match ...string) (v float64) {
-lines:
-	for _, line := range strings.Split(text, "\n") {
-		if !strings.HasPrefix(line, family+"{") && !strings.HasPrefix(line, family+" ") {
-			continue
-		}
-		for _, m := range match {
-			if !strings.Contains(line, m) {
-				continue lines
-			}
-		}
-		if x, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64); err == nil {
-			v += x
-		}
-	}
-	return v
+// histogram sums the sums and counts of a histogram's series whose
+// labels include every one of match.
+func histogram(f promtext.Families, family string, match ...string) (sum, count float64) {
+	count, sum, _ = f.Histogram(family, match...)
+	return sum, count
 }
 
 // counters are the figures that say where a write's time goes, read from
@@ -157,7 +115,10 @@ func (b *bench) breakdown(ctx context.Context, m *localcluster.Manager) (counter
 	if err != nil {
 		return c, err
 	}
-	text := string(raw)
+	text, err := promtext.ParseString(string(raw))
+	if err != nil {
+		return c, err
+	}
 	ours := `name="` + webhook.WebhookName + `"`
 	c.callSum, c.calls = histogram(text, apiserverWebhook, ours, webhookUpdates)
 	c.callHist = buckets(text, apiserverWebhook, ours, webhookUpdates)
@@ -175,25 +136,24 @@ func (b *bench) breakdown(ctx context.Context, m *localcluster.Manager) (counter
 	c.judgeHist = buckets(mt, "ome_quota_webhook_judge_seconds")
 	c.ledger = map[string]float64{}
 	for _, o := range outcomes {
-		c.ledger[o] = value(mt, "ome_quota_webhook_ledger_total", `outcome="`+o+`"`)
+		c.ledger[o] = mt.Sum("ome_quota_webhook_ledger_total", `outcome="`+o+`"`)
 	}
-	c.uncertain = value(mt, "ome_quota_webhook_uncertain_total")
+	c.uncertain = mt.Sum("ome_quota_webhook_uncertain_total")
 	return c, nil
 }
 
-// managerMetrics is the text of the manager's /metrics.
-func managerMetrics(ctx context.Context, m *localcluster.Manager) (string, error) {
+// managerMetrics is the manager's /metrics, read.
+func managerMetrics(ctx context.Context, m *localcluster.Manager) (promtext.Families, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/metrics", m.MetricsPort), nil)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return "", fmt.Errorf("scraping %s: %w", m.Name, err)
+		return nil, fmt.Errorf("scraping %s: %w", m.Name, err)
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	return string(raw), err
+	return promtext.Parse(resp.Body)
 }
 
 func (c counters) sub(o counters) counters {
