@@ -62,15 +62,7 @@ func matches(m *dto.Metric, match []string) bool {
 // it, starts with B; a summary's quantile="Q" picks its quantile Q.
 func (f Families) Sum(family string, match ...string) float64 {
 	if mf := f[family]; mf != nil {
-		var quantile string
-		var labels []string
-		for _, m := range match {
-			if v, ok := strings.CutPrefix(m, "quantile="); ok {
-				quantile = strings.Trim(v, `"`)
-			} else {
-				labels = append(labels, m)
-			}
-		}
+		quantile, labels := take(match, "quantile")
 		var sum float64
 		for _, m := range mf.GetMetric() {
 			if !matches(m, labels) {
@@ -99,15 +91,7 @@ func (f Families) Sum(family string, match ...string) float64 {
 		if !ok || f[base] == nil {
 			continue
 		}
-		var le string
-		var labels []string
-		for _, m := range match {
-			if v, ok := strings.CutPrefix(m, "le="); ok {
-				le = strings.Trim(v, `"`)
-			} else {
-				labels = append(labels, m)
-			}
-		}
+		le, labels := take(match, "le")
 		var sum float64
 		for _, m := range f[base].GetMetric() {
 			if !matches(m, labels) {
@@ -133,6 +117,19 @@ func (f Families) Sum(family string, match ...string) float64 {
 		return sum
 	}
 	return 0
+}
+
+// take splits name's matcher (le, quantile: not labels once parsed) from
+// the others.
+func take(match []string, name string) (value string, labels []string) {
+	for _, m := range match {
+		if v, ok := strings.CutPrefix(m, name+"="); ok {
+			value = strings.Trim(v, `"`)
+		} else {
+			labels = append(labels, m)
+		}
+	}
+	return value, labels
 }
 
 // bound is an upper bound as the text writes it.
