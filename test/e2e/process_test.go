@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"ome.io/quota-manager/test/localcluster"
+	"ome.io/quota-manager/test/testutil"
 )
 
 // Short lease timings, so that a handover takes seconds.
@@ -34,17 +35,7 @@ func startManager(t *testing.T, name string, extra ...string) *managerProc {
 		"--webhook=false",
 		"-v=2",
 	}, extra...)
-	m, err := cluster.StartManager(context.Background(), cluster.ManagerBin, name, t.TempDir(), args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		m.Stop()
-		if t.Failed() {
-			t.Logf("--- %s log (last lines) ---\n%s", name, m.Tail(40))
-		}
-	})
-	return &managerProc{Manager: m, t: t}
+	return &managerProc{Manager: testutil.StartManager(t, cluster, cluster.ManagerBin, name, args...), t: t}
 }
 
 func (p *managerProc) kill() { p.Kill() }

@@ -26,6 +26,7 @@ import (
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/api/v1beta1/aqtest"
 	"ome.io/quota-manager/test/localcluster"
+	"ome.io/quota-manager/test/testutil"
 )
 
 // TestFirstCapacityReportHoldsEveryNode: with thousands of Nodes, the
@@ -92,7 +93,7 @@ func TestFirstCapacityReportHoldsEveryNode(t *testing.T) {
 	require.NoError(t, err)
 	defer w.Stop()
 
-	m := launch(t, "many-nodes", "--webhook=false", "--capacity-hysteresis-percent=0", "-v=1")
+	m := testutil.LaunchManager(t, cluster, cluster.ManagerBin, "many-nodes", "--webhook=false", "--capacity-hysteresis-percent=0", "-v=1")
 	defer func() {
 		// Every transition is logged at -v=1: the team never left Ready.
 		// The log is read once the manager has stopped, so that it has

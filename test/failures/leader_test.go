@@ -25,8 +25,8 @@ func TestTwoReplicasOnOneHostOneLeader(t *testing.T) {
 	const lease = "one-host"
 	flags := []string{"--webhook=false", "--leader-election-identity=", "--leader-election-id=" + lease,
 		"--leader-election-lease-duration=4s", "--leader-election-renew-deadline=3s", "--leader-election-retry-period=500ms"}
-	a := launch(t, "host-replica-a", flags...)
-	b := launch(t, "host-replica-b", flags...)
+	a := testutil.LaunchManager(t, cluster, cluster.ManagerBin, "host-replica-a", flags...)
+	b := testutil.LaunchManager(t, cluster, cluster.ManagerBin, "host-replica-b", flags...)
 
 	leaders := func() (float64, string) {
 		la, errA := a.Metric(ctx, "ome_quota_leader")

@@ -84,7 +84,7 @@ func TestMetricsNeedAuthorizedToken(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "tls.crt"), crt, 0o600))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "tls.key"), key, 0o600))
-	m := launch(t, "secure-metrics", "--webhook=false", "--metrics-secure=true", "--metrics-cert-dir="+dir, "--profiling")
+	m := testutil.LaunchManager(t, cluster, cluster.ManagerBin, "secure-metrics", "--webhook=false", "--metrics-secure=true", "--metrics-cert-dir="+dir, "--profiling")
 
 	// No token: 401, over TLS with the given certificate.
 	var state *tls.ConnectionState

@@ -163,7 +163,7 @@ func TestAPIServerOutage(t *testing.T) {
 	})
 
 	p := startProxy(t, apiserverAddr(t))
-	m := launch(t, "outage", "--webhook=false", "--kubeconfig="+kubeconfigVia(t, p), "--leader-elect=false", "--capacity-report-interval=2s")
+	m := testutil.LaunchManager(t, cluster, cluster.ManagerBin, "outage", "--webhook=false", "--kubeconfig="+kubeconfigVia(t, p), "--leader-elect=false", "--capacity-report-interval=2s")
 	testutil.Eventually(t, 60*time.Second, func() string {
 		if got := rootMark(ctx, "nvidia.com/gpu", flavor); got != "8" {
 			return "mark on root: " + got

@@ -27,19 +27,6 @@ import (
 // event handler a while after the cache reports synced.
 const manyNodes = 3000
 
-func launch(t *testing.T, name string, extra ...string) *localcluster.Manager {
-	t.Helper()
-	m, err := cluster.LaunchManager(context.Background(), cluster.ManagerBin, name, t.TempDir(), extra...)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		m.Stop()
-		if t.Failed() {
-			t.Logf("--- %s log (last lines) ---\n%s", m.Name, m.Tail(40))
-		}
-	})
-	return m
-}
-
 func readyz(t *testing.T, m *localcluster.Manager) (int, string) {
 	t.Helper()
 	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", m.HealthPort))
@@ -101,7 +88,7 @@ func TestMissingKueueCRDs(t *testing.T) {
 	t.Cleanup(func() {
 		_ = cluster.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(context.Background(), "ome-quota-manager.ome.io", metav1.DeleteOptions{})
 	})
-	m := launch(t, "no-kueue-crds", webhookFlags...)
+	m := testutil.LaunchManager(t, cluster, cluster.ManagerBin, "no-kueue-crds", webhookFlags...)
 
 	const missing = "Kueue's CRDs are missing: the API server does not serve kueue.x-k8s.io/v1beta2 clusterqueues, cohorts, localqueues, resourceflavors; install Kueue v0.17 or newer"
 	testutil.Eventually(t, 30*time.Second, func() string {

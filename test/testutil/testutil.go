@@ -217,11 +217,29 @@ func StartManager(t testing.TB, c *localcluster.Cluster, bin, name string, args 
 	if err != nil {
 		t.Fatal(err)
 	}
+	stopAtCleanup(t, m)
+	return m
+}
+
+// LaunchManager is StartManager without the wait for readiness, for a
+// test of a manager that must not become ready.
+func LaunchManager(t testing.TB, c *localcluster.Cluster, bin, name string, args ...string) *localcluster.Manager {
+	t.Helper()
+	m, err := c.LaunchManager(context.Background(), bin, name, t.TempDir(), args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopAtCleanup(t, m)
+	return m
+}
+
+// stopAtCleanup stops m when the test ends, and logs the end of its log
+// when the test failed.
+func stopAtCleanup(t testing.TB, m *localcluster.Manager) {
 	t.Cleanup(func() {
 		m.Stop()
 		if t.Failed() {
-			t.Logf("--- manager log (last lines) ---\n%s", m.Tail(40))
+			t.Logf("--- %s log (last lines) ---\n%s", m.Name, m.Tail(40))
 		}
 	})
-	return m
 }
