@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
 	"ome.io/quota-manager/test/testutil"
 )
 
