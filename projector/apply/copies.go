@@ -6,8 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"sync"
 
+	"golang.org/x/sync/errgroup"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -78,9 +78,7 @@ func (w *CopyWriter) Apply(ctx context.Context, want projector.MemberCopies, obj
 		wanted[c.Name] = true
 		parent := c.Spec.ParentRef.Name
 		if d, ok := level[parent]; ok {
-			level[c.Name] = d + 1
-		} else {
-			level[c.Name] = 0
+			level[c.Name] = d + 1 // under a parent outside the plan: level 0
 		}
 		cur := have[c.Name]
 		switch {
@@ -123,13 +121,10 @@ func (w *CopyWriter) Apply(ctx context.Context, want projector.MemberCopies, obj
 		for hi < len(writes) && level[writes[hi].Name] == level[writes[lo].Name] {
 			hi++
 		}
-		var wg sync.WaitGroup
-		slots := make(chan struct{}, parallel)
+		var g errgroup.Group
+		g.SetLimit(parallel)
 		for i := lo; i < hi; i++ {
-			wg.Add(1)
-			slots <- struct{}{}
-			go func(i int) {
-				defer func() { <-slots; wg.Done() }()
+			g.Go(func() error {
 				c := writes[i]
 				body, err := json.Marshal(c)
 				if err == nil {
@@ -137,9 +132,10 @@ func (w *CopyWriter) Apply(ctx context.Context, want projector.MemberCopies, obj
 					_, err = aqs.Patch(ctx, c.Name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: FieldManager, Force: &force})
 				}
 				errs[i] = err
-			}(i)
+				return nil
+			})
 		}
-		wg.Wait()
+		_ = g.Wait() // each write's error is in errs
 		lo = hi
 	}
 	for i, c := range writes {
