@@ -15,6 +15,7 @@ import (
 
 	quotaclient "ome.io/quota-manager/api/client"
 	"ome.io/quota-manager/api/v1beta1/aqtest"
+	"ome.io/quota-manager/state"
 )
 
 // TestFiftyClientsAtOnce: 50 clients write at the same moment through two
@@ -26,8 +27,9 @@ import (
 // the other replica (state.MaxUncertain), all creates or raises of teams,
 // is judged on the combination that bounds the others
 // (state.AdmitDominated) rather than refused when they do not land within
-// the webhook's patience, as a burst on 2 loaded cores shows; the test
-// requires that this path ran (ome_quota_webhook_bound_total). (Each client
+// the webhook's patience. The balancer holds the creates so that this
+// happens on any machine (burstGate), and the test requires that this
+// path ran (ome_quota_webhook_bound_total). (Each client
 // would send its write again on "retry", as a GitOps tool does; the
 // refusals are counted, and must be none.) Then 50 creates that cannot
 // all fit (3 GPUs each under a Cohort of 100): at most 33 are stored,
@@ -79,6 +81,10 @@ func TestFiftyClientsAtOnce(t *testing.T) {
 			return err
 		})
 	}
+	// The creates go through a gate: the first replica judges them beside
+	// at least four of the second's reservations whose writes have not
+	// landed, on a fast machine as on a slow one.
+	opened := b.holdBurst(state.MaxUncertain + 1)
 	for i, err := range all(func(i int) error {
 		return untilAdmitted(func() error {
 			_, err := aqs.Create(ctx, aqtest.Team(fmt.Sprintf("burst-ok-%02d", i), "burst-ok").Budget(gpu, "a100", "1").Obj(), metav1.CreateOptions{})
@@ -87,6 +93,7 @@ func TestFiftyClientsAtOnce(t *testing.T) {
 	}) {
 		require.NoError(t, err, "client %d's create of a team that fits", i)
 	}
+	opened()
 	require.Zero(t, refused.Swap(0), "creates that fit were refused with retry")
 	for i, err := range all(func(i int) error {
 		return untilAdmitted(func() error {

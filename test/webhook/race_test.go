@@ -41,7 +41,49 @@ type balancer struct {
 	sent [2]atomic.Int64
 	// backends are the replicas' ports; a test may change them.
 	backends [2]atomic.Int64
+	// gate, while set (holdBurst), staggers the replicas' answers.
+	gate atomic.Pointer[burstGate]
 }
+
+// burstGate makes a burst judged beside writes admitted and not yet landed
+// on a machine of any speed: reviews for the first replica wait until the
+// second has answered n, and the second's answers are kept from the API
+// server (so the writes they admit do not land) until the first has
+// answered one. Each wait lasts at most holdMax, well inside the API
+// server's 10 s for a review, so a gate nobody opens slows a burst and
+// fails no write.
+type burstGate struct {
+	n                     int64
+	answered              atomic.Int64 // by the second replica
+	enough, first         chan struct{}
+	enoughOnce, firstOnce sync.Once
+}
+
+const holdMax = 3 * time.Second
+
+func (g *burstGate) wait(c chan struct{}) {
+	select {
+	case <-c:
+	case <-time.After(holdMax):
+	}
+}
+
+func (g *burstGate) open() {
+	g.enoughOnce.Do(func() { close(g.enough) })
+	g.firstOnce.Do(func() { close(g.first) })
+}
+
+// holdBurst sets a gate for the next burst: the first replica judges its
+// reviews beside at least n reservations of the second that have not
+// landed. The returned func opens the gate and removes it.
+func (b *balancer) holdBurst(n int64) func() {
+	g := &burstGate{n: n, enough: make(chan struct{}), first: make(chan struct{})}
+	b.gate.Store(g)
+	return func() { b.gate.CompareAndSwap(g, nil); g.open() }
+}
+
+// backendHeader names, on a review sent on, the replica it went to.
+const backendHeader = "X-Test-Replica"
 
 func startBalancer(t *testing.T, port int, backends [2]int) *balancer {
 	t.Helper()
@@ -59,7 +101,25 @@ func startBalancer(t *testing.T, port int, backends [2]int) *balancer {
 		Rewrite: func(r *httputil.ProxyRequest) {
 			i := next.Add(1) % 2
 			b.sent[i].Add(1)
+			if g := b.gate.Load(); g != nil && i == 0 {
+				g.wait(g.enough)
+			}
 			r.SetURL(&url.URL{Scheme: "https", Host: fmt.Sprintf("127.0.0.1:%d", b.backends[i].Load())})
+			r.Out.Header.Set(backendHeader, strconv.FormatInt(i, 10))
+		},
+		ModifyResponse: func(resp *http.Response) error {
+			g := b.gate.Load()
+			switch {
+			case g == nil:
+			case resp.Request.Header.Get(backendHeader) == "0":
+				g.firstOnce.Do(func() { close(g.first) })
+			default:
+				if g.answered.Add(1) == g.n {
+					g.enoughOnce.Do(func() { close(g.enough) })
+				}
+				g.wait(g.first)
+			}
+			return nil
 		},
 		Transport: transport,
 	}
