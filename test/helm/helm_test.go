@@ -148,10 +148,9 @@ func TestGuideHelmCommands(t *testing.T) {
 
 		// The pod without the webhook becomes ready, with the RBAC this
 		// release leaves it (no Secret, no webhook configuration).
-		args, env := container(ctx, t)
 		port, err := localcluster.FreePort()
 		require.NoError(t, err)
-		m := launch(t, "no-webhook", t.TempDir(), saKubeconfig(ctx, t), args, env, port)
+		m := launch(ctx, t, "no-webhook", t.TempDir(), saKubeconfig(ctx, t), port)
 		require.NoError(t, m.WaitReady(ctx, 2*time.Minute))
 		stopClean(t, m)
 	})
@@ -252,62 +251,20 @@ func saKubeconfig(ctx context.Context, t *testing.T) string {
 	return path
 }
 
-// container returns the Deployment's container as a process: its command
-// (the image's binary), args and env, with the fieldRef env resolved as
-// the kubelet would for a pod in namespace ome.
-func container(ctx context.Context, t *testing.T) (args, env []string) {
-	c := getDeployment(ctx, t).Spec.Template.Spec.Containers[0]
-	require.Equal(t, []string{"/ome-quota-manager"}, c.Command)
-	for _, e := range c.Env {
-		switch {
-		case e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace":
-			env = append(env, e.Name+"="+ns)
-		case e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name":
-			env = append(env, e.Name+"="+podName) // launch gives each replica its own
-		case e.ValueFrom == nil:
-			env = append(env, e.Name+"="+e.Value)
-		default:
-			t.Fatalf("env %s: no way to resolve %+v without a kubelet", e.Name, e.ValueFrom)
-		}
-	}
-	return c.Args, env
-}
-
-// podName stands for the pod's name in container's env until launch
-// names the replica.
-const podName = "POD-NAME"
-
-// launch runs the Deployment's container (its args and env) as a process,
-// adding only what a pod gets from its surroundings rather than its args:
-// the token (as a kubeconfig), its own addresses, and its name, which
-// becomes POD_NAME and, as the kubelet expands $(POD_NAME), its identity.
-func launch(t *testing.T, name, logs, kubeconfig string, args, env []string, webhookPort int) *localcluster.Manager {
-	mp, err := localcluster.FreePort()
+// launch runs the installed Deployment's container as a process named
+// name, as a pod would run it (localcluster.Pod: its args and env, its
+// volumes, the ServiceAccount's token), serving its webhook on
+// webhookPort, with its files and log under logs. It is stopped when the
+// test ends.
+func launch(ctx context.Context, t *testing.T, name, logs, kubeconfig string, webhookPort int) *localcluster.Manager {
+	t.Helper()
+	d := getDeployment(ctx, t)
+	require.Equal(t, []string{"/ome-quota-manager"}, d.Spec.Template.Spec.Containers[0].Command)
+	ports, err := localcluster.NewPodPorts()
 	require.NoError(t, err)
-	hp, err := localcluster.FreePort()
-	require.NoError(t, err)
-	env = slices.Clone(env)
-	for i, e := range env {
-		env[i] = strings.ReplaceAll(e, podName, name)
-	}
-	run := make([]string, 0, len(args)+6)
-	for _, a := range args {
-		for _, e := range env {
-			k, v, _ := strings.Cut(e, "=")
-			a = strings.ReplaceAll(a, "$("+k+")", v)
-		}
-		run = append(run, a)
-	}
-	run = append(run,
-		"--kubeconfig="+kubeconfig,
-		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", mp),
-		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", hp),
-		fmt.Sprintf("--webhook-port=%d", webhookPort),
-		"--webhook-cert-hosts=127.0.0.1",
-		// The pod's event log volume is a folder of this process's own.
-		"--event-log="+filepath.Join(logs, name+"-events"),
-	)
-	m, err := localcluster.LaunchProcess(cluster.ManagerBin, name, logs, run, env, mp, hp)
+	ports.Webhook = webhookPort
+	pod := &localcluster.Pod{Cluster: cluster, Deployment: d, Bin: cluster.ManagerBin, Kubeconfig: kubeconfig}
+	m, err := pod.Launch(ctx, name, logs, ports)
 	require.NoError(t, err)
 	t.Cleanup(m.Stop)
 	return m
@@ -324,7 +281,6 @@ func stopClean(t *testing.T, m *localcluster.Manager) {
 }
 
 func runReplicas(ctx context.Context, t *testing.T, w *workdir) {
-	args, env := container(ctx, t)
 	kubeconfig := saKubeconfig(ctx, t)
 	logs := t.TempDir()
 
@@ -338,7 +294,7 @@ func runReplicas(ctx context.Context, t *testing.T, w *workdir) {
 
 	var replicas []*localcluster.Manager
 	for i, port := range ports {
-		replicas = append(replicas, launch(t, fmt.Sprintf("replica-%d", i), logs, kubeconfig, args, env, port))
+		replicas = append(replicas, launch(ctx, t, fmt.Sprintf("replica-%d", i), logs, kubeconfig, port))
 	}
 	for _, m := range replicas {
 		require.NoError(t, m.WaitReady(ctx, 2*time.Minute))
@@ -421,7 +377,7 @@ team-beta     ClusterQueue   ml-research   True    True`)
 		require.Contains(t, []string{"replica-0", "replica-1"}, *lease.Spec.HolderIdentity, "the Lease's holder is a pod's name")
 		// The API server calls replica-0: its log holds the verdicts, each
 		// naming it, and its start marker.
-		dir := filepath.Join(logs, "replica-0-events")
+		dir := localcluster.PodPath(logs, "replica-0", "/var/lib/ome-quota-manager/events")
 		testutil.Eventually(t, 30*time.Second, func() string {
 			out, err := exec.Command(cluster.ManagerBin, "replay", dir, "--node", "team-alpha", "--history").CombinedOutput()
 			if err != nil || !strings.Contains(string(out), "CREATE admitted by replica-0") || !strings.Contains(string(out), "UPDATE request denied by replica-0") {

@@ -98,6 +98,12 @@ func (c *Cluster) LaunchManager(ctx context.Context, bin, name, logDir string, e
 	return c.launchManager(ctx, bin, name, logDir, nil, extra...)
 }
 
+// LaunchManagerEnv is LaunchManager with env added to the process's
+// environment.
+func (c *Cluster) LaunchManagerEnv(ctx context.Context, bin, name, logDir string, env []string, extra ...string) (*Manager, error) {
+	return c.launchManager(ctx, bin, name, logDir, env, extra...)
+}
+
 func (c *Cluster) launchManager(ctx context.Context, bin, name, logDir string, env []string, extra ...string) (*Manager, error) {
 	if err := c.EnsureNamespace(ctx, "ome"); err != nil {
 		return nil, err

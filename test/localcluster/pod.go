@@ -47,6 +47,13 @@ func NewPodPorts() (PodPorts, error) {
 	return p, nil
 }
 
+// PodPath is where a file at path in the container of the replica name,
+// launched with dir (Pod.Launch), is on this machine: under a mount path,
+// where the volume is laid out.
+func PodPath(dir, name, path string) string {
+	return filepath.Join(dir, name+"-fs", path)
+}
+
 // Launch starts one replica, named name (its POD_NAME and so its
 // identity), with its files and log under dir. It adds to the args only
 // what a pod gets from its surroundings: the kubeconfig and the ports.
@@ -54,10 +61,9 @@ func (p *Pod) Launch(ctx context.Context, name, dir string, ports PodPorts) (*Ma
 	spec := p.Deployment.Spec.Template.Spec
 	c := spec.Containers[0]
 	ns := p.Deployment.Namespace
-	root := filepath.Join(dir, name+"-fs")
 	mounts := map[string]string{}
 	for _, vm := range c.VolumeMounts {
-		local := filepath.Join(root, vm.MountPath)
+		local := PodPath(dir, name, vm.MountPath)
 		if err := os.MkdirAll(local, 0o755); err != nil {
 			return nil, err
 		}

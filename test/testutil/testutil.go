@@ -207,17 +207,14 @@ func InstallWebhook(t testing.TB, c *localcluster.Cluster) []string {
 	return localcluster.WebhookFlags(port)
 }
 
-// StartManager starts the quota manager bin as name with args, its log in
-// a folder of the test, and waits until it is ready (Cluster.StartManager);
-// at the end of the test it stops it and, when the test failed, shows the
-// last lines of its log.
+// StartManager starts the quota manager bin as name with args and waits
+// until it is ready (RunManager); it fails the test when it cannot.
 func StartManager(t testing.TB, c *localcluster.Cluster, bin, name string, args ...string) *localcluster.Manager {
 	t.Helper()
-	m, err := c.StartManager(context.Background(), bin, name, t.TempDir(), args...)
+	m, err := RunManager(t, c, bin, name, Ready, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	stopAtCleanup(t, m)
 	return m
 }
 
@@ -225,12 +222,44 @@ func StartManager(t testing.TB, c *localcluster.Cluster, bin, name string, args 
 // test of a manager that must not become ready.
 func LaunchManager(t testing.TB, c *localcluster.Cluster, bin, name string, args ...string) *localcluster.Manager {
 	t.Helper()
-	m, err := c.LaunchManager(context.Background(), bin, name, t.TempDir(), args...)
+	m, err := RunManager(t, c, bin, name, ManagerOptions{}, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	stopAtCleanup(t, m)
 	return m
+}
+
+// ManagerOptions say how RunManager starts a manager.
+type ManagerOptions struct {
+	// Env is added to the process's environment.
+	Env []string
+	// Ready: wait until its /readyz answers (Cluster.StartManager).
+	Ready bool
+}
+
+// Ready is RunManager's common case: wait for readiness, nothing added to
+// the environment.
+var Ready = ManagerOptions{Ready: true}
+
+// RunManager is the test kit's one manager launcher: it starts the quota
+// manager bin as name with args and o, its log in a folder of the test;
+// at the end of the test it stops it and, when the test failed, shows the
+// last lines of its log. It returns an error rather than failing the
+// test, so that a goroutine may call it.
+func RunManager(t testing.TB, c *localcluster.Cluster, bin, name string, o ManagerOptions, args ...string) (*localcluster.Manager, error) {
+	ctx := context.Background()
+	var m *localcluster.Manager
+	var err error
+	if o.Ready {
+		m, err = c.StartManagerEnv(ctx, bin, name, t.TempDir(), o.Env, args...)
+	} else {
+		m, err = c.LaunchManagerEnv(ctx, bin, name, t.TempDir(), o.Env, args...)
+	}
+	if err != nil {
+		return nil, err
+	}
+	stopAtCleanup(t, m)
+	return m, nil
 }
 
 // stopAtCleanup stops m when the test ends, and logs the end of its log

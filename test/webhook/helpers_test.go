@@ -169,29 +169,25 @@ func freePort(t *testing.T) int {
 // webhook) and waits until it is ready. It is stopped when the test ends.
 func startReplica(t *testing.T, name string, port int, extra ...string) *replica {
 	t.Helper()
-	r, err := launch(t, name, port, extra...)
+	r, err := launch(t, name, port, nil, extra...)
 	require.NoError(t, err)
 	return r
 }
 
-func launch(t *testing.T, name string, port int, extra ...string) (*replica, error) {
+// launch starts a manager as startReplica does, with env added to its
+// environment, and returns an error rather than failing the test, so that
+// a goroutine may call it.
+func launch(t *testing.T, name string, port int, env []string, extra ...string) (*replica, error) {
 	args := append([]string{"-v=1"}, leaseFlags...)
 	if port == 0 {
 		args = append(args, "--webhook=false")
 	} else {
 		args = append(args, localcluster.WebhookFlags(port)...)
 	}
-	args = append(args, extra...)
-	m, err := cluster.StartManager(context.Background(), cluster.ManagerBin, name, t.TempDir(), args...)
+	m, err := testutil.RunManager(t, cluster, cluster.ManagerBin, name, testutil.ManagerOptions{Env: env, Ready: true}, append(args, extra...)...)
 	if err != nil {
 		return nil, err
 	}
-	t.Cleanup(func() {
-		m.Stop()
-		if t.Failed() {
-			t.Logf("--- %s log (last lines) ---\n%s", name, m.Tail(40))
-		}
-	})
 	return &replica{Manager: m, port: port}, nil
 }
 
@@ -238,22 +234,6 @@ func sameCert(t *testing.T, pemCert string, c *x509.Certificate) bool {
 	certs, err := cert.ParseCertsPEM([]byte(pemCert))
 	require.NoError(t, err)
 	return certs[0].Equal(c)
-}
-
-// startReplicaEnv is startReplica with env added to the replica's
-// environment.
-func startReplicaEnv(t *testing.T, name string, port int, env []string, extra ...string) *replica {
-	t.Helper()
-	args := append(append([]string{"-v=1"}, leaseFlags...), localcluster.WebhookFlags(port)...)
-	m, err := cluster.StartManagerEnv(context.Background(), cluster.ManagerBin, name, t.TempDir(), env, append(args, extra...)...)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		m.Stop()
-		if t.Failed() {
-			t.Logf("--- %s log (last lines) ---\n%s", name, m.Tail(40))
-		}
-	})
-	return &replica{Manager: m, port: port}
 }
 
 // poster sends AdmissionReviews straight to a webhook port, as any client

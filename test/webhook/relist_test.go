@@ -196,7 +196,7 @@ func TestConflictAcrossRelist(t *testing.T) {
 		kubeconfig := kubeconfigVia(t, g.ln.Addr().String())
 		port := freePort(t)
 		go func() {
-			r, err := launch(t, fmt.Sprintf("relist-a-%02d", i), port, "--kubeconfig="+kubeconfig)
+			r, err := launch(t, fmt.Sprintf("relist-a-%02d", i), port, nil, "--kubeconfig="+kubeconfig)
 			ch <- replicaA{r: r, g: g, ready: time.Now(), err: err}
 		}()
 		return ch

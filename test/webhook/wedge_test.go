@@ -27,7 +27,7 @@ func TestTwoReplicasWedgeAndRecovery(t *testing.T) {
 	var errs [2]error
 	var wg sync.WaitGroup
 	for i, p := range []int{portA, portB} {
-		wg.Go(func() { reps[i], errs[i] = launch(t, []string{"replica-a", "replica-b"}[i], p) })
+		wg.Go(func() { reps[i], errs[i] = launch(t, []string{"replica-a", "replica-b"}[i], p, nil) })
 	}
 	wg.Wait()
 	require.NoError(t, errs[0])
