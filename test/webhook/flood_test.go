@@ -234,7 +234,7 @@ func percentile(d []time.Duration, p float64) time.Duration {
 // names the forger nowhere. The genuine writes' p50 and p99, in the flood
 // and in a quiet run of the same script just before, are logged.
 func TestForgedFlood(t *testing.T) {
-	res := floodRun(t, floodConfig{name: "flood", quiet: 15 * time.Second, flood: 60 * time.Second,
+	res := floodRun(t, floodConfig{name: "flood", quiet: 15 * time.Second, flood: 60 * time.Second, minSent: 1000,
 		flags: []string{"--webhook-client-ca=" + clusterCA()}})
 	t.Logf("genuine writes: quiet run %d, p50 %v, p99 %v; in the flood %d, p50 %v, p99 %v (p99 %.2fx the quiet run's)",
 		len(res.quiet), percentile(res.quiet, 0.5), percentile(res.quiet, 0.99), len(res.flood), percentile(res.flood, 0.5), percentile(res.flood, 0.99),
@@ -248,7 +248,7 @@ func TestForgedFlood(t *testing.T) {
 
 // TestForgedFloodWithoutClientCertificates: the same forged reviews for
 // 30 s at a replica that asks for no client certificate (the default),
-// recording into an event log of 1 MiB. The forger's writes are judged:
+// recording into an event log of 512 KiB. The forger's writes are judged:
 // those the rules admit fill the admission ledger, so genuine writes are
 // refused with "retry" until the forged reservations expire (30 s here),
 // and each is sent again until it is answered. Still: none is
@@ -258,7 +258,7 @@ func TestForgedFlood(t *testing.T) {
 // author of nothing.
 func TestForgedFloodWithoutClientCertificates(t *testing.T) {
 	res := floodRun(t, floodConfig{name: "nocert", flood: 30 * time.Second, retry: true,
-		flags: []string{"--webhook-reservation-expiry=30s", "--apiserver-request-timeout=20s", "--event-log-max-bytes=1048576"}})
+		flags: []string{"--webhook-reservation-expiry=30s", "--apiserver-request-timeout=20s", "--event-log-max-bytes=524288"}})
 	t.Logf("genuine writes in the flood: %d, refused with retry %d times before they were answered", len(res.flood), res.retries)
 	require.Positive(t, res.answered, "no forged review was judged: the flood proves nothing")
 	require.Positive(t, res.forgedReserved, "no forged write was reserved: the ledger's bounds were not tried")
@@ -282,6 +282,12 @@ type floodConfig struct {
 	name         string // the replica's and its nodes' prefix
 	quiet, flood time.Duration
 	flags        []string // the replica's, beside --event-log
+	// minSent is how many forged reviews prove the flood was one, where
+	// nothing else does: with client certificates none is answered.
+	// Without them, what the forged reviews did (answered, reserved, the
+	// log of verdicts turned over) is the proof, whatever their number on
+	// a loaded machine.
+	minSent int64
 	// retry sends a genuine write again while the webhook says "retry"
 	// (for up to 2 minutes), counting each refusal; otherwise a refusal
 	// is a failure.
@@ -427,7 +433,7 @@ func floodRun(t *testing.T, cfg floodConfig) floodResult {
 	t.Logf("forged reviews sent: %d, answered: %d; silent connections opened: %d", counts.Sent, counts.Answered, counts.Held)
 	t.Logf("the ledger's reservations, encoded, at most %d bytes over %d looks; forged reservations seen %d times", ledgerMax.Load(), looks.Load(), forged.Load())
 	require.Zero(t, failures.Load(), "genuine writes failed in the flood")
-	require.Greater(t, counts.Sent, int64(100), "the forger sent too little to prove anything")
+	require.GreaterOrEqual(t, counts.Sent, cfg.minSent, "the forger sent too little to prove anything")
 	require.Positive(t, looks.Load())
 	require.Less(t, ledgerMax.Load(), int64(1<<20), "the ledger passed its byte bound")
 	require.Empty(t, storedViolations(t, aqs, c))
