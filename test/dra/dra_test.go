@@ -490,8 +490,7 @@ func TestDRAForbidden(t *testing.T) {
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	require.NoError(t, clientcmd.WriteToFile(*cfg, kubeconfig))
 
-	m, err := cluster.LaunchManager(ctx, cluster.ManagerBin, "dra-forbidden", t.TempDir(), "--kubeconfig="+kubeconfig, "--webhook=false", "--leader-elect=false")
-	require.NoError(t, err)
+	m := testutil.LaunchManager(t, cluster, cluster.ManagerBin, "dra-forbidden", "--kubeconfig="+kubeconfig, "--webhook=false", "--leader-elect=false")
 	select {
 	case <-m.Done():
 	case <-time.After(30 * time.Second):

@@ -33,17 +33,7 @@ func TestEventLogOnAFullDisk(t *testing.T) {
 	require.NoError(t, unix.Mount("tmpfs", disk, "tmpfs", 0, "size=512k"))
 	t.Cleanup(func() { _ = unix.Unmount(disk, unix.MNT_DETACH) })
 	dir := filepath.Join(disk, "events")
-	m, err := cluster.StartManager(ctx, cluster.ManagerBin, "full-disk", t.TempDir(), "--webhook=false", "--leader-elect=false", "--event-log="+dir, "--event-log-sync=always")
-	require.NoError(t, err)
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			m.Stop()
-		}
-		if t.Failed() {
-			t.Logf("--- manager log ---\n%s", m.Tail(40))
-		}
-	})
+	m := testutil.StartManager(t, cluster, cluster.ManagerBin, "full-disk", "--webhook=false", "--leader-elect=false", "--event-log="+dir, "--event-log-sync=always")
 	nodes := func(prefix string, n int) {
 		t.Helper()
 		for i := range n {
@@ -125,7 +115,6 @@ func TestEventLogOnAFullDisk(t *testing.T) {
 		return ""
 	})
 	m.Stop()
-	stopped = true
 	require.Equal(t, 0, m.ExitCode(), "the manager did not stop cleanly")
 
 	ents, err := os.ReadDir(dir)

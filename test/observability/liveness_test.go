@@ -59,15 +59,8 @@ func TestRevokedNodeRightsStopTheStamps(t *testing.T) {
 	require.NoError(t, cluster.WriteServiceAccountKubeconfig(ctx, "ome", sa, kubeconfig))
 
 	const interval = 4 * time.Second
-	m, err := cluster.StartManager(ctx, cluster.ManagerBin, "liveness", t.TempDir(), "--webhook=false", "--kubeconfig="+kubeconfig,
+	m := testutil.StartManager(t, cluster, cluster.ManagerBin, "liveness", "--webhook=false", "--kubeconfig="+kubeconfig,
 		"--capacity-report-interval="+interval.String(), "-v=1")
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		m.Stop()
-		if t.Failed() {
-			t.Logf("--- manager log (last lines) ---\n%s", m.Tail(30))
-		}
-	})
 
 	// The stale-reporting alert, its expression as shipped, held 1 s
 	// instead of 2 m.

@@ -24,12 +24,10 @@ import (
 // token bound to the chart's metrics-reader ClusterRole.
 func TestPrometheusScrapesBothModes(t *testing.T) {
 	ctx := context.Background()
-	plain, err := cluster.StartManager(ctx, cluster.ManagerBin, "plain", t.TempDir(), "--webhook=false")
-	require.NoError(t, err)
-	t.Cleanup(plain.Stop)
+	plain := testutil.StartManager(t, cluster, cluster.ManagerBin, "plain", "--webhook=false")
 
 	const sa = "prometheus"
-	_, err = cluster.Kube.CoreV1().ServiceAccounts("ome").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{})
+	_, err := cluster.Kube.CoreV1().ServiceAccounts("ome").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{})
 	if !apierrors.IsAlreadyExists(err) {
 		require.NoError(t, err)
 	}
@@ -40,9 +38,7 @@ func TestPrometheusScrapesBothModes(t *testing.T) {
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "token")
 	require.NoError(t, os.WriteFile(tokenFile, []byte(token), 0o600))
-	secure, err := cluster.StartManager(ctx, cluster.ManagerBin, "secure", t.TempDir(), "--webhook=false", "--metrics-secure=true")
-	require.NoError(t, err)
-	t.Cleanup(secure.Stop)
+	secure := testutil.StartManager(t, cluster, cluster.ManagerBin, "secure", "--webhook=false", "--metrics-secure=true")
 
 	prom, err := localcluster.StartPrometheusScraping(ctx, promDir, dir, time.Second, fmt.Sprintf(`  - job_name: plain
     static_configs:

@@ -33,15 +33,8 @@ func TestOnlyLabelledObjectsAreWritten(t *testing.T) {
 	unlabel("secret", secretName, true)
 	unlabel("validatingwebhookconfiguration", configName, false)
 
-	m, err := cluster.LaunchManager(ctx, cluster.ManagerBin, "unlabelled", t.TempDir(), localcluster.WebhookFlags(port)...)
-	require.NoError(t, err)
+	m := testutil.LaunchManager(t, cluster, cluster.ManagerBin, "unlabelled", localcluster.WebhookFlags(port)...)
 	r := &replica{Manager: m, port: port}
-	t.Cleanup(func() {
-		m.Stop()
-		if t.Failed() {
-			t.Logf("--- log (last lines) ---\n%s", m.Tail(40))
-		}
-	})
 	waitNotReady := func(want string) {
 		t.Helper()
 		eventually(t, 30*time.Second, func() string {
@@ -68,6 +61,6 @@ func TestOnlyLabelledObjectsAreWritten(t *testing.T) {
 		return ""
 	})
 	require.NotEmpty(t, caBundle(t))
-	_, err = cluster.Kube.CoreV1().Secrets(ns).Get(ctx, secretName, metav1.GetOptions{})
+	_, err := cluster.Kube.CoreV1().Secrets(ns).Get(ctx, secretName, metav1.GetOptions{})
 	require.NoError(t, err)
 }
