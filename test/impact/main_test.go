@@ -81,12 +81,21 @@ func run(m *testing.M) int {
 		if manager, err = c.StartManager(ctx, c.ManagerBin, "m1", dir, args...); err != nil {
 			return err
 		}
-		// The manager creates root: the tests' trees hang from it.
+		// The manager creates root: the tests' trees hang from it. Its
+		// status, written from the manager's state, proves that the
+		// state (which the webhook judges against) holds it too; until
+		// then a child of root is refused as having no parent.
 		if err := testutil.Poll(time.Minute, 200*time.Millisecond, func() error {
-			_, err := c.AQs.Get(ctx, v1beta1.RootName, metav1.GetOptions{})
-			return err
+			root, err := c.AQs.Get(ctx, v1beta1.RootName, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if root.Status.ObservedGeneration != root.Generation {
+				return fmt.Errorf("root's status has observed generation %d of %d", root.Status.ObservedGeneration, root.Generation)
+			}
+			return nil
 		}); err != nil {
-			return fmt.Errorf("the manager did not create root: %w", err)
+			return fmt.Errorf("the manager did not create and observe root: %w", err)
 		}
 		return nil
 	})
