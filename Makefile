@@ -13,12 +13,13 @@ all: lint test
 tools:
 	@hack/tools.sh >/dev/null
 
-# lint and test compile as `make image` and `make plugin` do (no cgo,
-# -trimpath; hack/test.sh sets the same), so that one compile of each
-# package serves go vet, the tests, the manager binaries they start, the
-# plugin and the amd64 image.
-lint test unit: export CGO_ENABLED := 0
-lint test unit: export GOFLAGS := -trimpath $(GOFLAGS)
+# lint, unit, test and image compile with the flags of hack/goflags.sh (no
+# cgo, -trimpath, no DWARF), as hack/tools.sh and hack/plugin.sh do, so that
+# one compile of each package serves the tools, go vet, the tests, the
+# manager binaries they start, the plugin and the amd64 image.
+OME_GOFLAGS := $(shell . ./hack/goflags.sh && echo "$$OME_GOFLAGS")
+lint test unit image: export CGO_ENABLED := 0
+lint test unit image: export GOFLAGS := $(if $(findstring $(OME_GOFLAGS),$(GOFLAGS)),$(GOFLAGS),$(strip $(OME_GOFLAGS) $(GOFLAGS)))
 
 ## test: the tools, then lint (its compile finds the libraries it shares
 ## with the tools in the Go build cache, at the same versions), then unit,
@@ -55,9 +56,9 @@ IMAGE ?= ome-quota-manager:dev
 IMAGE_DIR ?= bin
 image:
 	@mkdir -p $(IMAGE_DIR)/image-$(IMAGE_ARCH)
-	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags="-s -w" \
+	GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -ldflags="-s -w" \
 	  -o $(IMAGE_DIR)/image-$(IMAGE_ARCH)/ome-quota-manager ./cmd/ome-quota-manager
-	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags="-s -w" \
+	GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -ldflags="-s -w" \
 	  -o $(IMAGE_DIR)/image-$(IMAGE_ARCH)/secretreader-plugin sigs.k8s.io/cluster-inventory-api/cmd/secretreader-plugin
 	cp Dockerfile $(IMAGE_DIR)/image-$(IMAGE_ARCH)/Dockerfile
 	cd hack/image && env -u GOOS -u GOARCH $(GO) run . -arch $(IMAGE_ARCH) -tag $(IMAGE) \

@@ -7,9 +7,10 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
+. "$root/hack/goflags.sh"
 bin=${BIN_DIR:-bin} dist=${DIST_DIR:-dist}
 mkdir -p "$bin"
-CGO_ENABLED=0 go build -trimpath -o "$bin/kubectl-ome" ./cmd/kubectl-ome
+go build $OME_GOFLAGS -o "$bin/kubectl-ome" ./cmd/kubectl-ome
 if [ "${1:-}" != krew ]; then
   echo "$bin/kubectl-ome (make plugin-krew builds the krew archives)"
   exit 0
@@ -20,7 +21,7 @@ manifest=$(sed "s/VERSION/$version/g" plugins/ome.yaml)
 for platform in linux/amd64 linux/arm64 darwin/amd64 darwin/arm64; do
   os=${platform%/*} arch=${platform#*/}
   work=$(mktemp -d)
-  CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -ldflags="-s -w" -o "$work/kubectl-ome" ./cmd/kubectl-ome
+  GOOS=$os GOARCH=$arch go build $OME_GOFLAGS -ldflags="-s -w" -o "$work/kubectl-ome" ./cmd/kubectl-ome
   archive=$dist/kubectl-ome_${os}_${arch}.tar.gz
   tar -C "$work" --owner=0 --group=0 --mtime='2000-01-01 00:00Z' -czf "$archive" kubectl-ome
   rm -rf "$work"

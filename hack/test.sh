@@ -6,11 +6,12 @@
 # removed whatever the outcome.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-# Compile as `make image` and `make plugin` do (no cgo, -trimpath), so that
-# the tests, the binaries they build and those two targets share one
-# compile of each package (the Makefile's lint does the same).
-export CGO_ENABLED=0
-case " ${GOFLAGS:-} " in *" -trimpath "*) ;; *) export GOFLAGS="-trimpath${GOFLAGS:+ $GOFLAGS}" ;; esac
+# Compile with hack/goflags.sh's flags, as the tools, `make image` and
+# `make plugin` do, so that the tests, the binaries they build and those
+# targets share one compile of each package (the Makefile's lint does the
+# same). Under `make test` GOFLAGS already starts with them.
+. "$root/hack/goflags.sh"
+case " ${GOFLAGS:-} " in *" $OME_GOFLAGS "*) ;; *) export GOFLAGS="$OME_GOFLAGS${GOFLAGS:+ $GOFLAGS}" ;; esac
 bin=$("$root/hack/tools.sh") || exit 1
 # It holds helm (test/helm, test/fleet), prometheus and promtool (the alert
 # rules' tests, test/observability, test/fleet) with the rest.

@@ -13,6 +13,7 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
+. "$root/hack/goflags.sh"
 # Bump layout when this script changes what it puts in the folder.
 layout=2
 cache=${OME_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ome-quota-manager}
@@ -36,7 +37,7 @@ build() {
   echo ">> building ${what// /, } from tools/$mod (cold: several minutes on 2 cores; cached in $dir)" >&2
   mkdir -p "$dir.tmp"
   local rc=0 name
-  { (cd "$root/tools/$mod" && CGO_ENABLED=0 go build -mod=readonly -trimpath -v -tags "$tags" -ldflags "$ldflags" -o "$dir.tmp/" "${pkgs[@]}") 2>&1 |
+  { (cd "$root/tools/$mod" && go build -mod=readonly $OME_GOFLAGS -v -tags "$tags" -ldflags "$ldflags" -o "$dir.tmp/" "${pkgs[@]}") 2>&1 |
     awk -v n="${what// /+}" '/^#/ || / / {print > "/dev/stderr"; next} {c++; if (c % 200 == 0) {printf("   %s: %d packages compiled\n", n, c) > "/dev/stderr"; fflush("/dev/stderr")}}'; } || rc=$?
   for name in "${names[@]}"; do
     if [ "$rc" -ne 0 ] || [ ! -x "$dir.tmp/$name" ]; then
