@@ -14,7 +14,7 @@ tools:
 	@hack/tools.sh >/dev/null
 
 # lint, unit, test and image compile with the flags of hack/goflags.sh (no
-# cgo, -trimpath, no DWARF), as hack/tools.sh and hack/plugin.sh do, so that
+# cgo, -trimpath), as hack/tools.sh and hack/plugin.sh do, so that
 # one compile of each package serves the tools, go vet, the tests, the
 # manager binaries they start, the plugin and the amd64 image.
 OME_GOFLAGS := $(shell . ./hack/goflags.sh && echo "$$OME_GOFLAGS")
