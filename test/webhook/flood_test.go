@@ -114,12 +114,9 @@ func (f *forger) run(ctx context.Context) *sync.WaitGroup {
 	big := floodSpec(f.Cohort)
 	kinds := []func(i int) []byte{
 		// An update of a version the API server never stored.
-		func(int) []byte {
-			return review("UPDATE", f.KeepName, "mallory", aqJSON(f.KeepName, "u", "999999999999",
-				`{"role":"ClusterQueue","parentRef":{"name":"`+f.Cohort+`"},"budgets":[{"resourceName":"nvidia.com/gpu","resourceFlavor":"a100","nominal":"8"}]}`), f.Keep)
-		},
+		func(int) []byte { return f.forgedUpdate() },
 		// A delete of a team that stays.
-		func(int) []byte { return review("DELETE", f.KeepName, "mallory", "", f.Keep) },
+		func(int) []byte { return f.forgedDelete() },
 		// Creates of teams that would take the Cohort's room, each under a
 		// name of its own.
 		func(i int) []byte {
@@ -180,6 +177,38 @@ func (f *forger) run(ctx context.Context) *sync.WaitGroup {
 		}()
 	}
 	return &wg
+}
+
+// forgedUpdate is a forged review of an update of the team that stays,
+// at a version the API server never stored.
+func (f *forger) forgedUpdate() []byte {
+	return review("UPDATE", f.KeepName, "mallory", aqJSON(f.KeepName, "u", "999999999999",
+		`{"role":"ClusterQueue","parentRef":{"name":"`+f.Cohort+`"},"budgets":[{"resourceName":"nvidia.com/gpu","resourceFlavor":"a100","nominal":"8"}]}`), f.Keep)
+}
+
+// forgedDelete is a forged review of a delete of the team that stays.
+func (f *forger) forgedDelete() []byte {
+	return review("DELETE", f.KeepName, "mallory", "", f.Keep)
+}
+
+// lastWord sends the two forged reviews of the team that stays once more,
+// each waited for, and returns how many were answered. Sent after the
+// flood and the genuine writes, they are the newest verdicts of the log
+// where forged reviews are judged, so the trail has some of the forger's
+// on that team to show, whichever older ones the flood turned over.
+func (f *forger) lastWord() int {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(f.CAPEM)
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}}
+	defer tr.CloseIdleConnections()
+	p := &poster{url: fmt.Sprintf("https://127.0.0.1:%d", f.Port), client: &http.Client{Transport: tr}}
+	answered := 0
+	for _, body := range [][]byte{f.forgedUpdate(), f.forgedDelete()} {
+		if _, _, err := p.post(context.Background(), webhook.Path, body, 10*time.Second); err == nil {
+			answered++
+		}
+	}
+	return answered
 }
 
 // slowBody sends one review slowly; it reports whether an HTTP answer came.
@@ -255,7 +284,9 @@ func TestForgedFlood(t *testing.T) {
 // over-admitted, the ledger never passes its byte bound, the verdicts
 // flood only their own sixteenth of the log (its oldest segments go, the
 // main log keeps its first event), and the trail names the forger as the
-// author of nothing.
+// author of nothing. The forger's last two reviews of the team that stays
+// come after the flood and the genuine writes, so the trail holds some of
+// its verdicts however many older ones the flood turned over.
 func TestForgedFloodWithoutClientCertificates(t *testing.T) {
 	res := floodRun(t, floodConfig{name: "nocert", flood: 30 * time.Second, retry: true,
 		flags: []string{"--webhook-reservation-expiry=30s", "--apiserver-request-timeout=20s", "--event-log-max-bytes=524288"}})
@@ -392,9 +423,10 @@ func floodRun(t *testing.T, cfg floodConfig) floodResult {
 
 	// The forger stops after cfg.flood, even while a genuine write it held
 	// up is still being sent again.
-	forgerDone := startForger(t, &forger{Port: port, Cohort: c, CAPEM: getSecret(t).Data["ca.crt"], KeepName: keepName, Flood: cfg.flood,
+	mallory := &forger{Port: port, Cohort: c, CAPEM: getSecret(t).Data["ca.crt"], KeepName: keepName, Flood: cfg.flood,
 		Keep: aqJSON(keepName, string(keep.UID), keep.ResourceVersion,
-			`{"role":"ClusterQueue","parentRef":{"name":"`+c+`"},"budgets":[{"resourceName":"nvidia.com/gpu","resourceFlavor":"a100","nominal":"1"}]}`)})
+			`{"role":"ClusterQueue","parentRef":{"name":"`+c+`"},"budgets":[{"resourceName":"nvidia.com/gpu","resourceFlavor":"a100","nominal":"1"}]}`)}
+	forgerDone := startForger(t, mallory)
 	floodCtx, stop := context.WithTimeout(ctx, cfg.flood)
 	defer stop()
 	// The ledger, looked at every second: under its byte bound; its
@@ -441,7 +473,10 @@ func floodRun(t *testing.T, cfg floodConfig) floodResult {
 	require.NoError(t, err, "%s, which the forger deleted", keepName)
 	require.Equal(t, "1", got.Spec.Budgets[0].Nominal.String())
 
-	// The trail: stop the replica so that its log is whole, then replay.
+	// The trail: the forger's last word, then stop the replica so that its
+	// log is whole, and replay.
+	lastAnswered := mallory.lastWord()
+	t.Logf("the forger's last two reviews of %s: %d answered", keepName, lastAnswered)
 	r.Stop()
 	out, err := exec.Command(cluster.ManagerBin, "replay", res.logDir, "--node", keepName, "--history").CombinedOutput()
 	require.NoError(t, err, "%s", out)
