@@ -3,6 +3,7 @@ package localcluster
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -32,19 +33,60 @@ func BuildPlugin(ctx context.Context, dir string) (string, error) {
 	return build(ctx, dir, "kubectl-ome", "./cmd/kubectl-ome")
 }
 
-// build builds the package pkg of the project's module into dir/name.
+// BuiltDirEnv names a folder that already holds the binaries build makes
+// (ome-quota-manager, secretreader-plugin, kubectl-ome), built from this
+// tree: hack/test.sh builds them once for the whole run, so that each test
+// package copies them instead of linking its own.
+const BuiltDirEnv = "OME_BUILT_DIR"
+
+// build builds the package pkg of the project's module into dir/name, or
+// takes it from $OME_BUILT_DIR when that folder holds it.
 func build(ctx context.Context, dir, name, pkg string) (string, error) {
+	out := filepath.Join(dir, name)
+	if built := os.Getenv(BuiltDirEnv); built != "" {
+		src := filepath.Join(built, name)
+		if _, err := os.Stat(src); err == nil {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return "", err
+			}
+			// A copy, not a link: a test may change its own binary.
+			if err := os.Remove(out); err != nil && !os.IsNotExist(err) {
+				return "", err
+			}
+			if err := copyExecutable(src, out); err != nil {
+				return "", fmt.Errorf("copying %s from $%s: %w", name, BuiltDirEnv, err)
+			}
+			return out, nil
+		}
+	}
 	root, err := RepoRoot()
 	if err != nil {
 		return "", err
 	}
-	out := filepath.Join(dir, name)
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
 	cmd.Dir, cmd.Stdout, cmd.Stderr = root, os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return "", fmt.Errorf("building %s: %w", name, err)
 	}
 	return out, nil
+}
+
+// copyExecutable copies the file src to dst, executable.
+func copyExecutable(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }
 
 // Manager is one ome-quota-manager process, started the way a user runs it,

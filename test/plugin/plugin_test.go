@@ -130,9 +130,8 @@ team-beta True True`, "get", "aq", "-o", treeCols)
 
 	t.Run("kubectl finds the plugin on PATH", func(t *testing.T) {
 		dir := t.TempDir()
-		build := exec.Command("go", "build", "-o", filepath.Join(dir, "kubectl-ome"), "ome.io/quota-manager/cmd/kubectl-ome")
-		out, err := build.CombinedOutput()
-		require.NoError(t, err, string(out))
+		_, err := localcluster.BuildPlugin(context.Background(), dir)
+		require.NoError(t, err)
 		cmd := exec.Command(filepath.Join(cluster.BinDir, "kubectl"), "ome", "quota", "tree", "--kubeconfig", cluster.Kubeconfig)
 		cmd.Env = append(os.Environ(), "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"))
 		got, err := cmd.Output()
