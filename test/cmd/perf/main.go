@@ -41,11 +41,16 @@ type shape struct {
 	nodes, more int // GPU Nodes, and the Nodes of the large variant
 	updates     int // ClusterQueue status updates per CPU measurement
 	tries       int // admin changes during the bulk pass
+	// rounds is how many times the bare client and the manager each
+	// materialize the tree at matching limits, in turn, each on a fresh
+	// control plane. The quick form runs one: it keeps the command
+	// working, and its figures are not compared.
+	rounds int
 }
 
 var (
-	full  = shape{cohorts: 50, teamsPerCohort: 20, namespaces: 20, small: 5, nodes: 250, more: 10000, updates: 400, tries: 20}
-	quick = shape{cohorts: 4, teamsPerCohort: 10, namespaces: 3, small: 1, nodes: 20, more: 200, updates: 60, tries: 5}
+	full  = shape{cohorts: 50, teamsPerCohort: 20, namespaces: 20, small: 5, nodes: 250, more: 10000, updates: 400, tries: 20, rounds: 2}
+	quick = shape{cohorts: 4, teamsPerCohort: 10, namespaces: 3, small: 1, nodes: 20, more: 200, updates: 60, tries: 5, rounds: 1}
 )
 
 // Matching limits: the bare client's, and the manager's in the runs that

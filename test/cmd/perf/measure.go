@@ -18,10 +18,6 @@ import (
 	"ome.io/quota-manager/test/localcluster"
 )
 
-// matchRounds is how many times the bare client and the manager each
-// materialize the tree at matching limits, in turn.
-const matchRounds = 2
-
 func (b *bench) measure(ctx context.Context) error {
 	sh := b.sh
 	kueueObjects := func(cohorts int) int { return cohorts + 1 + cohorts*sh.teamsPerCohort*(1+sh.namespaces) }
@@ -48,7 +44,7 @@ func (b *bench) measure(ctx context.Context) error {
 	}
 
 	// The whole tree, at matching limits: the bare client and the manager
-	// each materialize it matchRounds times, in turn, each run on a fresh
+	// each materialize it sh.rounds times, in turn, each run on a fresh
 	// control plane. On two cores that etcd, the API server and Kueue
 	// saturate, one run of each varies by more than the bound (the bare
 	// client alone has taken 37 to 82 s), and other work only ever adds
@@ -62,11 +58,11 @@ func (b *bench) measure(ctx context.Context) error {
 	var perChange string
 	var cpuLarge time.Duration
 	var rss memory
-	for round := 1; round <= matchRounds; round++ {
+	for round := 1; round <= sh.rounds; round++ {
 		if err := b.fresh(ctx, all); err != nil {
 			return err
 		}
-		logf("bare client: %d Kueue objects, %d workers, QPS %d, burst %d (round %d of %d)...", nObjects, matchWorkers, matchQPS, matchBurst, round, matchRounds)
+		logf("bare client: %d Kueue objects, %d workers, QPS %d, burst %d (round %d of %d)...", nObjects, matchWorkers, matchQPS, matchBurst, round, sh.rounds)
 		pids := b.processes()
 		c0 := localcluster.CPUTimes(pids)
 		bare, err := b.bareApply(ctx, out)
@@ -77,7 +73,7 @@ func (b *bench) measure(ctx context.Context) error {
 		if err := b.fresh(ctx, all); err != nil {
 			return err
 		}
-		logf("manager at matching limits (round %d of %d)...", round, matchRounds)
+		logf("manager at matching limits (round %d of %d)...", round, sh.rounds)
 		pids = b.processes()
 		c0 = localcluster.CPUTimes(pids)
 		m, started, err := b.startMatched(ctx, "m-match")
