@@ -37,6 +37,13 @@ if [ $# -eq 0 ] || [ "$*" = "./..." ]; then
   else
     rc=1
   fi
+  # test/image runs `make image` for amd64 and arm64. The arm64 compile
+  # shares no package with the rest of the run (several minutes cold),
+  # and test/image starts no control plane, so it runs beside the control
+  # planes' packages at the lowest CPU priority: it takes the CPU their
+  # waits leave idle, and gives way whenever they need it.
+  nice -n 19 go test -count=1 -timeout 30m ./test/image >"$tmp/image.out" 2>&1 &
+  image_pid=$!
   # The packages that start control planes, two at a time: most of their
   # time is spent waiting (for an API server, Kueue, an informer, a
   # lease), which the other package fills. Each starts its own control
@@ -44,11 +51,11 @@ if [ $# -eq 0 ] || [ "$*" = "./..." ]; then
   # longest first (their times are in docs/performance.md), so that the
   # two slots end together instead of one running a long package alone at
   # the end; the rest follow in go list's order.
-  long="webhook fleet impact image failures e2e helm observability plugin pods dra"
+  long="webhook fleet impact failures e2e helm observability plugin pods dra"
   pkgs=()
   for p in $long; do pkgs+=("./test/$p"); done
   for p in $(go list ./test/...); do
-    case " $long " in *" ${p#ome.io/quota-manager/test/} "*) ;; *) pkgs+=("$p") ;; esac
+    case " $long image " in *" ${p#ome.io/quota-manager/test/} "*) ;; *) pkgs+=("$p") ;; esac
   done
   go test -count=1 -p 2 -timeout 30m "${pkgs[@]}"
   rc2=$?
@@ -69,6 +76,11 @@ if [ $# -eq 0 ] || [ "$*" = "./..." ]; then
   echo "--- the guide on OME's CRD (OME_E2E_CRD=ome ./test/e2e) ---"
   cat "$tmp/e2e-ome.out"
   [ $rc -eq 0 ] && rc=$rc4
+  wait "$image_pid"
+  rc5=$?
+  echo "--- make image for amd64 and arm64 (./test/image, at nice 19 beside the packages) ---"
+  cat "$tmp/image.out"
+  [ $rc -eq 0 ] && rc=$rc5
 else
   go test -count=1 -timeout 30m "$@"
   rc=$?
