@@ -1,21 +1,24 @@
 #!/usr/bin/env bash
 # Builds the binaries the tests and demos run (etcd, kube-apiserver, kubectl,
-# Kueue's manager, helm, prometheus and promtool) from the pinned modules
-# under tools/, once, into the user cache directory keyed by the pinned
+# Kueue's manager, helm, prometheus and promtool) from the pinned module
+# tools/kube, once, into the user cache directory keyed by the pinned
 # versions. Later runs reuse them. Prints the folder that holds them on its
 # last line of standard output.
 #
-# tools/kube holds every binary but etcd in one module, and requires the same
-# version of each module the project also compiles (go.mod at the root): one
-# `go build` then compiles each shared package once, and the project's own
+# tools/kube holds every binary in one module, and requires the same version
+# of each module the project also compiles (go.mod at the root): one `go
+# build` then compiles each shared package once, and the project's own
 # compile finds the Kubernetes, Kueue and helm libraries already in the Go
-# build cache. hack/toolversions's test keeps them in step.
+# build cache. hack/toolversions's test keeps them in step. etcd's server is
+# the version of the etcd client kube-apiserver is built with (v3.6.5), whose
+# gRPC and OpenTelemetry are no newer than kube-apiserver's, so it shares
+# them.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 . "$root/hack/goflags.sh"
 # Bump layout when this script changes what it puts in the folder.
-layout=2
+layout=3
 cache=${OME_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ome-quota-manager}
 
 # build MODULE_DIR LDFLAGS TAGS NAME=PACKAGE...: the binaries missing from
@@ -48,10 +51,8 @@ build() {
   echo "   ${what// /, } built in $((SECONDS - start))s" >&2
 }
 
-# The key covers the two modules: tools/etcd (etcd's server needs newer gRPC
-# and OpenTelemetry than kube-apiserver is built with, so it is a module of its
-# own), and tools/kube.
-key=$( { go env GOVERSION GOOS GOARCH; echo "$layout"; cat "$root"/tools/{etcd,kube}/go.mod "$root"/tools/{etcd,kube}/go.sum "$root"/tools/etcd/main.go; } | sha256sum | cut -c1-16)
+# The key covers the module and etcd's main package.
+key=$( { go env GOVERSION GOOS GOARCH; echo "$layout"; cat "$root"/tools/kube/go.mod "$root"/tools/kube/go.sum "$root"/tools/kube/etcd/main.go; } | sha256sum | cut -c1-16)
 dir="$cache/bin/$key"
 mkdir -p "$cache/bin"
 
@@ -76,20 +77,14 @@ kube_ldflags="-s -w \
  -X k8s.io/client-go/pkg/version.gitMinor=35"
 
 mkdir -p "$dir"
-# etcd (its own module, little shared) builds alongside the other three.
-build etcd "-s -w" "" etcd=ome.io/quota-manager/tools/etcd &
-etcd_pid=$!
-kube_rc=0
 # Prometheus uses only static scrape targets here, so its service discovery
 # plugins (cloud SDKs, most of its weight) are left out by the
 # remove_all_sd tag, which no other module here reads.
-build kube "$kube_ldflags" remove_all_sd kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver \
+build kube "$kube_ldflags" remove_all_sd etcd=ome.io/quota-manager/tools/kube/etcd \
+  kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver \
   kubectl=k8s.io/kubernetes/cmd/kubectl kueue=sigs.k8s.io/kueue/cmd/kueue \
   helm=helm.sh/helm/v4/cmd/helm prometheus=github.com/prometheus/prometheus/cmd/prometheus \
-  promtool=github.com/prometheus/prometheus/cmd/promtool || kube_rc=$?
-etcd_rc=0
-wait "$etcd_pid" || etcd_rc=$?
-if [ "$kube_rc" -ne 0 ] || [ "$etcd_rc" -ne 0 ]; then exit 1; fi
+  promtool=github.com/prometheus/prometheus/cmd/promtool || exit 1
 for b in etcd kubectl kueue kube-apiserver helm prometheus promtool; do
   if [ -f "$dir.tmp/$b" ]; then mv "$dir.tmp/$b" "$dir/$b"; fi
 done
