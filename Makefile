@@ -14,7 +14,7 @@ tools:
 	@hack/tools.sh >/dev/null
 
 # lint, unit, test and image compile with the flags of hack/goflags.sh (no
-# cgo, -trimpath), as hack/tools.sh and hack/plugin.sh do, so that
+# cgo, -trimpath, no DWARF), as hack/tools.sh and hack/plugin.sh do, so that
 # one compile of each package serves the tools, go vet, the tests, the
 # manager binaries they start, the plugin and the amd64 image.
 OME_GOFLAGS := $(shell . ./hack/goflags.sh && echo "$$OME_GOFLAGS")
@@ -54,16 +54,11 @@ demo-fleet: tools
 IMAGE_ARCH := $(or $(GOARCH),$(shell $(GO) env GOARCH))
 IMAGE ?= ome-quota-manager:dev
 IMAGE_DIR ?= bin
-# The image's binaries are linked without DWARF (-w). For another
-# architecture than this machine's, whose compile no other build here
-# shares, the packages are also compiled without it: the same code, made
-# faster. This machine's architecture keeps the compile the tests share.
-IMAGE_GCFLAGS := $(if $(filter $(IMAGE_ARCH),$(shell env -u GOARCH $(GO) env GOARCH)),,-gcflags=all=-dwarf=false)
 image:
 	@mkdir -p $(IMAGE_DIR)/image-$(IMAGE_ARCH)
-	GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build $(IMAGE_GCFLAGS) -ldflags="-s -w" \
+	GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -ldflags="-s -w" \
 	  -o $(IMAGE_DIR)/image-$(IMAGE_ARCH)/ome-quota-manager ./cmd/ome-quota-manager
-	GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build $(IMAGE_GCFLAGS) -ldflags="-s -w" \
+	GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -ldflags="-s -w" \
 	  -o $(IMAGE_DIR)/image-$(IMAGE_ARCH)/secretreader-plugin sigs.k8s.io/cluster-inventory-api/cmd/secretreader-plugin
 	cp Dockerfile $(IMAGE_DIR)/image-$(IMAGE_ARCH)/Dockerfile
 	cd hack/image && env -u GOOS -u GOARCH $(GO) run . -arch $(IMAGE_ARCH) -tag $(IMAGE) \

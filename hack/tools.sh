@@ -51,8 +51,10 @@ build() {
   echo "   ${what// /, } built in $((SECONDS - start))s" >&2
 }
 
-# The key covers the module and etcd's main package.
-key=$( { go env GOVERSION GOOS GOARCH; echo "$layout"; cat "$root"/tools/kube/go.mod "$root"/tools/kube/go.sum "$root"/tools/kube/etcd/main.go; } | sha256sum | cut -c1-16)
+# The key covers the module, etcd's main package and the compile flags
+# (hack/goflags.sh): binaries built with other flags would leave the tests
+# no compiled package to share in Go's build cache.
+key=$( { go env GOVERSION GOOS GOARCH; echo "$layout"; cat "$root"/tools/kube/go.mod "$root"/tools/kube/go.sum "$root"/tools/kube/etcd/main.go "$root"/hack/goflags.sh; } | sha256sum | cut -c1-16)
 dir="$cache/bin/$key"
 mkdir -p "$cache/bin"
 
