@@ -23,18 +23,20 @@ lint test unit image: export GOFLAGS := $(if $(findstring $(OME_GOFLAGS),$(GOFLA
 
 ## test: the tools, then lint (its compile finds the libraries it shares
 ## with the tools in the Go build cache, at the same versions), then unit,
-## integration and e2e tests on a real local control plane.
+## integration and e2e tests on a real local control plane (without go
+## test's own vet, a subset of what lint's go vet has just checked).
 test:
 	@$(MAKE) --no-print-directory tools
 	@$(MAKE) --no-print-directory lint
-	@hack/test.sh
+	@OME_VETTED=1 hack/test.sh
 
 ## unit: go vet, then the unit tests (every package outside test/, none of
 ## which starts a control plane) with -short, which trims the longest
-## randomized comparisons. The warm time is in docs/performance.md.
+## randomized comparisons (without go test's own vet, which would repeat a
+## part of go vet's). The warm time is in docs/performance.md.
 unit:
 	$(GO) vet $(PKGS)
-	$(GO) test -short -count=1 $$($(GO) list $(PKGS) | grep -v /test/)
+	$(GO) test -vet=off -short -count=1 $$($(GO) list $(PKGS) | grep -v /test/)
 
 ## demo: the local control plane with Kueue and the guide's cluster; Ctrl-C stops it.
 demo: tools

@@ -12,6 +12,11 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 # same). Under `make test` GOFLAGS already starts with them.
 . "$root/hack/goflags.sh"
 case " ${GOFLAGS:-} " in *" $OME_GOFLAGS "*) ;; *) export GOFLAGS="$OME_GOFLAGS${GOFLAGS:+ $GOFLAGS}" ;; esac
+# `make test` runs go vet on every package, test files included and with all
+# of vet's checks (lint), before this script and sets OME_VETTED; go test's
+# own vet, a subset of those checks, would only repeat it.
+vet=()
+if [ "${OME_VETTED:-}" = 1 ]; then vet=(-vet=off); fi
 bin=$("$root/hack/tools.sh") || exit 1
 # It holds helm (test/helm, test/fleet), prometheus and promtool (the alert
 # rules' tests, test/observability, test/fleet) with the rest.
@@ -25,7 +30,7 @@ export TMPDIR=$tmp
 cd "$root"
 if [ $# -eq 0 ] || [ "$*" = "./..." ]; then
   # Unit tests, in parallel.
-  go test -count=1 -timeout 20m $(go list ./... | grep -v '/test/')
+  go test "${vet[@]}" -count=1 -timeout 20m $(go list ./... | grep -v '/test/')
   rc=$?
   # The binaries those packages start (the manager, the ClusterProfile
   # secret-reader plugin, kubectl-ome), linked once for the run: each
@@ -42,7 +47,7 @@ if [ $# -eq 0 ] || [ "$*" = "./..." ]; then
   # and test/image starts no control plane, so it runs beside the control
   # planes' packages at the lowest CPU priority: it takes the CPU their
   # waits leave idle, and gives way whenever they need it.
-  nice -n 19 go test -count=1 -timeout 30m ./test/image >"$tmp/image.out" 2>&1 &
+  nice -n 19 go test "${vet[@]}" -count=1 -timeout 30m ./test/image >"$tmp/image.out" 2>&1 &
   image_pid=$!
   # The packages that start control planes, two at a time: most of their
   # time is spent waiting (for an API server, Kueue, an informer, a
@@ -57,7 +62,7 @@ if [ $# -eq 0 ] || [ "$*" = "./..." ]; then
   for p in $(go list ./test/...); do
     case " $long image " in *" ${p#ome.io/quota-manager/test/} "*) ;; *) pkgs+=("$p") ;; esac
   done
-  go test -count=1 -p 2 -timeout 30m "${pkgs[@]}"
+  go test "${vet[@]}" -count=1 -p 2 -timeout 30m "${pkgs[@]}"
   rc2=$?
   [ $rc -eq 0 ] && rc=$rc2
   # The guide once more on OME's own AcceleratorQuota CRD, which the
@@ -66,7 +71,7 @@ if [ $# -eq 0 ] || [ "$*" = "./..." ]; then
   # (its figures are not judged here). They run after the packages, not
   # beside them: with six control planes at once on 2 cores, tests that
   # check that nothing waits in vain see stalls of a second.
-  OME_E2E_CRD=ome go test -count=1 -timeout 15m -run 'TestGuide$|TestOMECRD' ./test/e2e >"$tmp/e2e-ome.out" 2>&1 &
+  OME_E2E_CRD=ome go test "${vet[@]}" -count=1 -timeout 15m -run 'TestGuide$|TestOMECRD' ./test/e2e >"$tmp/e2e-ome.out" 2>&1 &
   e2e_pid=$!
   go run ./test/cmd/perf -quick
   rc3=$?
@@ -82,7 +87,7 @@ if [ $# -eq 0 ] || [ "$*" = "./..." ]; then
   cat "$tmp/image.out"
   [ $rc -eq 0 ] && rc=$rc5
 else
-  go test -count=1 -timeout 30m "$@"
+  go test "${vet[@]}" -count=1 -timeout 30m "$@"
   rc=$?
 fi
 
