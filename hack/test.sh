@@ -29,19 +29,45 @@ export TMPDIR=$tmp
 
 cd "$root"
 if [ $# -eq 0 ] || [ "$*" = "./..." ]; then
-  # Unit tests, in parallel.
-  go test "${vet[@]}" -count=1 -timeout 20m $(go list ./... | grep -v '/test/')
-  rc=$?
-  # The binaries those packages start (the manager, the ClusterProfile
-  # secret-reader plugin, kubectl-ome), linked once for the run: each
-  # package copies them from $OME_BUILT_DIR instead of linking its own
-  # (test/localcluster's build).
+  # The binaries the control-plane packages start (the manager, the
+  # ClusterProfile secret-reader plugin, kubectl-ome), linked once for the
+  # run: each package copies them from $OME_BUILT_DIR instead of linking
+  # its own (test/localcluster's build).
+  rc=0
   if mkdir -p "$tmp/built" && go build -o "$tmp/built/" ./cmd/ome-quota-manager ./cmd/kubectl-ome \
     sigs.k8s.io/cluster-inventory-api/cmd/secretreader-plugin; then
     export OME_BUILT_DIR=$tmp/built
   else
     rc=1
   fi
+  # The guide once more on OME's own AcceleratorQuota CRD, which the
+  # guide's cluster has from OME's ome-crd chart (test/e2e/main_test.go),
+  # and the quick form of `make perf`, run to keep the command working
+  # (its figures are not judged here). Each starts one control plane at a
+  # time and mostly waits on it, so they run beside the unit tests, which
+  # start none and run at nice 10: the two get the CPU when they need it,
+  # and the unit tests' compile and runs take the rest. They are not run
+  # beside the control-plane packages below: with six control planes at
+  # once on 2 cores, tests that check that nothing waits in vain see
+  # stalls of a second.
+  OME_E2E_CRD=ome go test "${vet[@]}" -count=1 -timeout 15m -run 'TestGuide$|TestOMECRD' ./test/e2e >"$tmp/e2e-ome.out" 2>&1 &
+  e2e_pid=$!
+  go run ./test/cmd/perf -quick >"$tmp/perf.out" 2>&1 &
+  perf_pid=$!
+  # Unit tests, in parallel.
+  nice -n 10 go test "${vet[@]}" -count=1 -timeout 20m $(go list ./... | grep -v '/test/')
+  rc1=$?
+  [ $rc -eq 0 ] && rc=$rc1
+  wait "$perf_pid"
+  rc3=$?
+  echo "--- perf -quick (beside the unit tests) ---"
+  cat "$tmp/perf.out"
+  [ $rc -eq 0 ] && rc=$rc3
+  wait "$e2e_pid"
+  rc4=$?
+  echo "--- the guide on OME's CRD (OME_E2E_CRD=ome ./test/e2e, beside the unit tests) ---"
+  cat "$tmp/e2e-ome.out"
+  [ $rc -eq 0 ] && rc=$rc4
   # test/image runs `make image` for amd64 and arm64. The arm64 compile
   # shares no package with the rest of the run (several minutes cold),
   # and test/image starts no control plane, so it runs beside the control
@@ -65,22 +91,6 @@ if [ $# -eq 0 ] || [ "$*" = "./..." ]; then
   go test "${vet[@]}" -count=1 -p 2 -timeout 30m "${pkgs[@]}"
   rc2=$?
   [ $rc -eq 0 ] && rc=$rc2
-  # The guide once more on OME's own AcceleratorQuota CRD, which the
-  # guide's cluster has from OME's ome-crd chart (test/e2e/main_test.go),
-  # beside the quick form of `make perf`, run to keep the command working
-  # (its figures are not judged here). They run after the packages, not
-  # beside them: with six control planes at once on 2 cores, tests that
-  # check that nothing waits in vain see stalls of a second.
-  OME_E2E_CRD=ome go test "${vet[@]}" -count=1 -timeout 15m -run 'TestGuide$|TestOMECRD' ./test/e2e >"$tmp/e2e-ome.out" 2>&1 &
-  e2e_pid=$!
-  go run ./test/cmd/perf -quick
-  rc3=$?
-  [ $rc -eq 0 ] && rc=$rc3
-  wait "$e2e_pid"
-  rc4=$?
-  echo "--- the guide on OME's CRD (OME_E2E_CRD=ome ./test/e2e) ---"
-  cat "$tmp/e2e-ome.out"
-  [ $rc -eq 0 ] && rc=$rc4
   wait "$image_pid"
   rc5=$?
   echo "--- make image for amd64 and arm64 (./test/image, at nice 19 beside the packages) ---"
