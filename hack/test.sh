@@ -27,18 +27,31 @@ cleanup() { rm -rf "$tmp"; }
 trap cleanup EXIT
 export TMPDIR=$tmp
 
+# rc is the run's exit code: the first failure's. keep CODE keeps CODE
+# unless a failure came before; collect PID FILE TITLE waits for a job
+# started in the background, prints its output under TITLE, and keeps its
+# code.
+rc=0
+keep() { if [ "$rc" -eq 0 ]; then rc=$1; fi; }
+collect() {
+  wait "$1"
+  local code=$?
+  echo "--- $3 ---"
+  cat "$2"
+  keep "$code"
+}
+
 cd "$root"
 if [ $# -eq 0 ] || [ "$*" = "./..." ]; then
   # The binaries the control-plane packages start (the manager, the
   # ClusterProfile secret-reader plugin, kubectl-ome), linked once for the
   # run: each package copies them from $OME_BUILT_DIR instead of linking
   # its own (test/localcluster's build).
-  rc=0
   if mkdir -p "$tmp/built" && go build -o "$tmp/built/" ./cmd/ome-quota-manager ./cmd/kubectl-ome \
     sigs.k8s.io/cluster-inventory-api/cmd/secretreader-plugin; then
     export OME_BUILT_DIR=$tmp/built
   else
-    rc=1
+    keep 1
   fi
   # The guide once more on OME's own AcceleratorQuota CRD, which the
   # guide's cluster has from OME's ome-crd chart (test/e2e/main_test.go),
@@ -56,18 +69,9 @@ if [ $# -eq 0 ] || [ "$*" = "./..." ]; then
   perf_pid=$!
   # Unit tests, in parallel.
   nice -n 10 go test "${vet[@]}" -count=1 -timeout 20m $(go list ./... | grep -v '/test/')
-  rc1=$?
-  [ $rc -eq 0 ] && rc=$rc1
-  wait "$perf_pid"
-  rc3=$?
-  echo "--- perf -quick (beside the unit tests) ---"
-  cat "$tmp/perf.out"
-  [ $rc -eq 0 ] && rc=$rc3
-  wait "$e2e_pid"
-  rc4=$?
-  echo "--- the guide on OME's CRD (OME_E2E_CRD=ome ./test/e2e, beside the unit tests) ---"
-  cat "$tmp/e2e-ome.out"
-  [ $rc -eq 0 ] && rc=$rc4
+  keep $?
+  collect "$perf_pid" "$tmp/perf.out" "perf -quick (beside the unit tests)"
+  collect "$e2e_pid" "$tmp/e2e-ome.out" "the guide on OME's CRD (OME_E2E_CRD=ome ./test/e2e, beside the unit tests)"
   # test/image runs `make image` for amd64 and arm64. The arm64 compile
   # shares no package with the rest of the run (several minutes cold),
   # and test/image starts no control plane, so it runs beside the control
@@ -89,16 +93,11 @@ if [ $# -eq 0 ] || [ "$*" = "./..." ]; then
     case " $long image " in *" ${p#ome.io/quota-manager/test/} "*) ;; *) pkgs+=("$p") ;; esac
   done
   go test "${vet[@]}" -count=1 -p 2 -timeout 30m "${pkgs[@]}"
-  rc2=$?
-  [ $rc -eq 0 ] && rc=$rc2
-  wait "$image_pid"
-  rc5=$?
-  echo "--- make image for amd64 and arm64 (./test/image, at nice 19 beside the packages) ---"
-  cat "$tmp/image.out"
-  [ $rc -eq 0 ] && rc=$rc5
+  keep $?
+  collect "$image_pid" "$tmp/image.out" "make image for amd64 and arm64 (./test/image, at nice 19 beside the packages)"
 else
   go test "${vet[@]}" -count=1 -timeout 30m "$@"
-  rc=$?
+  keep $?
 fi
 
 # Anything of this run still running is a leak: every process the tests
