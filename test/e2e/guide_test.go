@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -17,6 +18,7 @@ import (
 
 	v1beta1 "ome.io/quota-manager/api/v1beta1"
 	"ome.io/quota-manager/api/v1beta1/aqtest"
+	"ome.io/quota-manager/projector/apply"
 	"ome.io/quota-manager/test/localcluster"
 	"ome.io/quota-manager/test/testutil"
 )
@@ -34,7 +36,13 @@ var (
 )
 
 // managedVersions maps every managed Kueue object, and every node but root,
-// to its resourceVersion.
+// to what a write of the manager would change: for a node, its
+// resourceVersion (only the tests and the manager write nodes); for a Kueue
+// object, its generation and the manager's own managedFields entries
+// (managerWrites). Kueue writes its objects' status on its own schedule,
+// later on a loaded machine (a ClusterQueue's usage some seconds after its
+// Workloads were admitted), so their resourceVersions move without any
+// write of the manager.
 func managedVersions(t *testing.T) map[string]string {
 	t.Helper()
 	ctx := context.Background()
@@ -43,18 +51,19 @@ func managedVersions(t *testing.T) map[string]string {
 	out := map[string]string{}
 	cohorts, err := kq.Cohorts().List(ctx, sel)
 	require.NoError(t, err)
-	for _, o := range cohorts.Items {
-		out["Cohort/"+o.Name] = o.ResourceVersion
+	for i := range cohorts.Items {
+		out["Cohort/"+cohorts.Items[i].Name] = managerWrites(t, &cohorts.Items[i])
 	}
 	cqs, err := kq.ClusterQueues().List(ctx, sel)
 	require.NoError(t, err)
-	for _, o := range cqs.Items {
-		out["ClusterQueue/"+o.Name] = o.ResourceVersion
+	for i := range cqs.Items {
+		out["ClusterQueue/"+cqs.Items[i].Name] = managerWrites(t, &cqs.Items[i])
 	}
 	lqs, err := kq.LocalQueues("").List(ctx, sel)
 	require.NoError(t, err)
-	for _, o := range lqs.Items {
-		out["LocalQueue/"+o.Namespace+"/"+o.Name] = o.ResourceVersion
+	for i := range lqs.Items {
+		o := &lqs.Items[i]
+		out["LocalQueue/"+o.Namespace+"/"+o.Name] = managerWrites(t, o)
 	}
 	// Node objects too, but root: its observedAt stamps are rewritten every
 	// report interval by design, so that they show the measuring is alive.
@@ -66,6 +75,23 @@ func managedVersions(t *testing.T) map[string]string {
 		}
 	}
 	return out
+}
+
+// managerWrites is an object's generation, which every change of its spec
+// moves, and the manager's managedFields entries, whose time and fields
+// the API server moves on every write of the manager that changes the
+// object (labels included).
+func managerWrites(t *testing.T, o metav1.Object) string {
+	t.Helper()
+	s := fmt.Sprintf("generation %d", o.GetGeneration())
+	for _, f := range o.GetManagedFields() {
+		if f.Manager == apply.FieldManager {
+			b, err := json.Marshal(f)
+			require.NoError(t, err)
+			s += "; " + string(b)
+		}
+	}
+	return s
 }
 
 func condition(aq *v1beta1.AcceleratorQuota, typ string) *metav1.Condition {
@@ -205,7 +231,7 @@ Materialized=True Admitted: enforcement objects match this node's budget`,
 		applied := m1.metric(ctx, "ome_quota_backend_applied_total")
 		// Two ticks, each a full pass.
 		m1.waitTicks(ctx, 2)
-		require.Equal(t, before, managedVersions(t), "a pass with nothing changed bumped a resourceVersion")
+		require.Equal(t, before, managedVersions(t), "a pass with nothing changed wrote a node or the manager's part of a Kueue object")
 		require.Equal(t, writes, m1.metric(ctx, "ome_quota_backend_writes_total", `kind="ClusterQueue"`)+
 			m1.metric(ctx, "ome_quota_backend_writes_total", `kind="LocalQueue"`)+
 			m1.metric(ctx, "ome_quota_backend_writes_total", `kind="Cohort"`), "Kueue writes on a quiet cluster")
